@@ -1,0 +1,146 @@
+"""Build a pack: plan, generate every rotation, derive and verify questions, certify, attest.
+
+The CLI and the Dagster assets call these functions; a pack is written to a temporary folder
+beside the target and renamed into place only when complete.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from collections import Counter
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from evalpack.certify import certificate, dumps, manifest
+from evalpack.errors import EvalpackError
+from evalpack.generate import arrow_schema
+from evalpack.plan import RotationPlan, plan_pack
+from evalpack.questions import Question, derive_questions
+from evalpack.spec import Spec, load_spec
+from evalpack.tables import rotation_dir, write_rotation
+from evalpack.verify import Link, Verdict, verify_rotations
+
+SCORER = Path(__file__).with_name("scoring.py")
+Progress = Callable[[int, str, int], None]
+
+
+@dataclass(frozen=True)
+class BuildResult:
+    path: Path
+    spec: Spec
+    verdicts: tuple[Verdict, ...]
+    rows: dict[str, dict[str, int]]
+
+    @property
+    def shipped(self) -> list[Question]:
+        return [v.question for v in self.verdicts if v.ships]
+
+
+def links_of(spec: Spec) -> tuple[Link, ...]:
+    """Every declared parent -> child key, for the orphan check."""
+    return tuple(Link(r.child_table, r.child_column, r.parent_table, r.parent_column) for r in spec.relationships)
+
+
+def duckdb_types(spec: Spec) -> dict[str, dict[str, str]]:
+    """table -> {column: DuckDB type} of the fixed Arrow schema (pins CSV reads to Parquet's types)."""
+    names = {"int64": "BIGINT", "string": "VARCHAR", "bool": "BOOLEAN", "date32[day]": "DATE",
+             "timestamp[us]": "TIMESTAMP"}
+    out = {}
+    for table in spec.tables:
+        cols = {}
+        for field in arrow_schema(spec, table):
+            t = str(field.type)
+            cols[field.name] = (f"DECIMAL({field.type.precision},{field.type.scale})"
+                                if t.startswith("decimal") else names[t])
+        out[table.name] = cols
+    return out
+
+
+def _write_one(args: tuple) -> tuple[str, dict[str, int]]:
+    spec, plan, folder = args
+    return f"seed_{plan.seed}", write_rotation(spec, plan, Path(folder))
+
+
+def write_rotations(spec: Spec, plans: tuple[RotationPlan, ...], folder: Path, jobs: int = 1,
+                    progress: Progress | None = None) -> dict[str, dict[str, int]]:
+    """Write every rotation's tables (in parallel processes when ``jobs`` > 1)."""
+    if jobs <= 1 or len(plans) == 1:
+        return {f"seed_{p.seed}": write_rotation(spec, p, folder, progress) for p in plans}
+    rows = {}
+    with ProcessPoolExecutor(max_workers=min(jobs, len(plans))) as pool:
+        for name, counts in pool.map(_write_one, [(spec, p, str(folder)) for p in plans]):
+            rows[name] = counts
+            if progress:
+                for table, n in counts.items():
+                    progress(int(name.split("_")[1]), table, n)
+    return rows
+
+
+def verify_pack_tables(spec: Spec, questions: tuple[Question, ...], folder: Path, connect=None,
+                       fmt: str = "parquet") -> tuple[Verdict, ...]:
+    """Verify every question on every rotation's written files under ``folder``."""
+    dirs = {f"seed_{s}": folder / rotation_dir(s) / "tables" for s in spec.seeds()}
+    return verify_rotations(questions, dirs, links_of(spec), connect=connect, fmt=fmt,
+                            types=duckdb_types(spec) if fmt == "csv" else None)
+
+
+def write_pack_files(folder: Path, spec: Spec, plans: tuple[RotationPlan, ...], verdicts: tuple[Verdict, ...],
+                     rows: dict[str, dict[str, int]], near_miss: dict | None = None) -> None:
+    """questions.jsonl, certificate.json, manifest.json and verify.py, from verified results."""
+    shipped = [v.question for v in verdicts if v.ships]
+    lines = [json.dumps(q.to_record(spec.answers), ensure_ascii=False, separators=(",", ":")) for q in shipped]
+    (folder / "questions.jsonl").write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    (folder / "certificate.json").write_bytes(dumps(certificate(verdicts, [f"seed_{p.seed}" for p in plans])))
+    (folder / "manifest.json").write_bytes(dumps(manifest(spec, plans, verdicts, rows, duckdb_types(spec), near_miss)))
+    shutil.copyfile(SCORER, folder / "verify.py")
+
+
+def staging_dir(out: Path, force: bool) -> Path:
+    """A fresh temporary folder beside ``out``; refuses an existing ``out`` without force."""
+    out = Path(out)
+    if out.exists() and not force:
+        raise EvalpackError(f"{out}: already exists; choose another -o or pass --force to replace it")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
+    staging.chmod(0o755)  # mkdtemp makes it private; a pack is meant to be shared
+    return staging
+
+
+def publish_dir(staging: Path, out: Path) -> None:
+    """Move a complete pack into place (replacing ``out`` only after the new one is whole)."""
+    out = Path(out)
+    old = None
+    if out.exists():
+        old = out.with_name(f".{out.name}.old-{os.getpid()}")
+        out.rename(old)
+    staging.rename(out)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def build_pack(spec_path: str | Path, out: str | Path, *, seed: int | None = None, rotations: int | None = None,
+               force: bool = False, jobs: int = 1, progress: Progress | None = None) -> BuildResult:
+    """Build the pack of ``spec_path`` at ``out``. Raises EvalpackError (2: bad input, 1: no question ships)."""
+    spec = load_spec(spec_path, seed=seed, rotations=rotations)
+    out = Path(out)
+    staging = staging_dir(out, force)
+    try:
+        plans = plan_pack(spec)
+        rows = write_rotations(spec, plans, staging, jobs, progress)
+        questions = derive_questions(spec, plans)
+        verdicts = verify_pack_tables(spec, questions, staging)
+        if not any(v.ships for v in verdicts):
+            reasons = Counter(v.drop_reason for v in verdicts)
+            raise EvalpackError(f"{spec.path}: no question verified on every rotation, so there is no pack to ship "
+                                f"(drop reasons: {dict(reasons)})", exit_code=1)
+        write_pack_files(staging, spec, plans, verdicts, rows)
+        publish_dir(staging, out)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return BuildResult(out, spec, verdicts, rows)

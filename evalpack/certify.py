@@ -1,0 +1,108 @@
+"""certificate.json (the verification run) and manifest.json (how the pack was made)."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from typing import Any
+
+import duckdb
+import pyarrow
+
+from evalpack import __version__
+from evalpack.plan import RotationPlan
+from evalpack.scoring import COMPARISON_RULE
+from evalpack.spec import Spec
+from evalpack.verify import Verdict
+
+HASHES = {
+    "spec_sha256": "SHA-256 (hex) of the spec file's bytes exactly as read, before any parsing; "
+                   "CLI overrides (--seed, --rotations) are recorded beside it, not hashed into it",
+    "question_sha256": "SHA-256 (hex) of the UTF-8 bytes of the question text",
+    "attestation_subjects": "SHA-256 (hex) of each file's bytes, one subject per regular file of the pack "
+                            "except attestation.intoto.json, POSIX relative paths, sorted",
+}
+
+
+def dumps(data: Any) -> bytes:
+    """Canonical JSON bytes for pack files: indented, keys in insertion order, UTF-8, newline."""
+    return (json.dumps(data, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
+
+
+def certificate(verdicts: tuple[Verdict, ...], rotations: list[str]) -> dict:
+    """The verification run: per shipped question and rotation the observed value and the match."""
+    shipped = [v for v in verdicts if v.ships]
+    return {
+        "duckdb_version": duckdb.__version__,
+        "comparison": COMPARISON_RULE,
+        "rotations": rotations,
+        "golden_checks": {
+            "matches": "the gold SQL returns exactly the expected answer",
+            "non_empty": "the result is not empty and not NULL",
+            "orphan_independent": "rewritten to exclude child rows whose parent is missing, the gold SQL still "
+                                  "returns the expected answer (not applied to questions about orphans)",
+            "deterministic": "no tie at an ORDER BY ... LIMIT boundary",
+        },
+        "questions": [
+            {
+                "id": v.question.id,
+                "results": {
+                    o.rotation: {"observed": o.value, "match": o.passed,
+                                 "checks": {name: val for name, val in o.checks}}
+                    for o in v.observations
+                },
+            }
+            for v in shipped
+        ],
+        "shipped": len(shipped),
+        "all_match": bool(shipped) and all(v.ships for v in shipped),
+    }
+
+
+def manifest(spec: Spec, plans: tuple[RotationPlan, ...], verdicts: tuple[Verdict, ...],
+             rows: dict[str, dict[str, int]], schemas: dict[str, dict[str, str]],
+             near_miss: dict | None = None, warnings: list[str] | None = None) -> dict:
+    """How the pack was made, what was dropped and why, and the near-miss study."""
+    shipped = [v for v in verdicts if v.ships]
+    dropped = [v for v in verdicts if not v.ships]
+    all_warnings = list(dict.fromkeys([w for p in plans for w in p.warnings] + list(warnings or [])))
+    return {
+        "pack": spec.name,
+        "version": spec.version,
+        "description": spec.description,
+        "license": spec.license,
+        "tool": {"name": "evalpack", "version": __version__, "duckdb": duckdb.__version__,
+                 "pyarrow": pyarrow.__version__},
+        "seeds": [p.seed for p in plans],
+        "rotations": [f"seed_{p.seed}" for p in plans],
+        "answers": spec.answers,
+        "holdout": spec.holdout,
+        "spec": {"file": spec.path.replace("\\", "/").rsplit("/", 1)[-1], "sha256": spec.sha256, "text": spec.source},
+        "hashes": HASHES,
+        "tables": {name: {"columns": cols, "rows": {rot: rows[rot][name] for rot in rows}}
+                   for name, cols in schemas.items()},
+        "questions": {
+            "shipped": len(shipped),
+            "dropped": len(dropped),
+            "shipped_by_kind": dict(sorted(Counter(v.question.kind for v in shipped).items())),
+            "dropped_by_kind": dict(sorted(Counter(v.question.kind for v in dropped).items())),
+            "by_split": dict(sorted(Counter(v.question.split for v in shipped).items())),
+        },
+        "warnings": all_warnings,
+        "dropped": [
+            {
+                "id": v.question.id,
+                "kind": v.question.kind,
+                "question": v.question.question,
+                "gold_sql": v.question.gold_sql,
+                "expected_answer": dict(v.question.expected),
+                "drop_reason": v.drop_reason,
+                "observed": {o.rotation: (o.value if o.error is None else f"error: {o.error}")
+                             for o in v.observations},
+                "failed_checks": {o.rotation: o.failed_checks() + (["error"] if o.error else [])
+                                  for o in v.observations if not o.passed},
+            }
+            for v in dropped
+        ],
+        "near_miss_study": near_miss,
+    }

@@ -1,0 +1,74 @@
+"""The `evalpack` command line. Errors a user can cause print one message and exit 2."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from collections import Counter
+
+from evalpack.errors import EvalpackError
+
+
+def _progress_printer(enabled: bool):
+    if not enabled:
+        return None
+
+    def show(seed: int, table: str, rows: int) -> None:
+        print(f"  seed_{seed}: {table} {rows:,} rows", file=sys.stderr, flush=True)
+
+    return show
+
+
+def cmd_build(args: argparse.Namespace) -> int:
+    from evalpack.build import build_pack
+
+    started = time.perf_counter()
+    result = build_pack(args.spec, args.output, seed=args.seed, rotations=args.rotations, force=args.force,
+                        jobs=args.jobs, progress=_progress_printer(sys.stderr.isatty() or args.verbose))
+    shipped = result.shipped
+    dropped = [v for v in result.verdicts if not v.ships]
+    print(f"built {result.path} from {result.spec.path} in {time.perf_counter() - started:.1f}s")
+    print(f"  rotations: {', '.join(result.rows)}")
+    for table in result.spec.tables:
+        counts = {result.rows[r][table.name] for r in result.rows}
+        print(f"  {table.name}: {', '.join(f'{c:,}' for c in sorted(counts))} rows per rotation")
+    kinds = Counter(q.kind for q in shipped)
+    print(f"  questions shipped: {len(shipped)} ({', '.join(f'{k} {n}' for k, n in sorted(kinds.items()))})")
+    if dropped:
+        print(f"  questions dropped: {len(dropped)} (see manifest.json -> dropped)")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="evalpack", description="Evaluation databases with answers fixed in advance.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    b = sub.add_parser("build", help="build a pack from a spec")
+    b.add_argument("spec")
+    b.add_argument("-o", "--output", required=True, help="pack folder to create")
+    b.add_argument("--seed", type=int, help="base seed (overrides the spec's seed)")
+    b.add_argument("--rotations", type=int, help="number of rotations (overrides the spec)")
+    b.add_argument("--force", action="store_true", help="replace an existing pack folder")
+    b.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="rotations generated in parallel")
+    b.add_argument("-v", "--verbose", action="store_true", help="show progress per rotation and table")
+    b.set_defaults(func=cmd_build)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if getattr(args, "rotations", None) is not None and args.rotations < 1:
+        parser.error("--rotations must be at least 1")
+    try:
+        return args.func(args)
+    except EvalpackError as exc:
+        print(f"evalpack: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,409 @@
+"""Rows that hold a rotation's plan exactly, produced chunk by chunk as Arrow record batches.
+
+Every column of every chunk draws from its own generator seeded from (rotation seed, table,
+column, chunk), so the bytes do not depend on how or where chunks are produced. Money is
+integer units until it becomes decimal128; dates are date32 at midnight; datetimes are
+timestamp[us].
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterator
+
+import numpy as np
+import pyarrow as pa
+
+from evalpack.plan import (
+    BLOCK_ROWS,
+    NO_MAX_UNITS,
+    Chunk,
+    RotationPlan,
+    TablePlan,
+    rng_for,
+    stable_int,
+)
+from evalpack.spec import Column, Spec, Table, add_months
+from evalpack.textgen import text_values
+from evalpack.units import allocate, to_units
+
+EPOCH = dt.date(1970, 1, 1)
+US_PER_DAY = 86_400_000_000
+
+
+def arrow_type(spec: Spec, table: Table, col: Column) -> pa.DataType:
+    """The fixed Arrow type of a column, the same on every rotation."""
+    if col.type == "foreign_key":
+        rel = next(r for r in spec.relationships if (r.child_table, r.child_column) == (table.name, col.name))
+        parent = spec.table(rel.parent_table).column(rel.parent_column)
+        return arrow_type(spec, spec.table(rel.parent_table), parent)
+    return {
+        "int": pa.int64(),
+        "float": pa.decimal128(18, col.decimals),
+        "text": pa.string(),
+        "categorical": pa.string(),
+        "boolean": pa.bool_(),
+        "date": pa.date32(),
+        "datetime": pa.timestamp("us"),
+    }[col.type]
+
+
+def arrow_schema(spec: Spec, table: Table) -> pa.Schema:
+    return pa.schema([pa.field(c.name, arrow_type(spec, table, c)) for c in table.columns])
+
+
+def _days(day: dt.date) -> int:
+    return (day - EPOCH).days
+
+
+def _decimal(units: np.ndarray, decimals: int, valid: np.ndarray | None = None) -> pa.Array:
+    units = np.ascontiguousarray(units, dtype=np.int64)
+    words = np.empty((len(units), 2), dtype=np.int64)
+    words[:, 0] = units
+    words[:, 1] = units >> 63
+    validity = None if valid is None or valid.all() else pa.py_buffer(np.packbits(valid, bitorder="little"))
+    return pa.Array.from_buffers(pa.decimal128(18, decimals), len(units), [validity, pa.py_buffer(words)])
+
+
+def _null_mask(rng: np.random.Generator, n: int, rate: float) -> np.ndarray | None:
+    return rng.random(n) >= rate if rate else None
+
+
+class _TableGen:
+    """Produces one table's batches for one rotation."""
+
+    def __init__(self, spec: Spec, plan: RotationPlan, tplan: TablePlan) -> None:
+        self.spec = spec
+        self.plan = plan
+        self.tplan = tplan
+        self.table = spec.table(tplan.name)
+        self.seed = plan.seed
+        self.schema = arrow_schema(spec, self.table)
+        self.deleted = dict(tplan.deleted_keys)
+        self.grids = {g.column: g for g in spec.time_grids if g.table == self.table.name}
+        self.rates = {c.column: c for c in spec.rate_curves if c.table == self.table.name}
+        self.parents = {(r.child_column): r for r in spec.relationships if r.child_table == self.table.name}
+
+    def rng(self, column: str, chunk: int) -> np.random.Generator:
+        return rng_for(self.seed, self.table.name, column, chunk)
+
+    # ---- keys
+
+    def key_values(self, table: Table, col: Column, index: np.ndarray, deleted: tuple[int, ...]) -> pa.Array:
+        """Value of a unique key column at row ``index`` (past the end: keys that do not exist)."""
+        if col.type == "int":
+            keys = index.astype(np.int64) + (int(col.min) if col.min is not None else 1)
+            for d in deleted:
+                keys += keys >= d
+            return pa.array(keys, pa.int64())
+        return text_values(col.text_type, stable_int(self.seed, table.name, col.name), index, True)
+
+    def foreign_keys(self, col: Column, n: int, chunk: Chunk, k: int) -> pa.Array:
+        rel = self.parents[col.name]
+        parent_table = self.spec.table(rel.parent_table)
+        parent_col = parent_table.column(rel.parent_column)
+        parent_rows = next(p for p in self.plan.tables if p.name == parent_table.name)
+        deleted = dict(parent_rows.deleted_keys).get(parent_col.name, ())
+        rng = self.rng(col.name, k)
+        index = rng.integers(0, parent_rows.rows, size=n)
+        orphans = dict(chunk.orphans).get(col.name, 0)
+        nulls = dict(chunk.fk_nulls).get(col.name, 0)
+        special = rng.permutation(n)[: orphans + nulls]
+        values = self.key_values(parent_table, parent_col, index, deleted)
+        if orphans:
+            pos = special[:orphans]
+            if parent_col.type == "int" and deleted:
+                orphan_vals = np.array(deleted, dtype=np.int64)[rng.integers(0, len(deleted), size=orphans)]
+                arr = values.to_numpy().copy()
+                arr[pos] = orphan_vals
+                values = pa.array(arr, pa.int64())
+            else:
+                ghost = self.key_values(parent_table, parent_col,
+                                        parent_rows.rows + 1_000_000 + rng.integers(0, 1_000_000, size=orphans), ())
+                lst = values.to_pylist() if parent_col.type != "int" else values.to_numpy().copy()
+                for p, g in zip(pos, ghost.to_pylist()):
+                    lst[p] = g
+                values = pa.array(lst, values.type)
+        if nulls:
+            valid = np.ones(n, dtype=bool)
+            valid[special[orphans:]] = False
+            values = pa.array(values.to_numpy(zero_copy_only=False), values.type, mask=~valid) \
+                if parent_col.type == "int" else pa.array(
+                    [v if ok else None for v, ok in zip(values.to_pylist(), valid)], values.type)
+        return values
+
+    # ---- time axis
+
+    def times(self, col: Column, chunk: Chunk, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """Per-row time (days or microseconds since epoch) and a 'boundary row' marker."""
+        rng = self.rng(col.name, k)
+        n = chunk.rows
+        unit = 1 if col.type == "date" else US_PER_DAY
+        boundary = np.zeros(n, dtype=bool)
+        if chunk.kind == "before":
+            day = np.full(n, _days(chunk.month) + (add_months(chunk.month, 1) - chunk.month).days - 1, dtype=np.int64)
+            t = day * unit + (rng.integers(0, US_PER_DAY, size=n) if unit != 1 else 0)
+            return t, boundary
+        if chunk.kind == "after":
+            return np.full(n, _days(chunk.month) * unit, dtype=np.int64), boundary
+        first = _days(chunk.month)
+        days_in = (add_months(chunk.month, 1) - chunk.month).days
+        day = first + rng.integers(0, days_in, size=n)
+        t = day * unit + (rng.integers(0, US_PER_DAY, size=n) if unit != 1 else 0)
+        # the first row of every cell opens the period at midnight, the second closes it on its last day
+        starts = np.cumsum([0] + [c.rows for c in chunk.cells][:-1]) if chunk.cells else np.array([0])
+        for s, c in zip(starts, chunk.cells or (None,)):
+            size = c.rows if c is not None else n
+            if size >= 1:
+                t[s] = first * unit
+                boundary[s] = True
+            if size >= 2:
+                t[s + 1] = (first + days_in - 1) * unit + (int(rng.integers(0, US_PER_DAY)) if unit != 1 else 0)
+                boundary[s + 1] = True
+        return t, boundary
+
+    def time_array(self, col: Column, t: np.ndarray, valid: np.ndarray | None = None) -> pa.Array:
+        if col.type == "date":
+            return pa.array(t.astype(np.int32), pa.int32(), mask=None if valid is None else ~valid).cast(pa.date32())
+        return pa.array(t.astype(np.int64), pa.int64(), mask=None if valid is None else ~valid).cast(
+            pa.timestamp("us"))
+
+    # ---- plain columns
+
+    def plain(self, col: Column, n: int, k: int, offset: int) -> pa.Array:
+        rng = self.rng(col.name, k)
+        valid = _null_mask(rng, n, col.nullable)
+        typ = arrow_type(self.spec, self.table, col)
+        if col.type == "int":
+            if col.unique:
+                return self.key_values(self.table, col, np.arange(offset, offset + n), self.deleted.get(col.name, ()))
+            lo = int(col.min) if col.min is not None else 0
+            hi = int(col.max) if col.max is not None else max(lo, 0) + 1000
+            return pa.array(rng.integers(lo, hi + 1, size=n), pa.int64(), mask=None if valid is None else ~valid)
+        if col.type == "float":
+            lo = to_units(col.min, col.decimals) if col.min is not None else 0
+            hi = to_units(col.max, col.decimals) if col.max is not None else lo + to_units(1000, col.decimals)
+            return _decimal(rng.integers(lo, hi + 1, size=n), col.decimals, valid)
+        if col.type == "text":
+            stream = stable_int(self.seed, self.table.name, col.name, "" if col.unique else k)
+            index = np.arange(offset, offset + n) if col.unique else np.arange(n)
+            values = text_values(col.text_type, stream, index, col.unique)
+            return values if valid is None else pa.array(values, mask=~valid)
+        if col.type == "categorical":
+            p = np.array(col.weights or [1.0] * len(col.choices), dtype=float)
+            idx = rng.choice(len(col.choices), size=n, p=p / p.sum())
+            return pa.array(np.array(col.choices, dtype=object)[idx], pa.string(),
+                            mask=None if valid is None else ~valid)
+        if col.type == "boolean":
+            rate = col.rate if col.rate is not None else 0.5
+            return pa.array(rng.random(n) < rate, pa.bool_(), mask=None if valid is None else ~valid)
+        if col.type in ("date", "datetime"):
+            first, last = _days(col.start), _days(col.end)
+            day = rng.integers(first, last + 1, size=n)
+            if col.type == "date":
+                return self.time_array(col, day, valid)
+            grid = self.grids.get(col.name)
+            if grid:
+                slots = (grid.hours[1] - grid.hours[0]) * 60 // grid.minute_grid
+                minute = grid.hours[0] * 60 + rng.integers(0, slots, size=n) * grid.minute_grid
+                t = day * US_PER_DAY + minute * 60_000_000
+            else:
+                t = day * US_PER_DAY + rng.integers(0, US_PER_DAY, size=n)
+            return self.time_array(col, t, valid)
+        raise AssertionError(typ)
+
+    # ---- chunks
+
+    def chunk_batch(self, chunk: Chunk, k: int) -> pa.RecordBatch:
+        tp, n = self.tplan, chunk.rows
+        arrays: dict[str, pa.Array] = {}
+        order = None
+        if tp.time_column:
+            tcol = self.table.column(tp.time_column)
+            t, boundary = self.times(tcol, chunk, k)
+            order = np.argsort(t, kind="stable")
+            arrays[tcol.name] = self.time_array(tcol, t)
+            if tp.measure:
+                arrays[tp.measure] = self.measure(chunk, k)
+            if tp.group_column:
+                arrays[tp.group_column] = self.groups(chunk, k)
+            for name, rate in self.rates.items():
+                arrays[name] = self.flags(chunk, k, boundary)
+        for col in self.table.columns:
+            if col.name in arrays or (col.type == "int" and col.unique):
+                continue
+            if col.type == "foreign_key":
+                arrays[col.name] = self.foreign_keys(col, n, chunk, k)
+            else:
+                arrays[col.name] = self.plain(col, n, k, chunk.offset)
+        if order is not None:
+            take = pa.array(order)
+            arrays = {name: a.take(take) for name, a in arrays.items()}
+        for col in self.table.columns:
+            if col.type == "int" and col.unique:
+                arrays[col.name] = self.plain(col, n, k, chunk.offset)
+        return pa.RecordBatch.from_arrays([arrays[f.name] for f in self.schema], schema=self.schema)
+
+    def measure(self, chunk: Chunk, k: int) -> pa.Array:
+        col = self.table.column(self.tplan.measure)
+        rng = self.rng(col.name, k)
+        signed = dict(self.tplan.sign_by_label)
+        if chunk.kind != "month":
+            lo = to_units(col.min, col.decimals) if col.min is not None else 1
+            hi = to_units(col.max, col.decimals) if col.max is not None else lo + to_units(1000, col.decimals)
+            return _decimal(rng.integers(max(lo, 1) if signed else lo, hi + 1, size=chunk.rows), col.decimals)
+        units = np.zeros(chunk.rows, dtype=np.int64)
+        valid = np.ones(chunk.rows, dtype=bool)
+        start = 0
+        for cell in chunk.cells:
+            filled = cell.rows - cell.null_measures
+            if signed:
+                sign = signed[cell.label]
+                bound = col.max if sign > 0 else (-col.min if col.min is not None else None)
+                hi = to_units(bound, col.decimals) if bound is not None else NO_MAX_UNITS
+                part = sign * allocate(np.array([filled]), np.array([abs(cell.total)]), 1 if cell.total else 0, hi, rng)
+            else:
+                lo = to_units(col.min, col.decimals) if col.min is not None else 1
+                hi = to_units(col.max, col.decimals) if col.max is not None else NO_MAX_UNITS
+                part = allocate(np.array([filled]), np.array([cell.total]), lo if cell.total else 0, hi, rng)
+            # boundary rows (the cell's first two) always carry an amount; NULL measures come after
+            units[start:start + filled] = part
+            valid[start + filled:start + cell.rows] = False
+            start += cell.rows
+        return _decimal(units, col.decimals, valid)
+
+    def groups(self, chunk: Chunk, k: int) -> pa.Array:
+        col = self.table.column(self.tplan.group_column)
+        if chunk.kind != "month":
+            rng = self.rng(col.name, k)
+            labels = list(dict(self.tplan.sign_by_label)) or list(col.choices)
+            return pa.array(np.array(labels, dtype=object)[rng.integers(0, len(labels), size=chunk.rows)], pa.string())
+        labels = [c.label for c in chunk.cells]
+        return pa.array(np.repeat(np.array(labels, dtype=object), [c.rows for c in chunk.cells]), pa.string())
+
+    def flags(self, chunk: Chunk, k: int, boundary: np.ndarray) -> pa.Array:
+        rng = self.rng(next(iter(self.rates)), k)
+        n = chunk.rows
+        if chunk.flagged is None:
+            return pa.array(rng.random(n) < 0.5, pa.bool_())
+        # boundary rows are flagged first so that a shifted window moves the rate visibly
+        order = np.concatenate([rng.permutation(np.flatnonzero(boundary)), rng.permutation(np.flatnonzero(~boundary))])
+        flag = np.zeros(n, dtype=bool)
+        flag[order[: chunk.flagged]] = True
+        return pa.array(flag, pa.bool_())
+
+    # ---- ledger
+
+    def ledger_batches(self) -> Iterator[pa.RecordBatch]:
+        led = self.tplan.ledger
+        rng = self.rng("__ledger__", 0)
+        n = self.tplan.rows
+        rel = self.parents.get(led.group_column)
+        facts = next((f for f in self.plan.answer_key.keys if rel and (f.child_table, f.child_column) == (
+            self.table.name, led.group_column)), None)
+        orphans, nulls = (facts.orphans, facts.nulls) if facts else (0, 0)
+        normal = n - orphans - nulls
+        if rel:
+            parent_plan = next(p for p in self.plan.tables if p.name == rel.parent_table)
+            groups = max(1, min(parent_plan.rows, normal // 2))
+            members = np.sort(rng.choice(parent_plan.rows, size=groups, replace=False))
+        else:
+            groups = max(1, normal // 2)
+            members = np.arange(groups)
+        sizes = 2 + rng.multinomial(normal - 2 * groups, np.full(groups, 1.0 / groups))
+        orphan_sizes = [2] * (orphans // 2 - 1) + [2 + orphans % 2] if orphans else []
+        null_sizes = [nulls] if nulls else []
+        all_sizes = np.concatenate([sizes, np.array(orphan_sizes + null_sizes, dtype=np.int64)]).astype(np.int64)
+        kinds = np.concatenate([np.zeros(groups, np.int8), np.ones(len(orphan_sizes), np.int8),
+                                np.full(len(null_sizes), 2, np.int8)])
+        ends = np.cumsum(all_sizes)
+        start_group, k = 0, 0
+        while start_group < len(all_sizes):
+            base = ends[start_group - 1] if start_group else 0
+            stop = int(np.searchsorted(ends, base + BLOCK_ROWS, side="right"))
+            stop = max(stop, start_group + 1)
+            yield self.ledger_chunk(k, int(base), all_sizes[start_group:stop], kinds[start_group:stop],
+                                    members[start_group:min(stop, groups)] if start_group < groups else np.zeros(0),
+                                    start_group)
+            start_group, k = stop, k + 1
+
+    def ledger_chunk(self, k: int, offset: int, sizes: np.ndarray, kinds: np.ndarray, members: np.ndarray,
+                     first_group: int) -> pa.RecordBatch:
+        led = self.tplan.ledger
+        rng = self.rng(led.debit_column, k)
+        debit_col = self.table.column(led.debit_column)
+        lo = max(to_units(debit_col.min, led.decimals) if debit_col.min is not None else 1, 1)
+        hi = to_units(debit_col.max, led.decimals) if debit_col.max is not None else lo + to_units(5000, led.decimals)
+        n = int(sizes.sum())
+        g = len(sizes)
+        debits = 1 + (rng.random(g) * (sizes - 1)).astype(np.int64)
+        credits = sizes - debits
+        many = np.maximum(debits, credits)
+        few = np.minimum(debits, credits)
+        low_total, high_total = many * lo, few * hi
+        if np.any(low_total > high_total):
+            raise ValueError("ledger bounds too narrow")
+        totals = low_total + (rng.random(g) * (high_total - low_total) * 0.5).astype(np.int64)
+        cell_rows = np.stack([debits, credits], axis=1).reshape(-1)
+        cell_totals = np.repeat(totals, 2)
+        amounts = allocate(cell_rows, cell_totals, lo, hi, rng)
+        is_debit = np.repeat(np.tile([True, False], g), cell_rows)
+        debit_units = np.where(is_debit, amounts, 0)
+        credit_units = np.where(is_debit, 0, amounts)
+        arrays: dict[str, pa.Array] = {
+            led.debit_column: _decimal(debit_units, led.decimals),
+            led.credit_column: _decimal(credit_units, led.decimals),
+        }
+        group_col = self.table.column(led.group_column)
+        row_group = np.repeat(np.arange(g), sizes)
+        if group_col.type == "foreign_key":
+            rel = self.parents[group_col.name]
+            parent_table = self.spec.table(rel.parent_table)
+            parent_col = parent_table.column(rel.parent_column)
+            parent_plan = next(p for p in self.plan.tables if p.name == parent_table.name)
+            deleted = dict(parent_plan.deleted_keys).get(parent_col.name, ())
+            index = np.zeros(g, dtype=np.int64)
+            normal = kinds == 0
+            index[normal] = members[: int(normal.sum())]
+            orphan_at = np.flatnonzero(kinds == 1)
+            keys = self.key_values(parent_table, parent_col, index, deleted)
+            if len(orphan_at) and parent_col.type == "int" and deleted:
+                arr = keys.to_numpy().copy()
+                arr[orphan_at] = np.array(deleted)[np.arange(len(orphan_at)) % len(deleted)]
+                keys = pa.array(arr, pa.int64())
+            elif len(orphan_at):
+                ghosts = self.key_values(parent_table, parent_col, parent_plan.rows + 1_000_000 + first_group +
+                                         orphan_at, ())
+                lst = keys.to_pylist()
+                for at, v in zip(orphan_at, ghosts.to_pylist()):
+                    lst[at] = v
+                keys = pa.array(lst, keys.type)
+            valid = kinds != 2
+            keys = pa.array(keys.to_pylist() if parent_col.type != "int" else keys.to_numpy(zero_copy_only=False),
+                            keys.type, mask=~valid) if not valid.all() else keys
+            arrays[group_col.name] = keys.take(pa.array(row_group))
+        else:
+            arrays[group_col.name] = pa.array(np.arange(first_group, first_group + g)[row_group] + 1, pa.int64())
+            if group_col.type in ("text", "categorical"):
+                arrays[group_col.name] = arrays[group_col.name].cast(pa.string())
+        empty = Chunk("block", None, n, offset)
+        for col in self.table.columns:
+            if col.name in arrays:
+                continue
+            if col.type == "foreign_key":
+                arrays[col.name] = self.foreign_keys(col, n, empty, k)
+            else:
+                arrays[col.name] = self.plain(col, n, k, offset)
+        return pa.RecordBatch.from_arrays([arrays[f.name] for f in self.schema], schema=self.schema)
+
+    def batches(self) -> Iterator[pa.RecordBatch]:
+        if self.tplan.ledger:
+            yield from self.ledger_batches()
+            return
+        for k, chunk in enumerate(self.tplan.chunks):
+            yield self.chunk_batch(chunk, k)
+
+
+def table_batches(spec: Spec, plan: RotationPlan, table: str) -> Iterator[pa.RecordBatch]:
+    """The record batches of ``table`` in ``plan``'s rotation, in row order."""
+    return _TableGen(spec, plan, plan.table(table)).batches()

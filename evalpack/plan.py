@@ -1,0 +1,529 @@
+"""Declarations -> the answer key and a row plan per rotation, before any row exists.
+
+The answer key holds every declared fact in exact integer units. The row plan says, for each
+table, how many rows sit in each chunk (a month of its time column, the zones just outside
+the declared window, or a block of rows), how each chunk's declared total splits over its
+groups, how many rows are flagged, and where the planted orphans and missing parents go.
+The generator only realises this plan; the questions only read the answer key.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+import numpy as np
+
+from evalpack.errors import SpecError
+from evalpack.spec import Column, Spec, Table, add_months
+from evalpack.units import apportion, round_fraction, to_units
+
+BLOCK_ROWS = 1_000_000
+SENTINELS_PER_SIDE = 2
+NO_MAX_UNITS = 1 << 40
+
+
+def stable_int(*parts: object) -> int:
+    """A stable 63-bit integer from names (Python's hash() is salted per process)."""
+    digest = hashlib.sha256("\x1f".join(map(str, parts)).encode()).digest()
+    return int.from_bytes(digest[:8], "little") >> 1
+
+
+def rng_for(seed: int, *names: object) -> np.random.Generator:
+    """The generator for one (rotation seed, table, column, ...) stream."""
+    return np.random.default_rng([seed, *(stable_int(n) for n in names)])
+
+
+# --------------------------------------------------------------------------- answer key
+
+
+@dataclass(frozen=True)
+class CurveFacts:
+    table: str
+    column: str
+    time_column: str
+    time_type: str
+    decimals: int
+    months: tuple[dt.date, ...]
+    totals: tuple[int, ...]
+    rows: tuple[int, ...]
+    group_column: str | None = None
+    groups: tuple[str, ...] = ()
+    group_totals: tuple[tuple[int, ...], ...] = ()  # [month][group]
+
+
+@dataclass(frozen=True)
+class RateFacts:
+    table: str
+    column: str
+    time_column: str
+    time_type: str
+    months: tuple[dt.date, ...]  # the declared months only
+    flagged: tuple[int, ...]
+    rows: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class LedgerFacts:
+    name: str
+    table: str
+    group_column: str
+    debit_column: str
+    credit_column: str
+    decimals: int
+
+
+@dataclass(frozen=True)
+class WaterfallFacts:
+    table: str
+    period_column: str
+    period_type: str
+    type_column: str
+    amount_column: str
+    decimals: int
+    months: tuple[dt.date, ...]
+    starting: int
+    endings: tuple[int, ...]
+    components: tuple[tuple[str, tuple[int, ...]], ...]  # signed totals per type per month
+
+
+@dataclass(frozen=True)
+class KeyFacts:
+    parent_table: str
+    parent_column: str
+    child_table: str
+    child_column: str
+    orphans: int
+    nulls: int
+
+
+@dataclass(frozen=True)
+class AnswerKey:
+    """Every declared fact of one rotation, in integer units."""
+
+    curves: tuple[CurveFacts, ...]
+    rates: tuple[RateFacts, ...]
+    ledgers: tuple[LedgerFacts, ...]
+    waterfalls: tuple[WaterfallFacts, ...]
+    keys: tuple[KeyFacts, ...]
+
+
+# --------------------------------------------------------------------------- row plan
+
+
+@dataclass(frozen=True)
+class Cell:
+    """Rows of one chunk that share a group label and a declared total (units)."""
+
+    label: str | None
+    rows: int
+    total: int | None = None
+    null_measures: int = 0
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """A run of rows written together: a month, a zone outside the window, or a block."""
+
+    kind: str  # "month" | "before" | "after" | "block"
+    month: dt.date | None
+    rows: int
+    offset: int
+    cells: tuple[Cell, ...] = ()
+    flagged: int | None = None
+    orphans: tuple[tuple[str, int], ...] = ()
+    fk_nulls: tuple[tuple[str, int], ...] = ()
+
+
+@dataclass(frozen=True)
+class TablePlan:
+    name: str
+    rows: int
+    chunks: tuple[Chunk, ...]
+    time_column: str | None = None
+    measure: str | None = None
+    group_column: str | None = None
+    sign_by_label: tuple[tuple[str, int], ...] = ()
+    deleted_keys: tuple[tuple[str, tuple[int, ...]], ...] = ()
+    ledger: LedgerFacts | None = None
+
+
+@dataclass(frozen=True)
+class RotationPlan:
+    seed: int
+    answer_key: AnswerKey
+    tables: tuple[TablePlan, ...]
+    warnings: tuple[str, ...] = field(default=())
+
+    def table(self, name: str) -> TablePlan:
+        return next(t for t in self.tables if t.name == name)
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _perturb(seed: int, answers: str, key: str, value: float, lo: float = 0.0, hi: float | None = None) -> float:
+    """The declared ``value`` for this rotation: itself when shared, nudged when rotated."""
+    if answers != "rotated":
+        return value
+    delta = rng_for(seed, "__answers__", key).uniform(-0.08, 0.08)
+    out = value * (1.0 + delta)
+    return min(max(out, lo), hi) if hi is not None else max(out, lo)
+
+
+def _bounds(col: Column, default_lo: int = 1) -> tuple[int, int]:
+    lo = to_units(col.min, col.decimals) if col.min is not None else default_lo
+    hi = to_units(col.max, col.decimals) if col.max is not None else NO_MAX_UNITS
+    return lo, hi
+
+
+def _months_between(first: dt.date, last: dt.date) -> list[dt.date]:
+    months, m = [], first
+    while m <= last:
+        months.append(m)
+        m = add_months(m, 1)
+    return months
+
+
+def _interpolate(points: list[tuple[dt.date, int]], months: list[dt.date]) -> list[int]:
+    """Linear interpolation between declared month points, rounded to whole units."""
+    index = {m: i for i, m in enumerate(months)}
+    known = [(index[m], v) for m, v in points]
+    out = []
+    for i in range(len(months)):
+        before = max((k for k in known if k[0] <= i), key=lambda k: k[0], default=None)
+        after = min((k for k in known if k[0] >= i), key=lambda k: k[0], default=None)
+        if before is None:
+            out.append(after[1])
+        elif after is None or before[0] == after[0]:
+            out.append(before[1])
+        else:
+            (ia, va), (ib, vb) = before, after
+            out.append(round_fraction(Fraction(va * (ib - i) + vb * (i - ia), ib - ia)))
+    return out
+
+
+def _zone_room(col: Column, months: list[dt.date]) -> tuple[bool, bool]:
+    """Whether the time column's declared range leaves room before/after the window."""
+    return col.start < months[0], col.end >= add_months(months[-1], 1)
+
+
+class _Planner:
+    def __init__(self, spec: Spec, seed: int) -> None:
+        self.spec = spec
+        self.seed = seed
+        self.warnings: list[str] = []
+        self.tables = {t.name: t for t in spec.tables}
+
+    def err(self, path: str, line: int, message: str) -> SpecError:
+        return SpecError(self.spec.path, line, path, message)
+
+    def value(self, key: str, value: float, lo: float = 0.0, hi: float | None = None) -> float:
+        return _perturb(self.seed, self.spec.answers, key, value, lo, hi)
+
+    # ---- keys
+
+    def key_facts(self) -> list[KeyFacts]:
+        out = []
+        for i, rel in enumerate(self.spec.relationships):
+            child_rows = self.tables[rel.child_table].rows
+            orphans = rel.orphans + (self._bump(f"orphans{i}") if rel.orphans else 0)
+            nulls = rel.nulls + (self._bump(f"nulls{i}") if rel.nulls else 0)
+            if orphans + nulls > child_rows:
+                orphans, nulls = rel.orphans, rel.nulls
+            out.append(KeyFacts(rel.parent_table, rel.parent_column, rel.child_table, rel.child_column, orphans, nulls))
+        return out
+
+    def _bump(self, key: str) -> int:
+        if self.spec.answers != "rotated":
+            return 0
+        return int(rng_for(self.seed, "__answers__", key).integers(0, 4))
+
+    # ---- time axis tables
+
+    def time_plan(self, table: Table, keys: list[KeyFacts]) -> tuple[TablePlan, list, list, list]:
+        """Plan a table with a curve, a rate curve or a waterfall on its time column."""
+        spec = self.spec
+        curve = next((c for c in spec.outcome_curves if c.table == table.name), None)
+        rate = next((c for c in spec.rate_curves if c.table == table.name), None)
+        fall = next((w for w in spec.waterfalls if w.table == table.name), None)
+        time_column = (curve or rate).time_column if (curve or rate) else fall.period_column
+        tcol = table.column(time_column)
+        curves, rates, falls = [], [], []
+
+        if curve:
+            months = _months_between(curve.points[0].month, curve.points[-1].month)
+        elif fall:
+            months = [p.month for p in fall.points]
+        else:
+            months = _months_between(rate.points[0].month, rate.points[-1].month)
+        room_before, room_after = _zone_room(tcol, months)
+
+        orphans = {k.child_column: k.orphans for k in keys if k.child_table == table.name and k.orphans}
+        fk_nulls = {k.child_column: k.nulls for k in keys if k.child_table == table.name and k.nulls}
+        orphan_total = sum(orphans.values())
+        if orphan_total and not (room_before or room_after):
+            raise self.err(f"tables.{table.name}.columns.{time_column}", tcol.line,
+                           f"{table.name} declares {orphan_total} orphan rows, which evalpack places outside every "
+                           f"declared period so that no other answer depends on them; widen {time_column}'s "
+                           f"start before {months[0]} or its end past {add_months(months[-1], 1) - dt.timedelta(1)}")
+        before_rows = (SENTINELS_PER_SIDE if room_before else 0)
+        after_rows = (SENTINELS_PER_SIDE if room_after else 0)
+        orphan_split = {}
+        for name, count in orphans.items():
+            if room_before and room_after:
+                orphan_split[name] = (count // 2, count - count // 2)
+            else:
+                orphan_split[name] = (count, 0) if room_before else (0, count)
+        before_rows += sum(v[0] for v in orphan_split.values())
+        after_rows += sum(v[1] for v in orphan_split.values())
+        zone_rows = before_rows + after_rows
+        window_rows = table.rows - zone_rows
+        if not (room_before and room_after):
+            self.warnings.append(
+                f"{table.name}.{time_column}: the column's range leaves no room "
+                f"{'before' if not room_before else 'after'} the declared months, so an off-by-one mistake at "
+                f"that outer edge cannot be caught; widen start/end by a month")
+
+        measure = curve.column if curve else (fall.amount_column if fall else None)
+        groups_decl = next((g for g in spec.group_shares if g.table == table.name), None)
+        month_cells: list[list[Cell]] = []
+        sign_by_label: tuple[tuple[str, int], ...] = ()
+        group_column = None
+
+        if curve:
+            mcol = table.column(curve.column)
+            d = mcol.decimals
+            declared = [(p.month, to_units(self.value(f"{table.name}.{curve.column}.{p.month}", p.value), d))
+                        for p in curve.points]
+            if all(u % (10 ** d) == 0 for _, u in declared) and d > 0:
+                self.warnings.append(
+                    f"{table.name}.{curve.column}: every curve target is a whole number, so a 'rounded to whole "
+                    f"units' mistake cannot be caught; give targets with cents (e.g. 180000.37)")
+            totals = _interpolate(declared, months)
+            lo, hi = _bounds(mcol)
+            if curve.avg_transaction_value:
+                avg = to_units(curve.avg_transaction_value, d)
+                rows = [max(1, round_fraction(Fraction(t, avg))) for t in totals]
+                declared_rows = table.rows
+                window_rows = sum(rows)
+                if declared_rows != window_rows + zone_rows:
+                    self.warnings.append(
+                        f"{table.name}: avg_transaction_value sets {window_rows + zone_rows} rows in place of the "
+                        f"declared {declared_rows}")
+            else:
+                min_rows = 2 * (len(groups_decl.shares) if groups_decl else 1)
+                if window_rows < min_rows * len(months):
+                    raise self.err(f"tables.{table.name}.rows", table.line,
+                                   f"{table.name} needs at least {min_rows * len(months) + zone_rows} rows for "
+                                   f"{len(months)} months of its outcome curve; raise rows")
+                rows = [int(r) for r in apportion(window_rows, totals, minimum=min_rows)]
+            null_rate = mcol.nullable
+            shares = groups_decl.shares if groups_decl else ((None, 1.0),)
+            group_column = groups_decl.group_column if groups_decl else None
+            group_totals = []
+            for m, month in enumerate(months):
+                nulls = round_fraction(Fraction(null_rate).limit_denominator(10**6) * rows[m]) if null_rate else 0
+                nulls = min(nulls, rows[m] - len(shares) * 1)
+                share_w = [s for _, s in shares]
+                g_tot = apportion(totals[m], share_w)
+                g_rows = apportion(rows[m] - nulls, share_w, minimum=1 if rows[m] - nulls >= len(shares) else 0)
+                g_nulls = apportion(nulls, share_w)
+                cells = []
+                for (label, _), t, r, z in zip(shares, g_tot, g_rows, g_nulls):
+                    t, r, z = int(t), int(r), int(z)
+                    if t > 0 and r == 0 or r * lo > t or t > r * hi:
+                        raise self.err(f"outcome_curves[{spec.outcome_curves.index(curve)}]", curve.line,
+                                       f"{month:%Y-%m}: {table.name}.{curve.column} total {t / 10 ** d:.{d}f}"
+                                       f"{f' for {label}' if label else ''} cannot be made from {r} rows between "
+                                       f"{lo / 10 ** d:.{d}f} and {hi / 10 ** d:.{d}f}; change rows, min/max or the "
+                                       "target")
+                    cells.append(Cell(label, r + z, t, z))
+                month_cells.append(cells)
+                group_totals.append(tuple(int(x) for x in g_tot))
+            curves.append(CurveFacts(
+                table.name, curve.column, time_column, tcol.type, d, tuple(months), tuple(int(t) for t in totals),
+                tuple(int(r) for r in rows), group_column, tuple(lbl for lbl, _ in shares) if groups_decl else (),
+                tuple(group_totals) if groups_decl else (),
+            ))
+        elif fall:
+            month_cells, facts = self.waterfall_cells(table, fall, window_rows)
+            falls.append(facts)
+            group_column = fall.type_column
+            sign_by_label = tuple((k, 1) for k, _ in fall.inflow_shares) + tuple((k, -1) for k, _ in fall.outflow_shares)
+            rows = [sum(c.rows for c in cells) for cells in month_cells]
+        else:
+            if window_rows < len(months):
+                raise self.err(f"tables.{table.name}.rows", table.line,
+                               f"{table.name} needs at least one row per month ({len(months)}); raise rows")
+            rows = [int(r) for r in apportion(window_rows, [1] * len(months))]
+            month_cells = [[Cell(None, r)] for r in rows]
+
+        flagged = [None] * len(months)
+        if rate:
+            declared = [(p.month, self.value(f"{table.name}.{rate.column}.{p.month}", p.rate, 0.0, 1.0))
+                        for p in rate.points]
+            index = {m: i for i, m in enumerate(months)}
+            for point, _ in declared:
+                if point not in index:
+                    raise self.err(f"rate_curves[{spec.rate_curves.index(rate)}]", rate.line,
+                                   f"rate point {point:%Y-%m} lies outside {table.name}'s planned months "
+                                   f"{months[0]:%Y-%m} to {months[-1]:%Y-%m}")
+            rate_by_month = self._interpolate_rates(declared, months)
+            flagged = [round_fraction(Fraction(r).limit_denominator(10**9) * n) for r, n in zip(rate_by_month, rows)]
+            rates.append(RateFacts(
+                table.name, rate.column, time_column, tcol.type, tuple(m for m, _ in declared),
+                tuple(flagged[index[m]] for m, _ in declared), tuple(rows[index[m]] for m, _ in declared),
+            ))
+
+        null_split = {name: apportion(count, rows) for name, count in fk_nulls.items()}
+        chunks, offset = [], 0
+        if before_rows:
+            chunks.append(Chunk("before", add_months(months[0], -1), before_rows, offset,
+                                orphans=tuple((n, v[0]) for n, v in orphan_split.items() if v[0])))
+            offset += before_rows
+        for m, month in enumerate(months):
+            chunks.append(Chunk("month", month, int(rows[m]), offset, tuple(month_cells[m]), flagged[m],
+                                fk_nulls=tuple((n, int(v[m])) for n, v in null_split.items() if v[m])))
+            offset += int(rows[m])
+        if after_rows:
+            chunks.append(Chunk("after", add_months(months[-1], 1), after_rows, offset,
+                                orphans=tuple((n, v[1]) for n, v in orphan_split.items() if v[1])))
+            offset += after_rows
+        plan = TablePlan(table.name, offset, tuple(chunks), time_column, measure, group_column, sign_by_label)
+        return plan, curves, rates, falls
+
+    @staticmethod
+    def _interpolate_rates(declared: list[tuple[dt.date, float]], months: list[dt.date]) -> list[float]:
+        xs = [months.index(m) for m, _ in declared]
+        return list(np.interp(np.arange(len(months)), xs, [r for _, r in declared]))
+
+    def waterfall_cells(self, table: Table, fall, window_rows: int) -> tuple[list[list[Cell]], WaterfallFacts]:
+        acol = table.column(fall.amount_column)
+        d = acol.decimals
+        lo_neg = to_units(acol.min, d) if acol.min is not None else -NO_MAX_UNITS
+        hi_pos = to_units(acol.max, d) if acol.max is not None else NO_MAX_UNITS
+        if lo_neg >= 0 and fall.outflow_shares:
+            raise self.err(f"tables.{table.name}.columns.{fall.amount_column}.min", acol.line,
+                           "outflows are stored as negative amounts; the amount column's min must be below 0")
+        start = to_units(fall.starting_value, d)
+        endings = [to_units(self.value(f"{table.name}.ending.{p.month}", p.ending_value), d) for p in fall.points]
+        months = [p.month for p in fall.points]
+        types = [k for k, _ in fall.inflow_shares] + [k for k, _ in fall.outflow_shares]
+        rows_per_month = apportion(window_rows, [1] * len(months), minimum=len(types))
+        prev = start
+        components: dict[str, list[int]] = {t: [] for t in types}
+        cells_by_month = []
+        for m, (month, end) in enumerate(zip(months, endings)):
+            net = end - prev
+            outflow = max(round_fraction(Fraction(fall.outflow_rate).limit_denominator(10**9) * prev), -net, 0)
+            inflow = net + outflow
+            ins = apportion(inflow, [s for _, s in fall.inflow_shares])
+            outs = apportion(outflow, [s for _, s in fall.outflow_shares])
+            amounts = [int(x) for x in ins] + [-int(x) for x in outs]
+            nonzero = [a != 0 for a in amounts]
+            weights = [abs(a) if a else 0 for a in amounts]
+            n = int(rows_per_month[m])
+            k = sum(nonzero)
+            rows = apportion(n - k, weights) + np.array(nonzero, dtype=np.int64) if k else apportion(n, [1] * len(types))
+            cells = []
+            for t, a, r in zip(types, amounts, rows):
+                r = int(r)
+                if a == 0:
+                    r = 0
+                cap = hi_pos if a > 0 else -lo_neg
+                if abs(a) > r * cap:
+                    raise self.err(f"waterfalls[{self.spec.waterfalls.index(fall)}]", fall.line,
+                                   f"{month:%Y-%m}: {t} of {abs(a) / 10 ** d:.{d}f} does not fit {r} rows within the "
+                                   "amount column's min/max; raise rows or widen min/max")
+                cells.append(Cell(t, r, a))
+                components[t].append(a)
+            moved = sum(c.rows for c in cells)
+            if moved < n:  # rows of zero-amount types went nowhere: give them to the largest movement
+                big = max(range(len(cells)), key=lambda i: abs(cells[i].total or 0))
+                c = cells[big]
+                cells[big] = Cell(c.label, c.rows + n - moved, c.total)
+            cells_by_month.append(cells)
+            prev = end
+        facts = WaterfallFacts(
+            table.name, fall.period_column, table.column(fall.period_column).type, fall.type_column,
+            fall.amount_column, d, tuple(months), start, tuple(endings),
+            tuple((t, tuple(v)) for t, v in components.items()),
+        )
+        return cells_by_month, facts
+
+    # ---- other tables
+
+    def block_plan(self, table: Table, keys: list[KeyFacts]) -> TablePlan:
+        """Plan a table without a time axis: blocks of rows; orphans/nulls spread over blocks."""
+        ledger = next((lg for lg in self.spec.ledgers if lg.table == table.name), None)
+        sizes = [BLOCK_ROWS] * (table.rows // BLOCK_ROWS) + ([table.rows % BLOCK_ROWS] if table.rows % BLOCK_ROWS else [])
+        orphans = {k.child_column: apportion(k.orphans, sizes) for k in keys if k.child_table == table.name and k.orphans}
+        nulls = {k.child_column: apportion(k.nulls, sizes) for k in keys if k.child_table == table.name and k.nulls}
+        chunks, offset = [], 0
+        for b, size in enumerate(sizes):
+            chunks.append(Chunk("block", None, size, offset,
+                                orphans=tuple((n, int(v[b])) for n, v in orphans.items() if v[b]),
+                                fk_nulls=tuple((n, int(v[b])) for n, v in nulls.items() if v[b])))
+            offset += size
+        facts = None
+        if ledger:
+            facts = LedgerFacts(ledger.name, table.name, ledger.group_by[0], ledger.debit_column,
+                                ledger.credit_column, ledger.decimals)
+        return TablePlan(table.name, table.rows, tuple(chunks), ledger=facts)
+
+    def deleted_keys(self, plans: dict[str, TablePlan], keys: list[KeyFacts]) -> dict[str, TablePlan]:
+        """Parents of planted orphans: ids that existed in the key range and were deleted."""
+        out = dict(plans)
+        for k in keys:
+            if not k.orphans:
+                continue
+            col = self.tables[k.parent_table].column(k.parent_column)
+            if col.type != "int":
+                continue
+            rows = self.tables[k.parent_table].rows
+            count = min(k.orphans, 5)
+            rng = rng_for(self.seed, k.parent_table, k.parent_column, "__deleted__")
+            lo = int(col.min) if col.min is not None else 1
+            span = rows + count
+            if col.max is not None and lo + span - 1 > col.max:
+                raise self.err(f"tables.{k.parent_table}.columns.{k.parent_column}.max", col.line,
+                               f"room is needed for {count} deleted parent ids beside {rows} rows; raise max")
+            picked = sorted(int(x) for x in rng.choice(np.arange(1, span - 1), size=count, replace=False) + lo)
+            plan = out[k.parent_table]
+            existing = dict(plan.deleted_keys)
+            existing[k.parent_column] = tuple(sorted(set(existing.get(k.parent_column, ())) | set(picked)))
+            out[k.parent_table] = TablePlan(plan.name, plan.rows, plan.chunks, plan.time_column, plan.measure,
+                                            plan.group_column, plan.sign_by_label,
+                                            tuple(sorted(existing.items())), plan.ledger)
+        return out
+
+
+def plan_rotation(spec: Spec, seed: int) -> RotationPlan:
+    """The answer key and the row plan of the rotation with ``seed``."""
+    planner = _Planner(spec, seed)
+    keys = planner.key_facts()
+    axis_tables = {c.table for c in spec.outcome_curves} | {c.table for c in spec.rate_curves} | {
+        w.table for w in spec.waterfalls}
+    plans: dict[str, TablePlan] = {}
+    curves, rates, falls = [], [], []
+    for table in spec.tables:
+        if table.name in axis_tables:
+            plan, c, r, f = planner.time_plan(table, keys)
+            curves += c
+            rates += r
+            falls += f
+        else:
+            plan = planner.block_plan(table, keys)
+        plans[table.name] = plan
+    plans = planner.deleted_keys(plans, keys)
+    ledgers = tuple(p.ledger for p in plans.values() if p.ledger)
+    key = AnswerKey(tuple(curves), tuple(rates), ledgers, tuple(falls), tuple(keys))
+    return RotationPlan(seed, key, tuple(plans[t.name] for t in spec.tables), tuple(planner.warnings))
+
+
+def plan_pack(spec: Spec) -> tuple[RotationPlan, ...]:
+    """One plan per rotation. With ``answers: shared`` every answer key is identical."""
+    return tuple(plan_rotation(spec, s) for s in spec.seeds())

@@ -1,0 +1,320 @@
+"""Questions, gold SQL and expected answers, derived from the answer keys alone.
+
+Gold SQL is built as a sqlglot AST (DuckDB dialect) so that verification and the near-miss
+study can transform it. Every window is stated exactly in the text ("on or after ... and
+strictly before ...") together with the rounding asked for.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+from dataclasses import dataclass, replace
+from decimal import ROUND_HALF_EVEN, Decimal
+from fractions import Fraction
+from typing import Any
+
+import sqlglot
+from sqlglot import exp
+
+from evalpack.plan import AnswerKey, RotationPlan
+from evalpack.spec import Spec, add_months
+from evalpack.units import from_units, round_fraction
+
+DIALECT = "duckdb"
+
+
+@dataclass(frozen=True)
+class Question:
+    """One question. ``expected`` maps each rotation folder (``seed_42``) to its answer."""
+
+    id: str
+    question: str
+    gold_sql: str
+    expected: tuple[tuple[str, Any], ...]
+    answer_type: str  # number | integer | string
+    round_decimals: int | None
+    kind: str
+    tags: tuple[str, ...]
+    split: str = "dev"
+    tables: tuple[str, ...] = ()
+
+    @property
+    def question_sha256(self) -> str:
+        return hashlib.sha256(self.question.encode("utf-8")).hexdigest()
+
+    def expected_for(self, rotation: str) -> Any:
+        return dict(self.expected)[rotation]
+
+    def to_record(self, answers: str) -> dict:
+        """The questions.jsonl record (PACK_FORMAT.md)."""
+        values = dict(self.expected)
+        expected = next(iter(values.values())) if answers == "shared" else values
+        return {
+            "id": self.id,
+            "question": self.question,
+            "gold_sql": self.gold_sql,
+            "expected_answer": expected,
+            "answer_type": self.answer_type,
+            "round_decimals": self.round_decimals,
+            "kind": self.kind,
+            "split": self.split,
+            "question_sha256": self.question_sha256,
+            "tags": list(self.tags),
+        }
+
+
+# --------------------------------------------------------------------------- SQL pieces
+
+
+def _lit_time(day: dt.date, time_type: str) -> exp.Expression:
+    if time_type == "date":
+        return exp.cast(exp.Literal.string(day.isoformat()), exp.DataType.build("DATE"))
+    return exp.cast(exp.Literal.string(f"{day.isoformat()} 00:00:00"), exp.DataType.build("TIMESTAMP"))
+
+
+def window(column: str, start: dt.date, end: dt.date, time_type: str) -> exp.Expression:
+    """``column >= start AND column < end`` as an AST."""
+    return exp.and_(
+        exp.GTE(this=exp.column(column), expression=_lit_time(start, time_type)),
+        exp.LT(this=exp.column(column), expression=_lit_time(end, time_type)),
+    )
+
+
+def window_text(column: str, start: dt.date, end: dt.date) -> str:
+    return f"{column} on or after {start.isoformat()} and strictly before {end.isoformat()}"
+
+
+def _round(e: exp.Expression, decimals: int) -> exp.Expression:
+    return exp.func("ROUND", e, exp.Literal.number(decimals))
+
+
+def _sum(column: str) -> exp.Expression:
+    return exp.func("SUM", exp.column(column))
+
+
+def _count_star() -> exp.Expression:
+    return exp.Count(this=exp.Star())
+
+
+def _eq_str(column: str, value: str) -> exp.Expression:
+    return exp.EQ(this=exp.column(column), expression=exp.Literal.string(value))
+
+
+def _select(projection: exp.Expression, table: str, where: exp.Expression | None = None) -> exp.Select:
+    q = exp.select(projection).from_(table)
+    return q.where(where) if where is not None else q
+
+
+def _money(units: int, decimals: int) -> float | int:
+    value = from_units(units, decimals)
+    return float(value) if decimals else int(value)
+
+
+def _rate(flagged: int, rows: int) -> float:
+    """flagged / rows rounded half-even to 4 decimals, computed exactly."""
+    scaled = Fraction(flagged * 10_000, rows)
+    return float(Decimal(round_fraction(scaled)).scaleb(-4))
+
+
+def _month_label(month: dt.date) -> str:
+    return f"{month:%Y-%m}"
+
+
+# --------------------------------------------------------------------------- families
+
+
+@dataclass(frozen=True)
+class _Draft:
+    key: str  # stable key of the fact, the same on every rotation
+    question: str
+    sql: exp.Expression
+    answer_type: str
+    round_decimals: int | None
+    kind: str
+    tags: tuple[str, ...]
+    tables: tuple[str, ...]
+
+
+def _drafts(spec: Spec, key: AnswerKey) -> list[tuple[_Draft, Any]]:
+    """Every question the answer key of one rotation yields, with that rotation's answer."""
+    out: list[tuple[_Draft, Any]] = []
+
+    def add(draft: _Draft, answer: Any) -> None:
+        out.append((draft, answer))
+
+    for c in key.curves:
+        d = c.decimals
+        rounding = f"Round to {d} decimal places." if d else "Give a whole number."
+        first, end = c.months[0], add_months(c.months[-1], 1)
+        for month, total, rows in zip(c.months, c.totals, c.rows):
+            nxt = add_months(month, 1)
+            w = window(c.time_column, month, nxt, c.time_type)
+            tag = ("outcome_curve", c.table, _month_label(month))
+            add(_Draft(f"curve_total:{c.table}.{c.column}:{month}",
+                       f"What is the total {c.column} of {c.table} rows with {window_text(c.time_column, month, nxt)}? "
+                       f"{rounding}",
+                       _select(_round(_sum(c.column), d), c.table, w), "number", d, "period_total", tag, (c.table,)),
+                _money(total, d))
+            add(_Draft(f"curve_rows:{c.table}:{month}",
+                       f"How many {c.table} rows have {window_text(c.time_column, month, nxt)}?",
+                       _select(_count_star(), c.table, w), "integer", None, "period_rows", tag, (c.table,)), rows)
+        w_all = window(c.time_column, first, end, c.time_type)
+        add(_Draft(f"curve_grand:{c.table}.{c.column}",
+                   f"What is the total {c.column} of {c.table} rows with {window_text(c.time_column, first, end)}? "
+                   f"{rounding}",
+                   _select(_round(_sum(c.column), d), c.table, w_all), "number", d, "grand_total",
+                   ("outcome_curve", c.table), (c.table,)), _money(sum(c.totals), d))
+        best = max(c.totals)
+        if sum(1 for t in c.totals if t == best) == 1 and len(c.months) > 1:
+            peak = c.months[c.totals.index(best)]
+            month_expr = exp.func("STRFTIME", exp.column(c.time_column), exp.Literal.string("%Y-%m"))
+            sql = (exp.select(exp.alias_(month_expr, "month")).from_(c.table).where(w_all)
+                   .group_by(exp.column("month")).order_by(exp.Ordered(this=_sum(c.column), desc=True)).limit(1))
+            add(_Draft(f"curve_peak:{c.table}.{c.column}",
+                       f"Among the calendar months of {c.table} rows with {window_text(c.time_column, first, end)}, "
+                       f"which month has the highest total {c.column}? Answer as YYYY-MM.",
+                       sql, "string", None, "peak_period", ("outcome_curve", c.table), (c.table,)),
+                _month_label(peak))
+        if c.group_column:
+            for g, label in enumerate(c.groups):
+                for m, month in enumerate(c.months):
+                    nxt = add_months(month, 1)
+                    w = exp.and_(_eq_str(c.group_column, label), window(c.time_column, month, nxt, c.time_type))
+                    add(_Draft(f"group_month:{c.table}.{c.column}:{label}:{month}",
+                               f"What is the total {c.column} of {c.table} rows with {c.group_column} = '{label}' and "
+                               f"{window_text(c.time_column, month, nxt)}? {rounding}",
+                               _select(_round(_sum(c.column), d), c.table, w), "number", d, "group_period_total",
+                               ("group_shares", c.table, label, _month_label(month)), (c.table,)),
+                        _money(c.group_totals[m][g], d))
+                w = exp.and_(_eq_str(c.group_column, label), w_all)
+                add(_Draft(f"group_total:{c.table}.{c.column}:{label}",
+                           f"What is the total {c.column} of {c.table} rows with {c.group_column} = '{label}' and "
+                           f"{window_text(c.time_column, first, end)}? {rounding}",
+                           _select(_round(_sum(c.column), d), c.table, w), "number", d, "group_total",
+                           ("group_shares", c.table, label), (c.table,)),
+                    _money(sum(row[g] for row in c.group_totals), d))
+
+    for r in key.rates:
+        for month, flagged, rows in zip(r.months, r.flagged, r.rows):
+            nxt = add_months(month, 1)
+            w = window(r.time_column, month, nxt, r.time_type)
+            ratio = exp.Div(
+                this=exp.cast(exp.func("COUNT_IF", exp.column(r.column)), exp.DataType.build("DOUBLE")),
+                expression=_count_star(),
+            )
+            tag = ("rate_curve", r.table, _month_label(month))
+            add(_Draft(f"rate:{r.table}.{r.column}:{month}",
+                       f"What fraction of {r.table} rows with {window_text(r.time_column, month, nxt)} have "
+                       f"{r.column} = true? Round to 4 decimal places.",
+                       _select(_round(ratio, 4), r.table, w), "number", 4, "rate", tag, (r.table,)),
+                _rate(flagged, rows))
+            add(_Draft(f"flagged:{r.table}.{r.column}:{month}",
+                       f"How many {r.table} rows with {window_text(r.time_column, month, nxt)} have "
+                       f"{r.column} = true?",
+                       _select(_count_star(), r.table, exp.and_(w, exp.column(r.column))), "integer", None,
+                       "flagged_count", tag, (r.table,)), flagged)
+
+    for led in key.ledgers:
+        inner = (exp.select(exp.column(led.group_column)).from_(led.table).group_by(exp.column(led.group_column))
+                 .having(exp.NEQ(this=_sum(led.debit_column), expression=_sum(led.credit_column))))
+        add(_Draft(f"ledger_unbalanced:{led.table}",
+                   f"How many {led.group_column} groups of {led.table} (counting a missing {led.group_column} as one "
+                   f"group) have total {led.debit_column} different from total {led.credit_column}?",
+                   exp.select(_count_star()).from_(inner.subquery("unbalanced")), "integer", None,
+                   "ledger_balance", ("balanced_ledger", led.table), (led.table,)), 0)
+        diff = exp.Sub(this=_sum(led.debit_column), expression=_sum(led.credit_column))
+        add(_Draft(f"ledger_trial:{led.table}",
+                   f"What is the total {led.debit_column} minus the total {led.credit_column} over all {led.table} "
+                   f"rows (the trial balance)? Round to {led.decimals} decimal places.",
+                   _select(_round(diff, led.decimals), led.table), "number", led.decimals, "trial_balance",
+                   ("balanced_ledger", led.table), (led.table,)), _money(0, led.decimals))
+
+    for f in key.waterfalls:
+        d = f.decimals
+        rounding = f"Round to {d} decimal places."
+        start_text = from_units(f.starting, d)
+        first = f.months[0]
+        components = dict(f.components)
+        for m, month in enumerate(f.months):
+            nxt = add_months(month, 1)
+            w = window(f.period_column, month, nxt, f.period_type)
+            prev = f.starting if m == 0 else f.endings[m - 1]
+            tag = ("waterfall", f.table, _month_label(month))
+            add(_Draft(f"wf_net:{f.table}:{month}",
+                       f"What is the net {f.amount_column} (sum of signed movements) of {f.table} rows with "
+                       f"{window_text(f.period_column, month, nxt)}? {rounding}",
+                       _select(_round(_sum(f.amount_column), d), f.table, w), "number", d, "waterfall_net", tag,
+                       (f.table,)), _money(f.endings[m] - prev, d))
+            for mtype, values in components.items():
+                add(_Draft(f"wf_component:{f.table}:{mtype}:{month}",
+                           f"What is the sum of signed {f.amount_column} of {f.table} rows with "
+                           f"{f.type_column} = '{mtype}' and {window_text(f.period_column, month, nxt)}? {rounding}",
+                           _select(_round(_sum(f.amount_column), d), f.table,
+                                   exp.and_(_eq_str(f.type_column, mtype), w)),
+                           "number", d, "waterfall_component", tag + (mtype,), (f.table,)), _money(values[m], d))
+            balance = exp.Add(this=exp.Literal.number(str(start_text)), expression=_sum(f.amount_column))
+            add(_Draft(f"wf_ending:{f.table}:{month}",
+                       f"Starting from a balance of {start_text} before {first.isoformat()}, and adding the signed "
+                       f"{f.amount_column} of every {f.table} row with {window_text(f.period_column, first, nxt)}, "
+                       f"what is the balance at the end of {_month_label(month)}? {rounding}",
+                       _select(_round(balance, d), f.table, window(f.period_column, first, nxt, f.period_type)),
+                       "number", d, "waterfall_ending", tag, (f.table,)), _money(f.endings[m], d))
+
+    for k in key.keys:
+        child = exp.column(k.child_column, table="c")
+        parent = exp.column(k.parent_column, table="p")
+        orphan_sql = (exp.select(_count_star()).from_(exp.alias_(exp.to_table(k.child_table), "c", table=True))
+                      .join(exp.alias_(exp.to_table(k.parent_table), "p", table=True),
+                            on=exp.EQ(this=child, expression=parent), join_type="left")
+                      .where(exp.and_(exp.Not(this=exp.Is(this=child.copy(), expression=exp.Null())),
+                                      exp.Is(this=parent.copy(), expression=exp.Null()))))
+        tag = ("relationship", k.child_table, k.parent_table)
+        add(_Draft(f"fk_orphans:{k.child_table}.{k.child_column}",
+                   f"How many {k.child_table} rows have a {k.child_column} that is not null and matches no "
+                   f"{k.parent_table}.{k.parent_column}?",
+                   orphan_sql, "integer", None, "fk_orphans", tag + ("orphans",), (k.child_table, k.parent_table)),
+            k.orphans)
+        add(_Draft(f"fk_nulls:{k.child_table}.{k.child_column}",
+                   f"How many {k.child_table} rows have no {k.child_column} (NULL)?",
+                   _select(_count_star(), k.child_table, exp.Is(this=exp.column(k.child_column), expression=exp.Null())),
+                   "integer", None, "fk_nulls", tag, (k.child_table,)), k.nulls)
+    return out
+
+
+def derive_questions(spec: Spec, plans: tuple[RotationPlan, ...]) -> tuple[Question, ...]:
+    """All questions of a pack, with each rotation's expected answer, ids ``q001``..."""
+    per_rotation = [_drafts(spec, p.answer_key) for p in plans]
+    base = per_rotation[0]
+    for other in per_rotation[1:]:
+        if [d.key for d, _ in other] != [d.key for d, _ in base]:
+            raise AssertionError("rotations planned different question sets")
+    width = max(3, len(str(len(base))))
+    questions = []
+    for i, (draft, _) in enumerate(base):
+        expected = tuple((f"seed_{p.seed}", rot[i][1]) for p, rot in zip(plans, per_rotation))
+        questions.append(Question(
+            id=f"q{i + 1:0{width}d}",
+            question=draft.question,
+            gold_sql=draft.sql.sql(dialect=DIALECT),
+            expected=expected,
+            answer_type=draft.answer_type,
+            round_decimals=draft.round_decimals,
+            kind=draft.kind,
+            tags=draft.tags,
+            tables=draft.tables,
+        ))
+    return assign_splits(spec, tuple(questions))
+
+
+def assign_splits(spec: Spec, questions: tuple[Question, ...]) -> tuple[Question, ...]:
+    """Freeze ``round(holdout * n)`` questions into ``holdout``, chosen by hashing spec and question."""
+    count = int(Decimal(str(spec.holdout * len(questions))).to_integral_value(ROUND_HALF_EVEN))
+    ranked = sorted(questions, key=lambda q: hashlib.sha256(f"{spec.sha256}:{q.question_sha256}".encode()).hexdigest())
+    held = {q.id for q in ranked[:count]}
+    return tuple(replace(q, split="holdout" if q.id in held else "dev") for q in questions)
+
+
+def parse_gold(sql: str) -> exp.Expression:
+    """The gold SQL as an AST (DuckDB dialect)."""
+    return sqlglot.parse_one(sql, read=DIALECT)

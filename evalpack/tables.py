@@ -1,0 +1,48 @@
+"""Write a rotation's tables to Parquet and CSV, streaming batch by batch."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
+
+from evalpack.generate import arrow_schema, table_batches
+from evalpack.plan import RotationPlan
+from evalpack.spec import Spec
+
+PARQUET_OPTIONS = {"compression": "zstd", "write_statistics": True, "use_dictionary": True}
+
+
+def rotation_dir(seed: int) -> str:
+    """The POSIX folder of a rotation inside a pack (a valid Hub split name)."""
+    return f"rotations/seed_{seed}"
+
+
+def table_path(seed: int, table: str, fmt: str = "parquet") -> str:
+    return f"{rotation_dir(seed)}/tables/{table}.{fmt}"
+
+
+def write_rotation(spec: Spec, plan: RotationPlan, pack_dir: Path, progress=None) -> dict[str, int]:
+    """Generate and write every table of one rotation; returns rows written per table."""
+    out = pack_dir / rotation_dir(plan.seed) / "tables"
+    out.mkdir(parents=True, exist_ok=True)
+    rows: dict[str, int] = {}
+    for table in spec.tables:
+        schema = arrow_schema(spec, table)
+        count = 0
+        with pq.ParquetWriter(out / f"{table.name}.parquet", schema, **PARQUET_OPTIONS) as pw, \
+                pacsv.CSVWriter(out / f"{table.name}.csv", schema) as cw:
+            for batch in table_batches(spec, plan, table.name):
+                pw.write_batch(batch, row_group_size=1 << 20)
+                cw.write_batch(batch)
+                count += batch.num_rows
+        rows[table.name] = count
+        if progress:
+            progress(plan.seed, table.name, count)
+    return rows
+
+
+def read_table(path: Path) -> pa.Table:
+    return pq.read_table(path)

@@ -1,0 +1,195 @@
+"""Run every gold SQL on every rotation's written files and apply the golden checks.
+
+A question ships only when, on every rotation, its gold SQL returns exactly the expected
+answer, the result is not empty, the answer does not depend on orphan rows, and no tie sits
+at an ORDER BY ... LIMIT boundary.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import duckdb
+from sqlglot import exp
+
+from evalpack.questions import DIALECT, Question, parse_gold
+from evalpack.scoring import connect_tables, observed, scalar_matches
+
+CHECKS = ("matches", "non_empty", "orphan_independent", "deterministic")
+
+
+@dataclass(frozen=True)
+class Link:
+    """A child column whose rows may point at a missing parent."""
+
+    child_table: str
+    child_column: str
+    parent_table: str
+    parent_column: str
+
+
+@dataclass(frozen=True)
+class Observation:
+    rotation: str
+    value: Any
+    checks: tuple[tuple[str, bool | None], ...]  # None: the check does not apply
+    error: str | None = None
+
+    @property
+    def passed(self) -> bool:
+        return self.error is None and all(v is not False for _, v in self.checks)
+
+    def failed_checks(self) -> list[str]:
+        return [name for name, v in self.checks if v is False]
+
+
+@dataclass(frozen=True)
+class Verdict:
+    question: Question
+    observations: tuple[Observation, ...]
+
+    @property
+    def ships(self) -> bool:
+        return all(o.passed for o in self.observations)
+
+    @property
+    def drop_reason(self) -> str | None:
+        if self.ships:
+            return None
+        reasons = []
+        for o in self.observations:
+            if o.error:
+                reasons.append("error")
+            reasons += o.failed_checks()
+        order = ("error",) + CHECKS
+        named = {"matches": "mismatch", "non_empty": "empty_result", "orphan_independent": "depends_on_orphans",
+                 "deterministic": "tie_at_limit", "error": "error"}
+        return ", ".join(named[r] for r in order if r in reasons)
+
+
+def exclude_orphans(sql: str, links: tuple[Link, ...]) -> str | None:
+    """The query with every child table replaced by its rows whose parent exists (or is NULL).
+
+    Returns None when the query reads no child table of ``links``.
+    """
+    tree = parse_gold(sql)
+    by_child: dict[str, list[Link]] = {}
+    for link in links:
+        by_child.setdefault(link.child_table, []).append(link)
+    changed = False
+
+    def rewrite(node: exp.Expression) -> exp.Expression:
+        nonlocal changed
+        if not isinstance(node, exp.Table) or node.name not in by_child or isinstance(node.parent, exp.Subquery):
+            return node
+        conditions = []
+        for link in by_child[node.name]:
+            col = exp.column(link.child_column)
+            parents = exp.select(exp.column(link.parent_column)).from_(link.parent_table)
+            conditions.append(exp.or_(exp.Is(this=col, expression=exp.Null()),
+                                      exp.In(this=col.copy(), query=parents.subquery())))
+        inner = exp.select(exp.Star()).from_(exp.to_table(node.name)).where(exp.and_(*conditions))
+        changed = True
+        return inner.subquery(node.alias_or_name)
+
+    rewritten = tree.transform(rewrite, copy=True)
+    return rewritten.sql(dialect=DIALECT) if changed else None
+
+
+def tie_probe(sql: str) -> tuple[str, int, int] | None:
+    """The query extended with its ORDER BY keys as trailing columns over LIMIT+1 rows, LIMIT and
+    the number of keys; None without ORDER BY ... LIMIT."""
+    tree = parse_gold(sql)
+    if not isinstance(tree, exp.Select):
+        return None
+    limit, order = tree.args.get("limit"), tree.args.get("order")
+    if limit is None or order is None:
+        return None
+    try:
+        n = int(limit.expression.this)
+    except (AttributeError, TypeError, ValueError):
+        return None
+    probe = tree.copy()
+    keys = [exp.alias_(o.this.copy(), f"__tie_key_{i}") for i, o in enumerate(order.expressions)]
+    probe.set("expressions", [*probe.expressions, *keys])
+    width = len(keys)
+    return probe.limit(n + 1).sql(dialect=DIALECT), n, width
+
+
+def check_question(con: duckdb.DuckDBPyConnection, q: Question, rotation: str, expected: Any,
+                   links: tuple[Link, ...]) -> Observation:
+    """Run one question's gold SQL and golden checks on one connection."""
+    try:
+        rows = con.execute(q.gold_sql).fetchall()
+    except duckdb.Error as exc:
+        return Observation(rotation, None, (), error=str(exc).splitlines()[0])
+    matches = scalar_matches(expected, q.answer_type, q.round_decimals, rows)
+    non_empty = bool(rows) and any(v is not None for v in rows[0])
+    orphan_ok: bool | None = None
+    if q.kind != "fk_orphans" and links:
+        rewritten = exclude_orphans(q.gold_sql, links)
+        if rewritten is not None:
+            try:
+                orphan_ok = scalar_matches(expected, q.answer_type, q.round_decimals,
+                                           con.execute(rewritten).fetchall())
+            except duckdb.Error:
+                orphan_ok = False
+    deterministic: bool | None = None
+    probe = tie_probe(q.gold_sql)
+    if probe:
+        probe_sql, n, width = probe
+        try:
+            keys = [row[-width:] for row in con.execute(probe_sql).fetchall()]
+            deterministic = not (len(keys) > n and keys[n - 1] == keys[n])
+        except duckdb.Error:
+            deterministic = False
+    checks = (("matches", matches), ("non_empty", non_empty), ("orphan_independent", orphan_ok),
+              ("deterministic", deterministic))
+    return Observation(rotation, observed(rows), checks)
+
+
+def verify_questions(con: duckdb.DuckDBPyConnection, questions, links: tuple[Link, ...] = (),
+                     rotation: str = "default") -> tuple[list, list]:
+    """Check ``questions`` on any DuckDB connection; returns (kept, dropped with drop_reason).
+
+    ``questions`` are Question objects or question records (dicts with gold_sql,
+    expected_answer, answer_type, round_decimals, kind).
+    """
+    kept, dropped = [], []
+    for q in questions:
+        question = q if isinstance(q, Question) else _from_record(q, rotation)
+        obs = check_question(con, question, rotation, question.expected_for(rotation), links)
+        verdict = Verdict(question, (obs,))
+        if verdict.ships:
+            kept.append(q)
+        else:
+            dropped.append({**(q if isinstance(q, dict) else question.to_record("rotated")),
+                            "drop_reason": verdict.drop_reason, "observed": {rotation: obs.value}})
+    return kept, dropped
+
+
+def _from_record(record: dict, rotation: str) -> Question:
+    value = record["expected_answer"]
+    expected = value[rotation] if isinstance(value, dict) else value
+    return Question(record.get("id", "?"), record.get("question", ""), record["gold_sql"], ((rotation, expected),),
+                    record.get("answer_type", "number"), record.get("round_decimals"), record.get("kind", "imported"),
+                    tuple(record.get("tags", ())))
+
+
+def verify_rotations(questions: tuple[Question, ...], tables_dirs: dict[str, Path], links: tuple[Link, ...] = (),
+                     connect: Callable[[], duckdb.DuckDBPyConnection] | None = None,
+                     fmt: str = "parquet", types: dict | None = None) -> tuple[Verdict, ...]:
+    """Every question on every rotation (one fresh connection per rotation, a view per table)."""
+    per_question: dict[str, list[Observation]] = {q.id: [] for q in questions}
+    for rotation, folder in tables_dirs.items():
+        con = connect() if connect else None
+        con = connect_tables(folder, fmt=fmt, con=con, types=types)
+        try:
+            for q in questions:
+                per_question[q.id].append(check_question(con, q, rotation, q.expected_for(rotation), links))
+        finally:
+            con.close()
+    return tuple(Verdict(q, tuple(per_question[q.id])) for q in questions)
