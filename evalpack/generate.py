@@ -227,7 +227,7 @@ class _TableGen:
                 arrays[tp.measure] = self.measure(chunk, k)
             if tp.group_column:
                 arrays[tp.group_column] = self.groups(chunk, k)
-            for name, rate in self.rates.items():
+            for name in self.rates:
                 arrays[name] = self.flags(chunk, k, boundary)
         for col in self.table.columns:
             if col.name in arrays or (col.type == "int" and col.unique):

@@ -846,10 +846,9 @@ def _check_references(r: _Reader, spec: Spec) -> None:
         if t.rows < 2:
             raise r.err(p, f"a balanced ledger needs at least 2 rows in {led.table}")
         for rel in spec.relationships:
-            if (rel.child_table, rel.child_column) == (led.table, led.group_by[0]):
-                if rel.orphans == 1 or rel.nulls == 1:
-                    raise r.err(("relationships",), f"{led.table}.{led.group_by[0]} groups a balanced ledger: "
-                                "orphans and nulls there must be 0 or at least 2 (each group balances)")
+            if (rel.child_table, rel.child_column) == (led.table, led.group_by[0]) and 1 in (rel.orphans, rel.nulls):
+                raise r.err(("relationships",), f"{led.table}.{led.group_by[0]} groups a balanced ledger: "
+                            "orphans and nulls there must be 0 or at least 2 (each group balances)")
 
 
 def load_spec(path: str | Path, *, seed: int | None = None, rotations: int | None = None) -> Spec:
