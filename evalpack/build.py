@@ -16,6 +16,7 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from evalpack.attest import now_utc, write_attestation
 from evalpack.certify import certificate, dumps, manifest
 from evalpack.errors import EvalpackError
 from evalpack.generate import arrow_schema
@@ -124,8 +125,10 @@ def publish_dir(staging: Path, out: Path) -> None:
 
 
 def build_pack(spec_path: str | Path, out: str | Path, *, seed: int | None = None, rotations: int | None = None,
-               force: bool = False, jobs: int = 1, progress: Progress | None = None) -> BuildResult:
+               force: bool = False, jobs: int = 1, progress: Progress | None = None,
+               signing_key: str | Path | None = None) -> BuildResult:
     """Build the pack of ``spec_path`` at ``out``. Raises EvalpackError (2: bad input, 1: no question ships)."""
+    started = now_utc()
     spec = load_spec(spec_path, seed=seed, rotations=rotations)
     out = Path(out)
     staging = staging_dir(out, force)
@@ -139,6 +142,7 @@ def build_pack(spec_path: str | Path, out: str | Path, *, seed: int | None = Non
             raise EvalpackError(f"{spec.path}: no question verified on every rotation, so there is no pack to ship "
                                 f"(drop reasons: {dict(reasons)})", exit_code=1)
         write_pack_files(staging, spec, plans, verdicts, rows)
+        write_attestation(staging, spec, started=started, finished=now_utc(), signing_key=signing_key)
         publish_dir(staging, out)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)

@@ -26,7 +26,8 @@ def cmd_build(args: argparse.Namespace) -> int:
 
     started = time.perf_counter()
     result = build_pack(args.spec, args.output, seed=args.seed, rotations=args.rotations, force=args.force,
-                        jobs=args.jobs, progress=_progress_printer(sys.stderr.isatty() or args.verbose))
+                        jobs=args.jobs, progress=_progress_printer(sys.stderr.isatty() or args.verbose),
+                        signing_key=args.signing_key or os.environ.get("EVALPACK_SIGNING_KEY"))
     shipped = result.shipped
     dropped = [v for v in result.verdicts if not v.ships]
     print(f"built {result.path} from {result.spec.path} in {time.perf_counter() - started:.1f}s")
@@ -41,6 +42,30 @@ def cmd_build(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_score(args: argparse.Namespace) -> int:
+    from evalpack.scoring import score_command
+
+    return score_command(args.pack, args.candidates, json_path=args.json, rule=args.rule)
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    from evalpack.attest import verify_command
+
+    return verify_command(args.pack, public_key=args.public_key)
+
+
+def cmd_keygen(args: argparse.Namespace) -> int:
+    from evalpack.attest import keygen_command
+
+    return keygen_command(args.directory, algorithm=args.algorithm, force=args.force)
+
+
+def cmd_publish(args: argparse.Namespace) -> int:
+    from publish.cli import publish_command
+
+    return publish_command(args.pack, args.repo, private=args.private, dry_run=args.dry_run)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="evalpack", description="Evaluation databases with answers fixed in advance.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -52,7 +77,33 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--force", action="store_true", help="replace an existing pack folder")
     b.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="rotations generated in parallel")
     b.add_argument("-v", "--verbose", action="store_true", help="show progress per rotation and table")
+    b.add_argument("--signing-key", help="private key (PEM) to sign the attestation; default $EVALPACK_SIGNING_KEY")
     b.set_defaults(func=cmd_build)
+
+    s = sub.add_parser("score", help="score candidate SQL against a pack (same rules as the pack's verify.py)")
+    s.add_argument("pack")
+    s.add_argument("--candidates", required=True, help="JSONL, JSON list, or JSON object of id -> SQL")
+    s.add_argument("--json", help="write the full report as JSON to this file")
+    s.add_argument("--rule", choices=("spider", "bird"), default="spider", help="rule for result-set questions")
+    s.set_defaults(func=cmd_score)
+
+    v = sub.add_parser("verify", help="check a pack's attestation, file hashes and gold SQL")
+    v.add_argument("pack")
+    v.add_argument("--public-key", help="public key (PEM) the attestation must be signed with")
+    v.set_defaults(func=cmd_verify)
+
+    k = sub.add_parser("keygen", help="write a signing key pair (private key mode 0600)")
+    k.add_argument("directory")
+    k.add_argument("--algorithm", choices=("ed25519", "ecdsa-p256"), default="ed25519")
+    k.add_argument("--force", action="store_true", help="overwrite an existing key pair")
+    k.set_defaults(func=cmd_keygen)
+
+    p = sub.add_parser("publish", help="publish a verified pack to the Hugging Face Hub")
+    p.add_argument("pack")
+    p.add_argument("--repo", required=True, help="OWNER/NAME of the dataset repo")
+    p.add_argument("--private", action="store_true")
+    p.add_argument("--dry-run", action="store_true", help="print the layout; make no request")
+    p.set_defaults(func=cmd_publish)
     return parser
 
 
