@@ -10,10 +10,10 @@ from pathlib import Path
 
 
 def now_utc() -> dt.datetime:
-    return dt.datetime.now(dt.timezone.utc)
+    return dt.datetime.now(dt.UTC)
 
 
 def write_attestation(pack: Path, spec, *, started: dt.datetime, finished: dt.datetime,
                       signing_key: str | Path | None = None) -> None:
     """Not written yet: issue 6."""
-    return None
+    return

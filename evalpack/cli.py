@@ -66,6 +66,19 @@ def cmd_publish(args: argparse.Namespace) -> int:
     return publish_command(args.pack, args.repo, private=args.private, dry_run=args.dry_run)
 
 
+def cmd_import(args: argparse.Namespace) -> int:
+    from evalpack.importer import import_command
+
+    return import_command(args.questions, data=args.data, output=args.output, force=args.force,
+                          holdout=args.holdout, signing_key=args.signing_key or os.environ.get("EVALPACK_SIGNING_KEY"))
+
+
+def cmd_audit(args: argparse.Namespace) -> int:
+    from evalpack.audit import audit_command
+
+    return audit_command(args.pack, json_path=args.json)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="evalpack", description="Evaluation databases with answers fixed in advance.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -104,6 +117,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--private", action="store_true")
     p.add_argument("--dry-run", action="store_true", help="print the layout; make no request")
     p.set_defaults(func=cmd_publish)
+
+    i = sub.add_parser("import", help="make a pack from questions that arrive from outside plus a database")
+    i.add_argument("questions", help="JSONL, JSON, or CSV with a header")
+    i.add_argument("--data", required=True, help="DuckDB file, SQLite file, or folder of Parquet/CSV tables")
+    i.add_argument("-o", "--output", required=True, help="pack folder to create")
+    i.add_argument("--force", action="store_true")
+    i.add_argument("--holdout", type=float, default=0.0, help="fraction frozen into the holdout split")
+    i.add_argument("--signing-key", help="private key (PEM) to sign the attestation")
+    i.set_defaults(func=cmd_import)
+
+    a = sub.add_parser("audit", help="audit a pack's golden queries (empty, drift, orphans, ties, seals)")
+    a.add_argument("pack")
+    a.add_argument("--json", help="write the findings as JSON to this file")
+    a.set_defaults(func=cmd_audit)
     return parser
 
 
