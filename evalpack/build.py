@@ -20,6 +20,7 @@ from evalpack.attest import now_utc, write_attestation
 from evalpack.certify import certificate, dumps, manifest
 from evalpack.errors import EvalpackError
 from evalpack.generate import arrow_schema
+from evalpack.nearmiss import run_study
 from evalpack.plan import RotationPlan, plan_pack
 from evalpack.questions import Question, derive_questions
 from evalpack.spec import Spec, load_spec
@@ -141,7 +142,8 @@ def build_pack(spec_path: str | Path, out: str | Path, *, seed: int | None = Non
             reasons = Counter(v.drop_reason for v in verdicts)
             raise EvalpackError(f"{spec.path}: no question verified on every rotation, so there is no pack to ship "
                                 f"(drop reasons: {dict(reasons)})", exit_code=1)
-        write_pack_files(staging, spec, plans, verdicts, rows)
+        near_miss = run_study(spec, plans, tuple(v.question for v in verdicts if v.ships), staging)
+        write_pack_files(staging, spec, plans, verdicts, rows, near_miss)
         write_attestation(staging, spec, started=started, finished=now_utc(), signing_key=signing_key)
         publish_dir(staging, out)
     except BaseException:
