@@ -1,19 +1,602 @@
-"""Attestation of a pack (issue 6 builds this out: DSSE envelope, in-toto Statement, signing).
+"""Attestation of a pack: a DSSE envelope around an in-toto Statement v1 with SLSA provenance v1.
 
-Placeholder while the attestation is being written: the build calls these two functions.
+``attestation.intoto.json`` is the last file written into a pack. Its payload is a Statement with one
+subject per regular file of the pack (every file except the attestation itself; POSIX relative names,
+sorted; SHA-256) and a ``https://slsa.dev/provenance/v1`` predicate saying how the pack was made. The
+envelope is built with in-toto's ``Envelope`` (over securesystemslib's DSSE envelope) and signed with
+ed25519 (default) or ECDSA P-256 when a private key is given; without one it carries no signature and
+every check says UNSIGNED.
+
+``SOURCE_DATE_EPOCH`` (reproducible builds) fixes the start and finish times and derives the invocation
+id from the build's inputs, so the same pack and the same key give byte-identical attestations.
+
+``evalpack verify PACK [--public-key KEY]`` checks the signature over the exact payload bytes, the
+payload type and statement type, re-hashes every subject, demands that the files on disk equal the
+subjects, then reruns every gold SQL.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import datetime as dt
+import hashlib
+import json
+import os
+import re
+import stat
+import subprocess
+import tempfile
+import uuid
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+from cryptography.exceptions import UnsupportedAlgorithm
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec, ed25519
+from in_toto.models.metadata import Envelope
+from securesystemslib.exceptions import VerificationError
+from securesystemslib.signer import CryptoSigner, Signature, SSlibKey
+
+from evalpack import __version__
+from evalpack.errors import EvalpackError
+
+ATTESTATION = "attestation.intoto.json"
+PAYLOAD_TYPE = "application/vnd.in-toto+json"
+STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
+PREDICATE_TYPE = "https://slsa.dev/provenance/v1"
+BUILD_TYPE = "https://evalpack.dev/buildtypes/pack/v1"
+BUILDER_ID = "https://evalpack.dev/builder/evalpack"
+PRIVATE_KEY_FILE = "evalpack.key"
+PUBLIC_KEY_FILE = "evalpack.pub"
+ALGORITHMS = ("ed25519", "ecdsa-p256")
+
+_HEX = re.compile(r"[0-9a-f]{64}")
+
+
+# --------------------------------------------------------------------------- time
 
 
 def now_utc() -> dt.datetime:
+    """The current time in UTC (the build records it as start and finish unless SOURCE_DATE_EPOCH is set)."""
     return dt.datetime.now(dt.UTC)
 
 
-def write_attestation(pack: Path, spec, *, started: dt.datetime, finished: dt.datetime,
-                      signing_key: str | Path | None = None) -> None:
-    """Not written yet: issue 6."""
-    return
+def source_date_epoch() -> dt.datetime | None:
+    """``SOURCE_DATE_EPOCH`` as a UTC datetime, or None when unset. A malformed value is a user error."""
+    raw = os.environ.get("SOURCE_DATE_EPOCH")
+    if raw is None or raw.strip() == "":
+        return None
+    try:
+        seconds = int(raw.strip())
+        return dt.datetime.fromtimestamp(seconds, dt.UTC)
+    except (ValueError, OverflowError, OSError):
+        raise EvalpackError(f"SOURCE_DATE_EPOCH={raw!r}: expected whole seconds since 1970-01-01 UTC "
+                            "(e.g. $(git log -1 --format=%ct)); fix or unset it") from None
+
+
+def rfc3339(moment: dt.datetime) -> str:
+    """``2026-01-31T12:00:00Z`` (whole seconds, UTC)."""
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=dt.UTC)
+    return moment.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+# --------------------------------------------------------------------------- files and subjects
+
+
+def sha256_file(path: Path) -> str:
+    """SHA-256 (hex) of a file's bytes, read in chunks."""
+    with open(path, "rb") as handle:
+        return hashlib.file_digest(handle, "sha256").hexdigest()
+
+
+def scan_pack(pack: Path) -> tuple[list[str], list[str]]:
+    """(regular files, other entries) of ``pack`` as sorted POSIX relative names, without the attestation.
+
+    Symlinks (to files or folders) and special files are "other": a pack holds regular files only.
+    """
+    pack = Path(pack)
+    files, other = [], []
+    for root, dirs, names in os.walk(pack, followlinks=False):
+        here = Path(root)
+        for name in list(dirs):
+            if (here / name).is_symlink():
+                dirs.remove(name)
+                other.append((here / name).relative_to(pack).as_posix())
+        for name in names:
+            path = here / name
+            rel = path.relative_to(pack).as_posix()
+            if rel == ATTESTATION:
+                continue
+            mode = os.lstat(path).st_mode
+            (files if stat.S_ISREG(mode) else other).append(rel)
+    return sorted(files), sorted(other)
+
+
+def subjects(pack: Path) -> list[dict[str, Any]]:
+    """One in-toto subject per regular file of ``pack`` (sorted by name). Raises on symlinks/special files."""
+    pack = Path(pack)
+    files, other = scan_pack(pack)
+    if other:
+        raise EvalpackError(f"{pack / other[0]}: not a regular file; a pack holds regular files only "
+                            "(replace the link with a copy or remove it)")
+    return [{"name": name, "digest": {"sha256": sha256_file(pack / name)}} for name in files]
+
+
+# --------------------------------------------------------------------------- provenance
+
+
+def git_commit() -> str | None:
+    """The evalpack checkout's HEAD commit when evalpack runs from a git checkout of itself, else None."""
+    root = Path(__file__).resolve().parents[1]
+    if not (root / ".git").exists() or not (root / "pyproject.toml").is_file():
+        return None
+    try:
+        done = subprocess.run(["git", "-C", str(root), "rev-parse", "--verify", "HEAD"], capture_output=True,
+                              text=True, timeout=10, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    commit = done.stdout.strip()
+    return commit if done.returncode == 0 and re.fullmatch(r"[0-9a-f]{40}|[0-9a-f]{64}", commit) else None
+
+
+def tool_versions() -> dict[str, str]:
+    """evalpack, duckdb and pyarrow versions (the provenance's internalParameters)."""
+    import duckdb
+    import pyarrow
+
+    return {"evalpack": __version__, "duckdb": duckdb.__version__, "pyarrow": pyarrow.__version__}
+
+
+def spec_parameters(spec) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """(externalParameters, resolvedDependencies) of a build from ``spec`` (an evalpack.spec.Spec)."""
+    external = {
+        "spec": {"name": spec.name, "version": spec.version, "sha256": spec.sha256},
+        "seeds": list(spec.seeds()),
+        "rotations": spec.rotations,
+        "answers": spec.answers,
+    }
+    spec_file = Path(spec.path).name if spec.path else f"{spec.name}.yaml"
+    deps: list[dict[str, Any]] = [{"name": spec_file, "digest": {"sha256": spec.sha256}, "mediaType": "application/yaml"}]
+    return external, deps
+
+
+def provenance(*, external_parameters: dict[str, Any], resolved_dependencies: list[dict[str, Any]],
+               started: dt.datetime, finished: dt.datetime, subject: list[dict[str, Any]]) -> dict[str, Any]:
+    """The SLSA provenance v1 predicate. With SOURCE_DATE_EPOCH set, times and invocation id are fixed."""
+    deps = list(resolved_dependencies)
+    commit = git_commit()
+    if commit:
+        deps.append({"name": "evalpack", "digest": {"gitCommit": commit}})
+    epoch = source_date_epoch()
+    if epoch is not None:
+        started = finished = epoch
+        inputs = json.dumps([BUILD_TYPE, external_parameters, deps, subject, rfc3339(epoch)], sort_keys=True,
+                            separators=(",", ":"), ensure_ascii=False)
+        invocation = str(uuid.uuid5(uuid.NAMESPACE_URL, inputs))
+    else:
+        invocation = str(uuid.uuid4())
+    return {
+        "buildDefinition": {
+            "buildType": BUILD_TYPE,
+            "externalParameters": external_parameters,
+            "internalParameters": tool_versions(),
+            "resolvedDependencies": deps,
+        },
+        "runDetails": {
+            "builder": {"id": BUILDER_ID, "version": {"evalpack": __version__}},
+            "metadata": {"invocationId": invocation, "startedOn": rfc3339(started), "finishedOn": rfc3339(finished)},
+        },
+    }
+
+
+def statement(subject: list[dict[str, Any]], predicate: dict[str, Any]) -> dict[str, Any]:
+    """An in-toto Statement v1 with the SLSA provenance predicate."""
+    return {"_type": STATEMENT_TYPE, "subject": subject, "predicateType": PREDICATE_TYPE, "predicate": predicate}
+
+
+# --------------------------------------------------------------------------- keys and signing
+
+
+class PackSigner(CryptoSigner):
+    """securesystemslib's CryptoSigner, with deterministic (RFC 6979) ECDSA so a fixed key gives fixed bytes.
+
+    ed25519 signatures are deterministic already and go through CryptoSigner unchanged.
+    """
+
+    def __init__(self, private_key: ed25519.Ed25519PrivateKey | ec.EllipticCurvePrivateKey) -> None:
+        super().__init__(private_key)
+        self._ecdsa = private_key if isinstance(private_key, ec.EllipticCurvePrivateKey) else None
+
+    def sign(self, payload: bytes) -> Signature:
+        if self._ecdsa is None:
+            return super().sign(payload)
+        sig = self._ecdsa.sign(payload, ec.ECDSA(hashes.SHA256(), deterministic_signing=True))
+        return Signature(self.public_key.keyid, sig.hex())
+
+
+def _check_algorithm(key: Any, path: Path) -> str:
+    if isinstance(key, ed25519.Ed25519PrivateKey | ed25519.Ed25519PublicKey):
+        return "ed25519"
+    if isinstance(key, ec.EllipticCurvePrivateKey | ec.EllipticCurvePublicKey) and isinstance(key.curve, ec.SECP256R1):
+        return "ecdsa-p256"
+    raise EvalpackError(f"{path}: unsupported key type; evalpack signs with ed25519 or ECDSA P-256 keys "
+                        "(make one with `evalpack keygen DIR`)")
+
+
+def _read_key_file(path: str | Path, what: str) -> tuple[Path, bytes]:
+    path = Path(path)
+    try:
+        return path, path.read_bytes()
+    except OSError as exc:
+        raise EvalpackError(f"{path}: cannot read the {what} ({exc.strerror}); make a key pair with "
+                            "`evalpack keygen DIR`") from None
+
+
+def load_signer(path: str | Path) -> PackSigner:
+    """The signer for a PEM private key file (PKCS#8, unencrypted; ed25519 or ECDSA P-256)."""
+    path, data = _read_key_file(path, "signing key")
+    if b"PUBLIC KEY-----" in data and b"PRIVATE KEY-----" not in data:
+        raise EvalpackError(f"{path}: this is a public key; sign with the private key ({PRIVATE_KEY_FILE}) "
+                            f"and give the public one ({PUBLIC_KEY_FILE}) to `evalpack verify --public-key`")
+    try:
+        key = serialization.load_pem_private_key(data, password=None)
+    except TypeError:
+        raise EvalpackError(f"{path}: the private key is encrypted; evalpack reads unencrypted PKCS#8 PEM keys "
+                            "(keep the file mode 0600 instead)") from None
+    except (ValueError, UnsupportedAlgorithm) as exc:
+        raise EvalpackError(f"{path}: not a PEM private key ({exc}); make one with `evalpack keygen DIR`") from None
+    _check_algorithm(key, path)
+    return PackSigner(key)
+
+
+def load_public_key(path: str | Path) -> SSlibKey:
+    """A PEM public key file (SubjectPublicKeyInfo; ed25519 or ECDSA P-256) as a securesystemslib key."""
+    path, data = _read_key_file(path, "public key")
+    if b"PRIVATE KEY-----" in data:
+        raise EvalpackError(f"{path}: this is a private key; pass the public key ({PUBLIC_KEY_FILE}) and keep the "
+                            "private one secret")
+    try:
+        key = serialization.load_pem_public_key(data)
+    except (ValueError, UnsupportedAlgorithm) as exc:
+        raise EvalpackError(f"{path}: not a PEM public key ({exc}); pass the {PUBLIC_KEY_FILE} written by "
+                            "`evalpack keygen`") from None
+    _check_algorithm(key, path)
+    return SSlibKey.from_crypto(key)
+
+
+def algorithm_of(key: SSlibKey) -> str:
+    return "ed25519" if key.keytype == "ed25519" else "ecdsa-p256"
+
+
+def envelope(statement_: dict[str, Any], signer: PackSigner | None = None) -> Envelope:
+    """The in-toto DSSE envelope of ``statement_`` (signed when ``signer`` is given)."""
+    payload = json.dumps(statement_, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    env = Envelope(payload=payload, payload_type=PAYLOAD_TYPE, signatures={})
+    if signer is not None:
+        env.create_signature(signer)
+    return env
+
+
+def envelope_bytes(env: Envelope) -> bytes:
+    """The bytes of ``attestation.intoto.json`` (indented JSON, newline at the end)."""
+    return (json.dumps(env.to_dict(), indent=2) + "\n").encode("utf-8")
+
+
+# --------------------------------------------------------------------------- writing
+
+
+def attest(pack: str | Path, *, external_parameters: dict[str, Any], resolved_dependencies: list[dict[str, Any]],
+           started: dt.datetime, finished: dt.datetime, signing_key: str | Path | None = None) -> Path:
+    """Write ``pack/attestation.intoto.json`` over every other file of ``pack``; returns its path.
+
+    For packs that do not come from a spec (e.g. imported ones); builds use ``write_attestation``.
+    """
+    pack = Path(pack)
+    signer = load_signer(signing_key) if signing_key else None
+    subject = subjects(pack)
+    predicate = provenance(external_parameters=external_parameters, resolved_dependencies=resolved_dependencies,
+                           started=started, finished=finished, subject=subject)
+    out = pack / ATTESTATION
+    out.write_bytes(envelope_bytes(envelope(statement(subject, predicate), signer)))
+    return out
+
+
+def write_attestation(pack: str | Path, spec, *, started: dt.datetime, finished: dt.datetime,
+                      signing_key: str | Path | None = None) -> Path:
+    """Write the attestation of a pack built from ``spec`` (evalpack.spec.Spec); call it after every other file."""
+    external, deps = spec_parameters(spec)
+    return attest(pack, external_parameters=external, resolved_dependencies=deps, started=started,
+                  finished=finished, signing_key=signing_key)
+
+
+# --------------------------------------------------------------------------- keygen
+
+
+def _write_private(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` with mode 0600 from the first byte on (temp file, then rename)."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)  # mkstemp creates it 0600
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        os.chmod(tmp, 0o600)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def keygen(directory: str | Path, algorithm: str = "ed25519", force: bool = False) -> tuple[Path, Path, SSlibKey]:
+    """Write ``evalpack.key`` (private, mode 0600) and ``evalpack.pub`` (public, 0644) into ``directory``.
+
+    Refuses to overwrite an existing key file unless ``force``. Returns (private path, public path, key).
+    """
+    if algorithm not in ALGORITHMS:
+        raise EvalpackError(f"--algorithm {algorithm!r}: choose one of {', '.join(ALGORITHMS)}")
+    directory = Path(directory)
+    private_path, public_path = directory / PRIVATE_KEY_FILE, directory / PUBLIC_KEY_FILE
+    if not force:
+        for path in (private_path, public_path):
+            if path.exists():
+                raise EvalpackError(f"{path}: already exists; keep it, choose another folder, or pass --force to "
+                                    "replace the key pair (packs signed with the old key then need the old .pub)")
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise EvalpackError(f"{directory}: cannot create the folder ({exc.strerror})") from None
+    private_key = ed25519.Ed25519PrivateKey.generate() if algorithm == "ed25519" else ec.generate_private_key(
+        ec.SECP256R1())
+    private_pem = private_key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                            serialization.NoEncryption())
+    public_pem = private_key.public_key().public_bytes(serialization.Encoding.PEM,
+                                                       serialization.PublicFormat.SubjectPublicKeyInfo)
+    _write_private(private_path, private_pem)
+    public_path.write_bytes(public_pem)
+    public_path.chmod(0o644)
+    return private_path, public_path, SSlibKey.from_crypto(private_key.public_key())
+
+
+def keygen_command(directory: str | Path, algorithm: str = "ed25519", force: bool = False) -> int:
+    """``evalpack keygen DIR [--algorithm ed25519|ecdsa-p256] [--force]``."""
+    private_path, public_path, key = keygen(directory, algorithm, force)
+    print(f"wrote {private_path} ({algorithm} private key, mode 0600): keep it secret, sign with it")
+    print(f"wrote {public_path} ({algorithm} public key): give it to whoever verifies your packs")
+    print(f"keyid {key.keyid}")
+    print(f"sign:   evalpack build SPEC -o PACK --signing-key {private_path}   (or EVALPACK_SIGNING_KEY={private_path})")
+    print(f"verify: evalpack verify PACK --public-key {public_path}")
+    return 0
+
+
+# --------------------------------------------------------------------------- verification
+
+
+@dataclass(frozen=True)
+class Verification:
+    """What ``verify_pack`` found. ``lines`` is the report; ``failures`` the lines that fail it."""
+
+    pack: Path
+    lines: tuple[str, ...]
+    failures: tuple[str, ...]
+    signature: str  # "verified" | "failed" | "not checked" | "unsigned"
+    files: int
+    gold: tuple[int, int] | None  # (passed, total), None when not rerun
+
+    @property
+    def ok(self) -> bool:
+        return not self.failures
+
+
+def read_envelope(pack: str | Path) -> tuple[dict[str, Any] | None, str | None]:
+    """(envelope JSON, None) or (None, why it cannot be read)."""
+    path = Path(pack) / ATTESTATION
+    if not path.is_file():
+        return None, "missing, so nothing in this pack is pinned; ask its publisher for the attestation"
+    try:
+        data = json.loads(path.read_bytes())
+    except (ValueError, UnicodeDecodeError) as exc:
+        return None, f"not JSON ({exc})"
+    if not isinstance(data, dict) or not isinstance(data.get("payload"), str) or not isinstance(
+            data.get("payloadType"), str) or not isinstance(data.get("signatures"), list):
+        return None, "not a DSSE envelope (needs payload, payloadType and signatures)"
+    return data, None
+
+
+def signature_note(pack: str | Path) -> str | None:
+    """``UNSIGNED: ...`` for a pack whose attestation carries no signature (or has none), else None.
+
+    For every command that reads a pack, to say plainly that nothing vouches for who made it.
+    """
+    data, why = read_envelope(pack)
+    if data is None:
+        return f"UNSIGNED: {ATTESTATION} {why}"
+    if not data["signatures"]:
+        return f"UNSIGNED: {ATTESTATION} carries no signature; its hashes show the files are intact, not who made them"
+    return None
+
+
+def _check_signature(data: dict[str, Any], key: SSlibKey | None, key_path: str | None,
+                     lines: list[str], failures: list[str]) -> tuple[str, bytes | None]:
+    """Parse the envelope with in-toto's Envelope and check the signature; returns (state, exact payload bytes)."""
+    raw = [dict(s) if isinstance(s, dict) else s for s in data["signatures"]]
+    if not all(isinstance(s, dict) and isinstance(s.get("sig"), str) for s in raw):
+        failures.append(f"FAIL {ATTESTATION}: a signature entry is malformed (needs sig)")
+        raw = []
+    for s in raw:
+        s.setdefault("keyid", "")
+    try:
+        env = Envelope.from_dict({"payload": data["payload"], "payloadType": data["payloadType"], "signatures": raw})
+    except (binascii.Error, ValueError) as exc:
+        failures.append(f"FAIL {ATTESTATION}: the envelope cannot be decoded ({exc})")
+        return "failed", None
+    if env.payload_type != PAYLOAD_TYPE:
+        failures.append(f"FAIL {ATTESTATION}: payloadType is {env.payload_type!r}, expected {PAYLOAD_TYPE!r}")
+    if not env.signatures:
+        if key is not None:
+            failures.append(f"FAIL {ATTESTATION}: UNSIGNED, but --public-key {key_path} was given; this pack was not "
+                            "signed, so nothing shows it comes from that key")
+            return "failed", env.payload
+        lines.append(f"UNSIGNED: {ATTESTATION} carries no signature; the checks below show the files match the "
+                     "statement, not who made them")
+        return "unsigned", env.payload
+    keyids = ", ".join(k[:16] or "(none)" for k in env.signatures)
+    if key is None:
+        lines.append(f"NOT CHECKED: {ATTESTATION} is signed (keyid {keyids}) but the signature was not checked; "
+                     "pass --public-key KEY to check it")
+        return "not checked", env.payload
+    # DSSE keyids are unauthenticated hints: offer the given key under every keyid the envelope names.
+    aliases = [SSlibKey(keyid, key.keytype, key.scheme, key.keyval) for keyid in env.signatures]
+    try:
+        env.verify(aliases, 1)  # over the PAE of the payload bytes exactly as decoded, never re-serialised
+    except (VerificationError, ValueError):
+        failures.append(f"FAIL {ATTESTATION}: the signature does not verify with {key_path} (key {key.keyid[:16]}, "
+                        f"envelope keyid {keyids}): the statement was changed after signing, or another key signed it")
+        return "failed", env.payload
+    lines.append(f"OK signature: {algorithm_of(key)} key {key.keyid[:16]} ({key_path}) signed the statement")
+    return "verified", env.payload
+
+
+def _check_statement(payload: bytes, failures: list[str]) -> dict[str, str] | None:
+    """The subjects (name -> sha256) of a well-formed statement, or None (failures recorded)."""
+    try:
+        stmt = json.loads(payload)
+    except (ValueError, UnicodeDecodeError) as exc:
+        failures.append(f"FAIL {ATTESTATION}: the payload is not a JSON statement ({exc})")
+        return None
+    if not isinstance(stmt, dict):
+        failures.append(f"FAIL {ATTESTATION}: the payload is not a JSON object")
+        return None
+    if stmt.get("_type") != STATEMENT_TYPE:
+        failures.append(f"FAIL {ATTESTATION}: statement _type is {stmt.get('_type')!r}, expected {STATEMENT_TYPE!r}")
+    if stmt.get("predicateType") != PREDICATE_TYPE:
+        failures.append(f"FAIL {ATTESTATION}: predicateType is {stmt.get('predicateType')!r}, "
+                        f"expected {PREDICATE_TYPE!r}")
+    listed: dict[str, str] = {}
+    entries = stmt.get("subject")
+    if not isinstance(entries, list) or not entries:
+        failures.append(f"FAIL {ATTESTATION}: the statement lists no subject")
+        return None
+    ok = True
+    for i, entry in enumerate(entries):
+        name = entry.get("name") if isinstance(entry, dict) else None
+        digest = entry.get("digest") if isinstance(entry, dict) else None
+        sha = digest.get("sha256") if isinstance(digest, dict) else None
+        if not isinstance(name, str) or not isinstance(sha, str) or not _HEX.fullmatch(sha):
+            failures.append(f"FAIL {ATTESTATION}: subject {i} is malformed (needs name and a sha256 digest)")
+            ok = False
+        elif not _safe_name(name):
+            failures.append(f"FAIL {name}: subject name is not a relative POSIX path inside the pack")
+            ok = False
+        elif name in listed:
+            failures.append(f"FAIL {name}: listed twice in the attestation")
+            ok = False
+        else:
+            listed[name] = sha
+    return listed if ok else None
+
+
+def _safe_name(name: str) -> bool:
+    parts = name.split("/")
+    return (bool(name) and not name.startswith("/") and "\\" not in name and "\x00" not in name
+            and all(p not in ("", ".", "..") for p in parts) and name != ATTESTATION)
+
+
+def _check_files(pack: Path, listed: dict[str, str], failures: list[str]) -> int:
+    """Re-hash every subject and compare the files on disk with the subjects; returns files checked."""
+    files, other = scan_pack(pack)
+    on_disk = set(files)
+    for name in other:
+        failures.append(f"FAIL {name}: not a regular file (symlink or special file); a pack holds regular files only")
+    for name, expected in listed.items():
+        if name not in on_disk:
+            failures.append(f"FAIL {name}: listed in the attestation but missing from the pack")
+            continue
+        actual = sha256_file(pack / name)
+        if actual != expected:
+            failures.append(f"FAIL {name}: sha256 {actual[:16]}... differs from the attested {expected[:16]}...")
+    for name in files:
+        if name not in listed:
+            failures.append(f"FAIL {name}: in the pack but not in the attestation")
+    return len(listed)
+
+
+def verify_pack(pack: str | Path, public_key: str | Path | None = None, *, gold: bool = True) -> Verification:
+    """Check ``pack`` against its attestation (signature with ``public_key``, types, hashes, file set), then its gold SQL.
+
+    Raises EvalpackError for a folder that is not a pack or an unreadable key; everything else is a report line.
+    """
+    pack = Path(pack)
+    if not pack.is_dir():
+        raise EvalpackError(f"{pack}: not a pack folder (expected the folder `evalpack build -o` wrote)")
+    key = load_public_key(public_key) if public_key else None
+    lines: list[str] = []
+    failures: list[str] = []
+    signature, files, gold_result = "failed", 0, None
+    data, why = read_envelope(pack)
+    listed = None
+    if data is None:
+        failures.append(f"FAIL {ATTESTATION}: {why}")
+    else:
+        signature, payload = _check_signature(data, key, str(public_key) if public_key else None, lines, failures)
+        if payload is not None:
+            listed = _check_statement(payload, failures)
+    if listed is not None:
+        before = len(failures)
+        files = _check_files(pack, listed, failures)
+        if len(failures) == before:
+            lines.append(f"OK files: {files} files match the attested sha256, none missing, none extra")
+    if not gold:
+        pass
+    elif failures:
+        lines.append("SKIP gold SQL: not rerun, because the pack does not match its attestation")
+    else:
+        gold_result = _check_gold(pack, lines, failures)
+    return Verification(pack, tuple(lines), tuple(failures), signature, files, gold_result)
+
+
+def _check_gold(pack: Path, lines: list[str], failures: list[str]) -> tuple[int, int] | None:
+    from evalpack.scoring import run_gold
+
+    try:
+        passed, total, report = run_gold(pack)
+    except Exception as exc:  # noqa: BLE001 - any error reading the questions is a verification failure
+        failures.append(f"FAIL questions.jsonl: cannot rerun the gold SQL ({type(exc).__name__}: {exc})")
+        return None
+    for line in report:
+        if not line.startswith("PASS"):
+            failures.append(f"FAIL questions.jsonl: {line.removeprefix('FAIL ')}")
+    if passed == total:
+        lines.append(f"OK gold SQL: {passed}/{total} questions verify on every rotation")
+    return passed, total
+
+
+def verify_command(pack: str | Path, public_key: str | Path | None = None) -> int:
+    """``evalpack verify PACK [--public-key KEY]``: 0 when everything holds, 1 otherwise (2: bad input)."""
+    result = verify_pack(pack, public_key)
+    for line in result.lines:
+        print(line)
+    for line in result.failures:
+        print(line)
+    if not result.ok:
+        print(f"FAILED {result.pack}: {len(result.failures)} problem{'s' if len(result.failures) != 1 else ''}")
+        return 1
+    passed, total = result.gold or (0, 0)
+    how = {"verified": "signature verified", "not checked": "signature NOT CHECKED (no --public-key)",
+           "unsigned": "UNSIGNED"}[result.signature]
+    print(f"verified {result.pack}: {result.files} files, {passed}/{total} gold SQL, {how}")
+    return 0
+
+
+def pae(payload_type: str, payload: bytes) -> bytes:
+    """DSSE pre-authentication encoding (what the signature covers)."""
+    kind = payload_type.encode("utf-8")
+    return b"DSSEv1 %d %b %d %b" % (len(kind), kind, len(payload), payload)
+
+
+def payload_of(pack: str | Path) -> bytes:
+    """The statement bytes exactly as signed (base64-decoded payload of the envelope)."""
+    data, why = read_envelope(pack)
+    if data is None:
+        raise EvalpackError(f"{Path(pack) / ATTESTATION}: {why}")
+    return base64.b64decode(data["payload"], validate=True)

@@ -19,12 +19,11 @@ from pathlib import Path
 from evalpack.attest import now_utc, write_attestation
 from evalpack.certify import certificate, dumps, manifest
 from evalpack.errors import EvalpackError
-from evalpack.generate import arrow_schema
 from evalpack.nearmiss import run_study
 from evalpack.plan import RotationPlan, plan_pack
 from evalpack.questions import Question, derive_questions
 from evalpack.spec import Spec, load_spec
-from evalpack.tables import rotation_dir, write_rotation
+from evalpack.tables import duckdb_types, rotation_dir, write_rotation
 from evalpack.verify import Link, Verdict, verify_rotations
 
 SCORER = Path(__file__).with_name("scoring.py")
@@ -46,21 +45,6 @@ class BuildResult:
 def links_of(spec: Spec) -> tuple[Link, ...]:
     """Every declared parent -> child key, for the orphan check."""
     return tuple(Link(r.child_table, r.child_column, r.parent_table, r.parent_column) for r in spec.relationships)
-
-
-def duckdb_types(spec: Spec) -> dict[str, dict[str, str]]:
-    """table -> {column: DuckDB type} of the fixed Arrow schema (pins CSV reads to Parquet's types)."""
-    names = {"int64": "BIGINT", "string": "VARCHAR", "bool": "BOOLEAN", "date32[day]": "DATE",
-             "timestamp[us]": "TIMESTAMP"}
-    out = {}
-    for table in spec.tables:
-        cols = {}
-        for field in arrow_schema(spec, table):
-            t = str(field.type)
-            cols[field.name] = (f"DECIMAL({field.type.precision},{field.type.scale})"
-                                if t.startswith("decimal") else names[t])
-        out[table.name] = cols
-    return out
 
 
 def _write_one(args: tuple) -> tuple[str, dict[str, int]]:

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from evalpack.plan import (
     BLOCK_ROWS,
@@ -98,7 +99,9 @@ class _TableGen:
             return pa.array(keys, pa.int64())
         return text_values(col.text_type, stable_int(self.seed, table.name, col.name), index, True)
 
-    def foreign_keys(self, col: Column, n: int, chunk: Chunk, k: int) -> pa.Array:
+    def foreign_keys(self, col: Column, n: int, chunk: Chunk, k: int, prefer: np.ndarray | None = None) -> pa.Array:
+        """Parent keys for ``n`` child rows; the chunk's planted orphans and missing parents go to
+        ``prefer`` rows first (rows whose measure is NULL), so COUNT(column) mistakes show."""
         rel = self.parents[col.name]
         parent_table = self.spec.table(rel.parent_table)
         parent_col = parent_table.column(rel.parent_column)
@@ -108,7 +111,10 @@ class _TableGen:
         index = rng.integers(0, parent_rows.rows, size=n)
         orphans = dict(chunk.orphans).get(col.name, 0)
         nulls = dict(chunk.fk_nulls).get(col.name, 0)
-        special = rng.permutation(n)[: orphans + nulls]
+        order = rng.permutation(n)
+        if prefer is not None and len(prefer):
+            order = np.concatenate([rng.permutation(prefer), order[~np.isin(order, prefer)]])
+        special = order[: orphans + nulls]
         values = self.key_values(parent_table, parent_col, index, deleted)
         if orphans:
             pos = special[:orphans]
@@ -188,7 +194,7 @@ class _TableGen:
             stream = stable_int(self.seed, self.table.name, col.name, "" if col.unique else k)
             index = np.arange(offset, offset + n) if col.unique else np.arange(n)
             values = text_values(col.text_type, stream, index, col.unique)
-            return values if valid is None else pa.array(values, mask=~valid)
+            return values if valid is None else pc.if_else(pa.array(valid), values, pa.scalar(None, pa.string()))
         if col.type == "categorical":
             p = np.array(col.weights or [1.0] * len(col.choices), dtype=float)
             idx = rng.choice(len(col.choices), size=n, p=p / p.sum())
@@ -227,15 +233,25 @@ class _TableGen:
                 arrays[tp.measure] = self.measure(chunk, k)
             if tp.group_column:
                 arrays[tp.group_column] = self.groups(chunk, k)
+        null_measure = (np.flatnonzero(arrays[tp.measure].is_null().to_numpy(zero_copy_only=False))
+                        if tp.measure and tp.measure in arrays else None)
+        for col in self.table.columns:
+            if col.type == "foreign_key":
+                arrays[col.name] = self.foreign_keys(col, n, chunk, k, prefer=null_measure)
+        if tp.time_column:
+            # planted rows (NULL measures, missing parents) are flagged right after the boundary rows
+            special = np.zeros(n, dtype=bool)
+            if null_measure is not None:
+                special[null_measure] = True
+            for col in self.table.columns:
+                if col.type == "foreign_key":
+                    special |= arrays[col.name].is_null().to_numpy(zero_copy_only=False)
             for name in self.rates:
-                arrays[name] = self.flags(chunk, k, boundary)
+                arrays[name] = self.flags(chunk, k, boundary, special)
         for col in self.table.columns:
             if col.name in arrays or (col.type == "int" and col.unique):
                 continue
-            if col.type == "foreign_key":
-                arrays[col.name] = self.foreign_keys(col, n, chunk, k)
-            else:
-                arrays[col.name] = self.plain(col, n, k, chunk.offset)
+            arrays[col.name] = self.plain(col, n, k, chunk.offset)
         if order is not None:
             take = pa.array(order)
             arrays = {name: a.take(take) for name, a in arrays.items()}
@@ -251,7 +267,9 @@ class _TableGen:
         if chunk.kind != "month":
             lo = to_units(col.min, col.decimals) if col.min is not None else 1
             hi = to_units(col.max, col.decimals) if col.max is not None else lo + to_units(1000, col.decimals)
-            return _decimal(rng.integers(max(lo, 1) if signed else lo, hi + 1, size=chunk.rows), col.decimals)
+            valid = np.ones(chunk.rows, dtype=bool)
+            valid[-1:] = not col.nullable  # a NULL measure outside the window, where planted orphans go first
+            return _decimal(rng.integers(max(lo, 1) if signed else lo, hi + 1, size=chunk.rows), col.decimals, valid)
         units = np.zeros(chunk.rows, dtype=np.int64)
         valid = np.ones(chunk.rows, dtype=bool)
         start = 0
@@ -281,13 +299,16 @@ class _TableGen:
         labels = [c.label for c in chunk.cells]
         return pa.array(np.repeat(np.array(labels, dtype=object), [c.rows for c in chunk.cells]), pa.string())
 
-    def flags(self, chunk: Chunk, k: int, boundary: np.ndarray) -> pa.Array:
+    def flags(self, chunk: Chunk, k: int, boundary: np.ndarray, special: np.ndarray) -> pa.Array:
         rng = self.rng(next(iter(self.rates)), k)
         n = chunk.rows
         if chunk.flagged is None:
             return pa.array(rng.random(n) < 0.5, pa.bool_())
         # boundary rows are flagged first so that a shifted window moves the rate visibly
-        order = np.concatenate([rng.permutation(np.flatnonzero(boundary)), rng.permutation(np.flatnonzero(~boundary))])
+        rest = ~boundary & ~special
+        order = np.concatenate([rng.permutation(np.flatnonzero(boundary)),
+                                rng.permutation(np.flatnonzero(special & ~boundary)),
+                                rng.permutation(np.flatnonzero(rest))])
         flag = np.zeros(n, dtype=bool)
         flag[order[: chunk.flagged]] = True
         return pa.array(flag, pa.bool_())

@@ -1,14 +1,399 @@
-"""The near-miss study: plausible wrong versions of each gold SQL, rerun on every rotation."""
+"""The near-miss study: plausible wrong versions of each gold SQL, rerun on every rotation.
+
+Each operator makes one edit on the sqlglot AST of a gold query. A mutant that sqlglot
+normalises to the gold SQL is dropped as equivalent; one that fails to run is recorded as
+errored. The rest run on every rotation with the verification comparison; the study records,
+per operator, how many matched the expected answer on at least one and on all databases.
+"""
 
 from __future__ import annotations
 
+import datetime as dt
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
+import duckdb
+from sqlglot import exp
+from sqlglot.optimizer.simplify import simplify
+
 from evalpack.plan import RotationPlan
-from evalpack.questions import Question
+from evalpack.questions import DIALECT, Question, parse_gold
+from evalpack.scoring import connect_tables, scalar_matches
 from evalpack.spec import Spec
+from evalpack.tables import duckdb_types, rotation_dir
+
+OPERATORS = (
+    "inclusive_end", "exclusive_start", "inclusive_start", "exclusive_end", "date_shift", "whole_units",
+    "agg_swap", "distinct", "inner_join", "join_key", "drop_conjunct", "and_or", "null_flip", "order_flip",
+    "limit_shift", "constant_shift", "column_swap", "constant_answer",
+)
+MAX_SURVIVORS_LISTED = 50
 
 
-def run_study(spec: Spec, plans: tuple[RotationPlan, ...], questions: tuple[Question, ...], folder: Path) -> dict:
-    """Mutate every shipped question's gold SQL and record which mutants still pass (manifest's near_miss_study)."""
-    return {"operators": {}, "mutants": 0}
+@dataclass(frozen=True)
+class Mutant:
+    question_id: str
+    operator: str
+    sql: str
+
+
+# --------------------------------------------------------------------------- column types
+
+
+def _family(duck_type: str) -> str:
+    t = duck_type.upper()
+    if t.startswith("DECIMAL"):
+        return t  # money of one scale swaps only with money of the same scale
+    return t
+
+
+class _Columns:
+    """Column -> type family per table, and the alias -> table map of one query."""
+
+    def __init__(self, types: dict[str, dict[str, str]], tree: exp.Expression) -> None:
+        self.types = {t: {c: _family(v) for c, v in cols.items()} for t, cols in types.items()}
+        self.alias = {}
+        self.default = None
+        for table in tree.find_all(exp.Table):
+            self.alias[table.alias_or_name] = table.name
+            self.default = self.default or table.name
+
+    def table_of(self, col: exp.Column) -> str | None:
+        return self.alias.get(col.table) if col.table else self.default
+
+    def type_of(self, col: exp.Column) -> str | None:
+        table = self.table_of(col)
+        return self.types.get(table, {}).get(col.name) if table else None
+
+    def same_type(self, col: exp.Column) -> list[str]:
+        table, typ = self.table_of(col), self.type_of(col)
+        if typ is None:
+            return []
+        return [c for c, t in self.types[table].items() if t == typ and c != col.name]
+
+
+# --------------------------------------------------------------------------- operators
+
+
+def _edits(tree: exp.Expression, kind: type | tuple, edit: Callable[[exp.Expression], list[exp.Expression]]
+           ) -> Iterator[exp.Expression]:
+    """One mutant per (matching node, replacement): each on a fresh copy of the tree, so the
+    edit sees the node in place (with its parents) and may reuse its children."""
+    count = sum(1 for _ in tree.find_all(kind))
+    for index in range(count):
+        option = 0
+        while True:
+            copy = tree.copy()
+            target = list(copy.find_all(kind))[index]
+            options = edit(target)
+            if option >= len(options):
+                break
+            replacement = options[option]
+            option += 1
+            if target is copy:
+                yield replacement
+            else:
+                target.replace(replacement)
+                yield copy
+
+
+def _date_literal(node: exp.Expression) -> tuple[dt.date, str] | None:
+    if isinstance(node, exp.Cast) and isinstance(node.this, exp.Literal) and node.this.is_string:
+        target = node.to.this
+        text = node.this.this
+        try:
+            if target == exp.DataType.Type.DATE:
+                return dt.date.fromisoformat(text), "date"
+            if target in (exp.DataType.Type.TIMESTAMP, exp.DataType.Type.DATETIME):
+                return dt.date.fromisoformat(text[:10]), text[10:]
+        except ValueError:
+            return None
+    return None
+
+
+def _shift_date(node: exp.Expression) -> list[exp.Expression]:
+    parsed = _date_literal(node)
+    if not parsed:
+        return []
+    day, rest = parsed
+    out = []
+    for delta in (-1, 1):
+        moved = (day + dt.timedelta(days=delta)).isoformat()
+        new = node.copy()
+        new.this.set("this", moved if rest == "date" else moved + rest)
+        out.append(new)
+    return out
+
+
+def _is_round_digits(lit: exp.Literal) -> bool:
+    parent = lit.parent
+    return isinstance(parent, exp.Round) and parent.args.get("decimals") is lit
+
+
+def _is_limit(lit: exp.Literal) -> bool:
+    return isinstance(lit.parent, (exp.Limit, exp.Offset))
+
+
+def _numeric_shift(lit: exp.Literal) -> list[exp.Expression]:
+    if lit.is_string or _is_round_digits(lit) or _is_limit(lit):
+        return []
+    text = lit.this
+    try:
+        if "." in text:
+            scale = len(text.split(".")[1])
+            from decimal import Decimal
+
+            return [exp.Literal.number(f"{Decimal(text) + d:.{scale}f}") for d in (-1, 1)]
+        return [exp.Literal.number(str(int(text) + d)) for d in (-1, 1)]
+    except ValueError:
+        return []
+
+
+AGG_SWAPS = {exp.Sum: exp.Avg, exp.Avg: exp.Sum, exp.Min: exp.Max, exp.Max: exp.Min}
+
+
+def mutants_of(q: Question, types: dict[str, dict[str, str]], nullable: dict[str, set[str]] | None = None,
+               rotated_answers: dict[str, object] | None = None) -> list[tuple[str, exp.Expression]]:
+    """Every (operator, mutated AST) for one question's gold SQL.
+
+    ``nullable`` names the columns that can hold NULL: COUNT(*) -> COUNT(col) is only a
+    mistake (rather than the same query) on those.
+    """
+    tree = parse_gold(q.gold_sql)
+    cols = _Columns(types, tree)
+    out: list[tuple[str, exp.Expression]] = []
+
+    def add(op: str, trees) -> None:
+        out.extend((op, t) for t in trees)
+
+    add("inclusive_end", _edits(tree, exp.LT, lambda n: [exp.LTE(this=n.this, expression=n.expression)]))
+    add("exclusive_start", _edits(tree, exp.GTE, lambda n: [exp.GT(this=n.this, expression=n.expression)]))
+    add("inclusive_start", _edits(tree, exp.GT, lambda n: [exp.GTE(this=n.this, expression=n.expression)]))
+    add("exclusive_end", _edits(tree, exp.LTE, lambda n: [exp.LT(this=n.this, expression=n.expression)]))
+    add("date_shift", _edits(tree, exp.Cast, _shift_date))
+
+    def whole(n: exp.Round) -> list[exp.Expression]:
+        digits = n.args.get("decimals")
+        if isinstance(digits, exp.Literal) and digits.this not in ("0",):
+            return [exp.Round(this=n.this, decimals=exp.Literal.number(0))]
+        return []
+
+    add("whole_units", _edits(tree, exp.Round, whole))
+
+    def agg(n: exp.Expression) -> list[exp.Expression]:
+        if type(n) in AGG_SWAPS:
+            return [AGG_SWAPS[type(n)](this=n.this)]
+        if isinstance(n, exp.Count):
+            if isinstance(n.this, exp.Star):
+                return [exp.Count(this=exp.column(c)) for c in sorted((nullable or {}).get(cols.default, ()))]
+            if isinstance(n.this, exp.Column):
+                return [exp.Count(this=exp.Star())]
+        return []
+
+    add("agg_swap", _edits(tree, (exp.Sum, exp.Avg, exp.Min, exp.Max, exp.Count), agg))
+
+    def distinct(n: exp.Expression) -> list[exp.Expression]:
+        inner = n.this
+        if isinstance(inner, exp.Distinct):
+            return [type(n)(this=inner.expressions[0])]
+        if isinstance(inner, exp.Star):
+            return []
+        return [type(n)(this=exp.Distinct(expressions=[inner]))]
+
+    add("distinct", _edits(tree, (exp.Sum, exp.Avg, exp.Count), distinct))
+
+    def inner_join(n: exp.Join) -> list[exp.Expression]:
+        if n.side == "LEFT":
+            new = n.copy()
+            new.set("side", None)
+            return [new]
+        return []
+
+    add("inner_join", _edits(tree, exp.Join, inner_join))
+
+    def join_key(n: exp.Join) -> list[exp.Expression]:
+        on = n.args.get("on")
+        if not isinstance(on, exp.EQ):
+            return []
+        out_ = []
+        for side in ("this", "expression"):
+            col = on.args[side]
+            if isinstance(col, exp.Column):
+                for other in cols.same_type(col):
+                    new = n.copy()
+                    new.args["on"].set(side, exp.column(other, table=col.table or None))
+                    out_.append(new)
+        return out_
+
+    add("join_key", _edits(tree, exp.Join, join_key))
+
+    def drop(n: exp.And) -> list[exp.Expression]:
+        return [n.this.copy(), n.expression.copy()]
+
+    add("drop_conjunct", _edits(tree, exp.And, drop))
+    add("and_or", _edits(tree, exp.And, lambda n: [exp.Or(this=n.this, expression=n.expression)]))
+
+    def null_flip(n: exp.Expression) -> list[exp.Expression]:
+        if isinstance(n, exp.Not) and isinstance(n.this, exp.Is):
+            return [n.this.copy()]
+        if isinstance(n, exp.Is) and not isinstance(n.parent, exp.Not):
+            return [exp.Not(this=n.copy())]
+        return []
+
+    add("null_flip", _edits(tree, (exp.Not, exp.Is), null_flip))
+
+    def order_flip(n: exp.Ordered) -> list[exp.Expression]:
+        new = n.copy()
+        new.set("desc", not n.args.get("desc"))
+        return [new]
+
+    add("order_flip", _edits(tree, exp.Ordered, order_flip))
+
+    def limit_shift(n: exp.Limit) -> list[exp.Expression]:
+        try:
+            value = int(n.expression.this)
+        except (AttributeError, TypeError, ValueError):
+            return []
+        return [exp.Limit(expression=exp.Literal.number(v)) for v in (value - 1, value + 1) if v >= 0]
+
+    add("limit_shift", _edits(tree, exp.Limit, limit_shift))
+    add("constant_shift", _edits(tree, exp.Literal, _numeric_shift))
+
+    def column_swap(n: exp.Column) -> list[exp.Expression]:
+        if not (n.find_ancestor(exp.Where, exp.Select, exp.Having)) or n.find_ancestor(exp.Join):
+            return []
+        return [exp.column(other, table=n.table or None) for other in cols.same_type(n)]
+
+    add("column_swap", _edits(tree, exp.Column, column_swap))
+
+    if rotated_answers:
+        first = next(iter(rotated_answers.values()))
+        literal = exp.Literal.string(first) if isinstance(first, str) else exp.Literal.number(first)
+        out.append(("constant_answer", exp.select(literal)))
+    return out
+
+
+def _canonical(tree: exp.Expression) -> str:
+    try:
+        return simplify(tree.copy()).sql(dialect=DIALECT)
+    except Exception:  # noqa: BLE001 - simplify can fail on odd trees; fall back to plain SQL
+        return tree.sql(dialect=DIALECT)
+
+
+# --------------------------------------------------------------------------- running
+
+
+def nullable_columns(spec: Spec) -> dict[str, set[str]]:
+    """Columns that can be NULL in the data: declared nullable, or a foreign key with declared nulls."""
+    out: dict[str, set[str]] = {t.name: {c.name for c in t.columns if c.nullable} for t in spec.tables}
+    for rel in spec.relationships:
+        if rel.nulls:
+            out[rel.child_table].add(rel.child_column)
+    return out
+
+
+def build_mutants(spec: Spec, questions: tuple[Question, ...], types: dict[str, dict[str, str]]
+                  ) -> tuple[list[Mutant], dict[str, int]]:
+    """Non-equivalent mutants of every question, and the count of equivalent ones per operator."""
+    mutants: list[Mutant] = []
+    equivalent = dict.fromkeys(OPERATORS, 0)
+    for q in questions:
+        gold = _canonical(parse_gold(q.gold_sql))
+        seen = {gold}
+        rotated = dict(q.expected) if spec.answers == "rotated" else None
+        for op, tree in mutants_of(q, types, nullable_columns(spec), rotated):
+            sql = tree.sql(dialect=DIALECT)
+            canon = _canonical(tree)
+            if canon in seen:
+                equivalent[op] += 1
+                continue
+            seen.add(canon)
+            mutants.append(Mutant(q.id, op, sql))
+    return mutants, equivalent
+
+
+def _run_rotation(folder: Path, rotation: str, mutants: list[Mutant], questions: dict[str, Question]
+                  ) -> dict[int, bool | None]:
+    con = connect_tables(folder)
+    try:
+        # the study runs many queries per table: load them into memory once
+        for (name,) in con.execute("SELECT view_name FROM duckdb_views() WHERE NOT internal").fetchall():
+            con.execute(f'CREATE TABLE "__t_{name}" AS SELECT * FROM "{name}"')
+            con.execute(f'DROP VIEW "{name}"')
+            con.execute(f'ALTER TABLE "__t_{name}" RENAME TO "{name}"')
+        results: dict[int, bool | None] = {}
+        for i, m in enumerate(mutants):
+            q = questions[m.question_id]
+            try:
+                rows = con.execute(m.sql).fetchall()
+            except duckdb.Error:
+                results[i] = None
+                continue
+            results[i] = scalar_matches(q.expected_for(rotation), q.answer_type, q.round_decimals, rows)
+        return results
+    finally:
+        con.close()
+
+
+def run_study(spec: Spec, plans: tuple[RotationPlan, ...], questions: tuple[Question, ...], folder: Path,
+              threshold: float = 0.01) -> dict:
+    """Mutate every shipped question's gold SQL and record which mutants still pass.
+
+    Returns the manifest's ``near_miss_study``: per operator mutants / equivalent / errored /
+    match_any / match_all, overall rates, and up to 50 surviving mutants.
+    """
+    types = duckdb_types(spec)
+    mutants, equivalent = build_mutants(spec, questions, types)
+    by_id = {q.id: q for q in questions}
+    rotations = [f"seed_{p.seed}" for p in plans]
+    dirs = [folder / rotation_dir(p.seed) / "tables" for p in plans]
+    with ThreadPoolExecutor(max_workers=min(2, len(dirs))) as pool:
+        per_rotation = list(pool.map(lambda args: _run_rotation(args[0], args[1], mutants, by_id),
+                                     zip(dirs, rotations)))
+    table = {op: {"mutants": 0, "equivalent": equivalent[op], "errored": 0, "match_any": 0, "match_all": 0}
+             for op in OPERATORS}
+    survivors = []
+    for i, m in enumerate(mutants):
+        row = table[m.operator]
+        outcomes = [r[i] for r in per_rotation]
+        if any(o is None for o in outcomes):
+            row["errored"] += 1
+            continue
+        row["mutants"] += 1
+        if any(outcomes):
+            row["match_any"] += 1
+        if all(outcomes):
+            row["match_all"] += 1
+            survivors.append({"question": m.question_id, "operator": m.operator, "sql": m.sql})
+    ran = sum(r["mutants"] for r in table.values())
+    survived = sum(r["match_all"] for r in table.values())
+    any_match = sum(r["match_any"] for r in table.values())
+    return {
+        "rule": "a mutant survives when it matches the expected answer on every rotation "
+                "(same comparison as verification); equivalent and errored mutants are not counted as run",
+        "rotations": rotations,
+        "operators": {op: row for op, row in table.items() if row["mutants"] or row["equivalent"] or row["errored"]},
+        "mutants_run": ran,
+        "match_any_rate": round(any_match / ran, 4) if ran else 0.0,
+        "match_all_rate": round(survived / ran, 4) if ran else 0.0,
+        "threshold": threshold,
+        "survivors": survivors[:MAX_SURVIVORS_LISTED],
+        "survivors_total": len(survivors),
+    }
+
+
+def study_markdown(study: dict) -> str:
+    """The per-operator table as Markdown (CLI output, dataset card, Dagster metadata)."""
+    lines = ["| operator | mutants | equivalent | errored | match on one | match on all |",
+             "|---|---:|---:|---:|---:|---:|"]
+    for op, r in study.get("operators", {}).items():
+        lines.append(f"| {op} | {r['mutants']} | {r['equivalent']} | {r['errored']} | {r['match_any']} | "
+                     f"{r['match_all']} |")
+    lines.append(f"| **all** | {study.get('mutants_run', 0)} | | | {study.get('match_any_rate', 0):.2%} | "
+                 f"{study.get('match_all_rate', 0):.2%} |")
+    return "\n".join(lines)
+
+
+__all__ = ["OPERATORS", "Mutant", "build_mutants", "mutants_of", "run_study", "study_markdown"]

@@ -205,6 +205,33 @@ def _interpolate(points: list[tuple[dt.date, int]], months: list[dt.date]) -> li
     return out
 
 
+def _with_cents(totals: list[int], declared: set[dt.date], months: list[dt.date], decimals: int) -> list[int]:
+    """Interpolated (not declared) month totals that land on a whole number move by one unit,
+    so that a 'rounded to whole units' mistake changes every answer."""
+    if not decimals:
+        return totals
+    whole = 10 ** decimals
+    return [t + 1 if (t % whole == 0 and t > 0 and m not in declared) else t for t, m in zip(totals, months)]
+
+
+def _spread_cents(parts: np.ndarray, decimals: int) -> np.ndarray:
+    """Move single units between group totals so none is a whole number (the sum is unchanged)."""
+    parts = parts.copy()
+    if not decimals or len(parts) < 2:
+        return parts
+    whole = 10 ** decimals
+    for i in range(len(parts)):
+        if parts[i] > 0 and parts[i] % whole == 0:
+            j = (i + 1) % len(parts)
+            if parts[j] > 1 and (parts[j] - 1) % whole != 0:
+                parts[i] += 1
+                parts[j] -= 1
+            elif (parts[j] + 1) % whole != 0 and parts[i] > 1:
+                parts[i] -= 1
+                parts[j] += 1
+    return parts
+
+
 def _zone_room(col: Column, months: list[dt.date]) -> tuple[bool, bool]:
     """Whether the time column's declared range leaves room before/after the window."""
     return col.start < months[0], col.end >= add_months(months[-1], 1)
@@ -302,7 +329,7 @@ class _Planner:
                 self.warnings.append(
                     f"{table.name}.{curve.column}: every curve target is a whole number, so a 'rounded to whole "
                     f"units' mistake cannot be caught; give targets with cents (e.g. 180000.37)")
-            totals = _interpolate(declared, months)
+            totals = _with_cents(_interpolate(declared, months), {m for m, _ in declared}, months, d)
             lo, hi = _bounds(mcol)
             if curve.avg_transaction_value:
                 avg = to_units(curve.avg_transaction_value, d)
@@ -319,7 +346,7 @@ class _Planner:
                     raise self.err(f"tables.{table.name}.rows", table.line,
                                    f"{table.name} needs at least {min_rows * len(months) + zone_rows} rows for "
                                    f"{len(months)} months of its outcome curve; raise rows")
-                rows = [int(r) for r in apportion(window_rows, totals, minimum=min_rows)]
+                rows = self._rows_per_month(window_rows, totals, min_rows)
             null_rate = mcol.nullable
             shares = groups_decl.shares if groups_decl else ((None, 1.0),)
             group_column = groups_decl.group_column if groups_decl else None
@@ -328,7 +355,7 @@ class _Planner:
                 nulls = round_fraction(Fraction(null_rate).limit_denominator(10**6) * rows[m]) if null_rate else 0
                 nulls = min(nulls, rows[m] - len(shares) * 1)
                 share_w = [s for _, s in shares]
-                g_tot = apportion(totals[m], share_w)
+                g_tot = _spread_cents(apportion(totals[m], share_w), d)
                 g_rows = apportion(rows[m] - nulls, share_w, minimum=1 if rows[m] - nulls >= len(shares) else 0)
                 g_nulls = apportion(nulls, share_w)
                 cells = []
@@ -394,6 +421,26 @@ class _Planner:
             offset += after_rows
         plan = TablePlan(table.name, offset, tuple(chunks), time_column, measure, group_column, sign_by_label)
         return plan, curves, rates, falls
+
+    def _rows_per_month(self, window_rows: int, totals: list[int], min_rows: int) -> list[int]:
+        """Rows per month, roughly proportional to the month's total but not exactly, so that the
+        month with the highest total is not also the month with the highest average row."""
+        answers_seed = self.seed if self.spec.answers == "rotated" else self.spec.seed
+        jitter = rng_for(answers_seed, "__rows_per_month__").uniform(0.97, 1.03, size=len(totals))
+        rows = [int(r) for r in apportion(window_rows, [t * j for t, j in zip(totals, jitter)], minimum=min_rows)]
+        if len(rows) > 1 and sum(1 for t in totals if t == max(totals)) == 1:
+            peak = totals.index(max(totals))
+            for _ in range(100):
+                averages = [Fraction(t, r) for t, r in zip(totals, rows)]
+                if averages.index(max(averages)) != peak:
+                    break
+                donor = averages.index(min(averages))
+                step = max(1, rows[donor] // 50)
+                if rows[donor] - step < min_rows:
+                    break
+                rows[donor] -= step
+                rows[peak] += step
+        return rows
 
     @staticmethod
     def _interpolate_rates(declared: list[tuple[dt.date, float]], months: list[dt.date]) -> list[float]:

@@ -167,13 +167,14 @@ def _drafts(spec: Spec, key: AnswerKey) -> list[tuple[_Draft, Any]]:
                    ("outcome_curve", c.table), (c.table,)), _money(sum(c.totals), d))
         best = max(c.totals)
         if sum(1 for t in c.totals if t == best) == 1 and len(c.months) > 1:
+            # asked over the whole table: the rows outside the declared months are too few to compete
             peak = c.months[c.totals.index(best)]
             month_expr = exp.func("STRFTIME", exp.column(c.time_column), exp.Literal.string("%Y-%m"))
-            sql = (exp.select(exp.alias_(month_expr, "month")).from_(c.table).where(w_all)
+            sql = (exp.select(exp.alias_(month_expr, "month")).from_(c.table)
                    .group_by(exp.column("month")).order_by(exp.Ordered(this=_sum(c.column), desc=True)).limit(1))
             add(_Draft(f"curve_peak:{c.table}.{c.column}",
-                       f"Among the calendar months of {c.table} rows with {window_text(c.time_column, first, end)}, "
-                       f"which month has the highest total {c.column}? Answer as YYYY-MM.",
+                       f"Over all {c.table} rows, which calendar month of {c.time_column} has the highest total "
+                       f"{c.column}? Answer as YYYY-MM.",
                        sql, "string", None, "peak_period", ("outcome_curve", c.table), (c.table,)),
                 _month_label(peak))
         if c.group_column:

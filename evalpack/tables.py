@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
@@ -44,5 +43,16 @@ def write_rotation(spec: Spec, plan: RotationPlan, pack_dir: Path, progress=None
     return rows
 
 
-def read_table(path: Path) -> pa.Table:
-    return pq.read_table(path)
+def duckdb_types(spec: Spec) -> dict[str, dict[str, str]]:
+    """table -> {column: DuckDB type} of the fixed Arrow schema (pins CSV reads to Parquet's types)."""
+    names = {"int64": "BIGINT", "string": "VARCHAR", "bool": "BOOLEAN", "date32[day]": "DATE",
+             "timestamp[us]": "TIMESTAMP"}
+    out = {}
+    for table in spec.tables:
+        cols = {}
+        for field in arrow_schema(spec, table):
+            t = str(field.type)
+            cols[field.name] = (f"DECIMAL({field.type.precision},{field.type.scale})"
+                                if t.startswith("decimal") else names[t])
+        out[table.name] = cols
+    return out
