@@ -17,7 +17,6 @@ subjects, then reruns every gold SQL.
 
 from __future__ import annotations
 
-import base64
 import binascii
 import datetime as dt
 import hashlib
@@ -374,18 +373,32 @@ def keygen_command(directory: str | Path, algorithm: str = "ed25519", force: boo
 
 @dataclass(frozen=True)
 class Verification:
-    """What ``verify_pack`` found. ``lines`` is the report; ``failures`` the lines that fail it."""
+    """What ``verify_pack`` found: every report line in order, and the failing ones among them."""
 
     pack: Path
     lines: tuple[str, ...]
     failures: tuple[str, ...]
     signature: str  # "verified" | "failed" | "not checked" | "unsigned"
     files: int
-    gold: tuple[int, int] | None  # (passed, total), None when not rerun
+    gold: tuple[int, int] | None  # (passed, total); None when not rerun
 
     @property
     def ok(self) -> bool:
         return not self.failures
+
+
+class _Report:
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.failures: list[str] = []
+
+    def say(self, line: str) -> None:
+        self.lines.append(line)
+
+    def fail(self, name: str, why: str) -> None:
+        line = f"FAIL {name}: {why}"
+        self.lines.append(line)
+        self.failures.append(line)
 
 
 def read_envelope(pack: str | Path) -> tuple[dict[str, Any] | None, str | None]:
@@ -404,7 +417,7 @@ def read_envelope(pack: str | Path) -> tuple[dict[str, Any] | None, str | None]:
 
 
 def signature_note(pack: str | Path) -> str | None:
-    """``UNSIGNED: ...`` for a pack whose attestation carries no signature (or has none), else None.
+    """``UNSIGNED: ...`` when a pack's attestation carries no signature (or is missing), else None.
 
     For every command that reads a pack, to say plainly that nothing vouches for who made it.
     """
@@ -417,83 +430,44 @@ def signature_note(pack: str | Path) -> str | None:
 
 
 def _check_signature(data: dict[str, Any], key: SSlibKey | None, key_path: str | None,
-                     lines: list[str], failures: list[str]) -> tuple[str, bytes | None]:
-    """Parse the envelope with in-toto's Envelope and check the signature; returns (state, exact payload bytes)."""
+                     report: _Report) -> tuple[str, bytes | None]:
+    """Parse the envelope with in-toto's Envelope and check its signature; returns (state, exact payload bytes)."""
     raw = [dict(s) if isinstance(s, dict) else s for s in data["signatures"]]
     if not all(isinstance(s, dict) and isinstance(s.get("sig"), str) for s in raw):
-        failures.append(f"FAIL {ATTESTATION}: a signature entry is malformed (needs sig)")
-        raw = []
+        report.fail(ATTESTATION, "a signature entry is malformed (needs sig)")
+        return "failed", None
     for s in raw:
         s.setdefault("keyid", "")
     try:
         env = Envelope.from_dict({"payload": data["payload"], "payloadType": data["payloadType"], "signatures": raw})
     except (binascii.Error, ValueError) as exc:
-        failures.append(f"FAIL {ATTESTATION}: the envelope cannot be decoded ({exc})")
+        report.fail(ATTESTATION, f"the envelope cannot be decoded ({exc})")
         return "failed", None
     if env.payload_type != PAYLOAD_TYPE:
-        failures.append(f"FAIL {ATTESTATION}: payloadType is {env.payload_type!r}, expected {PAYLOAD_TYPE!r}")
+        report.fail(ATTESTATION, f"payloadType is {env.payload_type!r}, expected {PAYLOAD_TYPE!r}")
     if not env.signatures:
         if key is not None:
-            failures.append(f"FAIL {ATTESTATION}: UNSIGNED, but --public-key {key_path} was given; this pack was not "
-                            "signed, so nothing shows it comes from that key")
+            report.fail(ATTESTATION, f"UNSIGNED, but --public-key {key_path} was given: the pack carries no signature, "
+                        "so nothing shows it comes from that key")
             return "failed", env.payload
-        lines.append(f"UNSIGNED: {ATTESTATION} carries no signature; the checks below show the files match the "
-                     "statement, not who made them")
+        report.say(f"UNSIGNED: {ATTESTATION} carries no signature; the checks below show the files match the "
+                   "statement, not who made them")
         return "unsigned", env.payload
     keyids = ", ".join(k[:16] or "(none)" for k in env.signatures)
     if key is None:
-        lines.append(f"NOT CHECKED: {ATTESTATION} is signed (keyid {keyids}) but the signature was not checked; "
-                     "pass --public-key KEY to check it")
+        report.say(f"NOT CHECKED: {ATTESTATION} is signed (keyid {keyids}) but the signature was not checked; "
+                   "pass --public-key KEY to check it")
         return "not checked", env.payload
     # DSSE keyids are unauthenticated hints: offer the given key under every keyid the envelope names.
     aliases = [SSlibKey(keyid, key.keytype, key.scheme, key.keyval) for keyid in env.signatures]
     try:
         env.verify(aliases, 1)  # over the PAE of the payload bytes exactly as decoded, never re-serialised
     except (VerificationError, ValueError):
-        failures.append(f"FAIL {ATTESTATION}: the signature does not verify with {key_path} (key {key.keyid[:16]}, "
-                        f"envelope keyid {keyids}): the statement was changed after signing, or another key signed it")
+        report.fail(ATTESTATION, f"the signature does not verify with {key_path} (key {key.keyid[:16]}, envelope "
+                    f"keyid {keyids}): the statement was changed after signing, or another key signed it")
         return "failed", env.payload
-    lines.append(f"OK signature: {algorithm_of(key)} key {key.keyid[:16]} ({key_path}) signed the statement")
+    report.say(f"OK signature: {algorithm_of(key)} key {key.keyid[:16]} ({key_path}) signed the statement")
     return "verified", env.payload
-
-
-def _check_statement(payload: bytes, failures: list[str]) -> dict[str, str] | None:
-    """The subjects (name -> sha256) of a well-formed statement, or None (failures recorded)."""
-    try:
-        stmt = json.loads(payload)
-    except (ValueError, UnicodeDecodeError) as exc:
-        failures.append(f"FAIL {ATTESTATION}: the payload is not a JSON statement ({exc})")
-        return None
-    if not isinstance(stmt, dict):
-        failures.append(f"FAIL {ATTESTATION}: the payload is not a JSON object")
-        return None
-    if stmt.get("_type") != STATEMENT_TYPE:
-        failures.append(f"FAIL {ATTESTATION}: statement _type is {stmt.get('_type')!r}, expected {STATEMENT_TYPE!r}")
-    if stmt.get("predicateType") != PREDICATE_TYPE:
-        failures.append(f"FAIL {ATTESTATION}: predicateType is {stmt.get('predicateType')!r}, "
-                        f"expected {PREDICATE_TYPE!r}")
-    listed: dict[str, str] = {}
-    entries = stmt.get("subject")
-    if not isinstance(entries, list) or not entries:
-        failures.append(f"FAIL {ATTESTATION}: the statement lists no subject")
-        return None
-    ok = True
-    for i, entry in enumerate(entries):
-        name = entry.get("name") if isinstance(entry, dict) else None
-        digest = entry.get("digest") if isinstance(entry, dict) else None
-        sha = digest.get("sha256") if isinstance(digest, dict) else None
-        if not isinstance(name, str) or not isinstance(sha, str) or not _HEX.fullmatch(sha):
-            failures.append(f"FAIL {ATTESTATION}: subject {i} is malformed (needs name and a sha256 digest)")
-            ok = False
-        elif not _safe_name(name):
-            failures.append(f"FAIL {name}: subject name is not a relative POSIX path inside the pack")
-            ok = False
-        elif name in listed:
-            failures.append(f"FAIL {name}: listed twice in the attestation")
-            ok = False
-        else:
-            listed[name] = sha
-    return listed if ok else None
 
 
 def _safe_name(name: str) -> bool:
@@ -502,73 +476,108 @@ def _safe_name(name: str) -> bool:
             and all(p not in ("", ".", "..") for p in parts) and name != ATTESTATION)
 
 
-def _check_files(pack: Path, listed: dict[str, str], failures: list[str]) -> int:
-    """Re-hash every subject and compare the files on disk with the subjects; returns files checked."""
+def _check_statement(payload: bytes, report: _Report) -> dict[str, str] | None:
+    """The subjects (name -> sha256) of a well-formed statement, or None (failures reported)."""
+    try:
+        stmt = json.loads(payload)
+    except (ValueError, UnicodeDecodeError) as exc:
+        report.fail(ATTESTATION, f"the payload is not a JSON statement ({exc})")
+        return None
+    if not isinstance(stmt, dict):
+        report.fail(ATTESTATION, "the payload is not a JSON object")
+        return None
+    if stmt.get("_type") != STATEMENT_TYPE:
+        report.fail(ATTESTATION, f"statement _type is {stmt.get('_type')!r}, expected {STATEMENT_TYPE!r}")
+    if stmt.get("predicateType") != PREDICATE_TYPE:
+        report.fail(ATTESTATION, f"predicateType is {stmt.get('predicateType')!r}, expected {PREDICATE_TYPE!r}")
+    entries = stmt.get("subject")
+    if not isinstance(entries, list) or not entries:
+        report.fail(ATTESTATION, "the statement lists no subject")
+        return None
+    listed: dict[str, str] = {}
+    ok = True
+    for i, entry in enumerate(entries):
+        name = entry.get("name") if isinstance(entry, dict) else None
+        digest = entry.get("digest") if isinstance(entry, dict) else None
+        sha = digest.get("sha256") if isinstance(digest, dict) else None
+        if not isinstance(name, str) or not isinstance(sha, str) or not _HEX.fullmatch(sha):
+            report.fail(ATTESTATION, f"subject {i} is malformed (needs a name and a sha256 digest)")
+            ok = False
+        elif not _safe_name(name):
+            report.fail(name, "subject name is not a relative POSIX path inside the pack")
+            ok = False
+        elif name in listed:
+            report.fail(name, "listed twice in the attestation")
+            ok = False
+        else:
+            listed[name] = sha
+    return listed if ok else None
+
+
+def _check_files(pack: Path, listed: dict[str, str], report: _Report) -> None:
+    """Re-hash every subject; the regular files on disk must be exactly the subjects."""
     files, other = scan_pack(pack)
     on_disk = set(files)
+    before = len(report.failures)
     for name in other:
-        failures.append(f"FAIL {name}: not a regular file (symlink or special file); a pack holds regular files only")
+        report.fail(name, "not a regular file (symlink or special file); a pack holds regular files only")
     for name, expected in listed.items():
         if name not in on_disk:
-            failures.append(f"FAIL {name}: listed in the attestation but missing from the pack")
+            report.fail(name, "listed in the attestation but missing from the pack")
             continue
         actual = sha256_file(pack / name)
         if actual != expected:
-            failures.append(f"FAIL {name}: sha256 {actual[:16]}... differs from the attested {expected[:16]}...")
+            report.fail(name, f"sha256 {actual[:16]}... differs from the attested {expected[:16]}...")
     for name in files:
         if name not in listed:
-            failures.append(f"FAIL {name}: in the pack but not in the attestation")
-    return len(listed)
+            report.fail(name, "in the pack but not in the attestation")
+    if len(report.failures) == before:
+        report.say(f"OK files: {len(listed)} files match the attested sha256, none missing, none extra")
+
+
+def _check_gold(pack: Path, report: _Report) -> tuple[int, int] | None:
+    from evalpack.scoring import run_gold
+
+    try:
+        passed, total, lines = run_gold(pack)
+    except Exception as exc:  # noqa: BLE001 - a pack whose questions cannot be run fails verification
+        report.fail("questions.jsonl", f"cannot rerun the gold SQL ({type(exc).__name__}: {exc})")
+        return None
+    for line in lines:
+        if not line.startswith("PASS"):
+            report.fail("questions.jsonl", line.removeprefix("FAIL "))
+    if passed == total:
+        report.say(f"OK gold SQL: {passed}/{total} questions verify on every rotation")
+    return passed, total
 
 
 def verify_pack(pack: str | Path, public_key: str | Path | None = None, *, gold: bool = True) -> Verification:
-    """Check ``pack`` against its attestation (signature with ``public_key``, types, hashes, file set), then its gold SQL.
+    """Check ``pack`` against its attestation (signature, types, hashes, file set), then rerun its gold SQL.
 
-    Raises EvalpackError for a folder that is not a pack or an unreadable key; everything else is a report line.
+    Raises EvalpackError for a folder that is not a pack or an unreadable key; all else is a report line.
+    The gold SQL is not rerun (a SKIP line) when the files do not match the attestation.
     """
     pack = Path(pack)
     if not pack.is_dir():
         raise EvalpackError(f"{pack}: not a pack folder (expected the folder `evalpack build -o` wrote)")
     key = load_public_key(public_key) if public_key else None
-    lines: list[str] = []
-    failures: list[str] = []
-    signature, files, gold_result = "failed", 0, None
+    report = _Report()
+    signature, listed, gold_result = "failed", None, None
     data, why = read_envelope(pack)
-    listed = None
     if data is None:
-        failures.append(f"FAIL {ATTESTATION}: {why}")
+        report.fail(ATTESTATION, why or "unreadable")
     else:
-        signature, payload = _check_signature(data, key, str(public_key) if public_key else None, lines, failures)
+        signature, payload = _check_signature(data, key, str(public_key) if public_key else None, report)
         if payload is not None:
-            listed = _check_statement(payload, failures)
+            listed = _check_statement(payload, report)
     if listed is not None:
-        before = len(failures)
-        files = _check_files(pack, listed, failures)
-        if len(failures) == before:
-            lines.append(f"OK files: {files} files match the attested sha256, none missing, none extra")
-    if not gold:
-        pass
-    elif failures:
-        lines.append("SKIP gold SQL: not rerun, because the pack does not match its attestation")
-    else:
-        gold_result = _check_gold(pack, lines, failures)
-    return Verification(pack, tuple(lines), tuple(failures), signature, files, gold_result)
-
-
-def _check_gold(pack: Path, lines: list[str], failures: list[str]) -> tuple[int, int] | None:
-    from evalpack.scoring import run_gold
-
-    try:
-        passed, total, report = run_gold(pack)
-    except Exception as exc:  # noqa: BLE001 - any error reading the questions is a verification failure
-        failures.append(f"FAIL questions.jsonl: cannot rerun the gold SQL ({type(exc).__name__}: {exc})")
-        return None
-    for line in report:
-        if not line.startswith("PASS"):
-            failures.append(f"FAIL questions.jsonl: {line.removeprefix('FAIL ')}")
-    if passed == total:
-        lines.append(f"OK gold SQL: {passed}/{total} questions verify on every rotation")
-    return passed, total
+        _check_files(pack, listed, report)
+    if gold and report.failures:
+        report.say("SKIP gold SQL: not rerun, because the checks above failed (the SQL in the pack is not trusted)")
+    elif gold:
+        gold_result = _check_gold(pack, report)
+    return Verification(pack, tuple(report.lines), tuple(report.failures), signature,
+                        len(listed) if listed else 0, gold_result)
 
 
 def verify_command(pack: str | Path, public_key: str | Path | None = None) -> int:
@@ -576,27 +585,12 @@ def verify_command(pack: str | Path, public_key: str | Path | None = None) -> in
     result = verify_pack(pack, public_key)
     for line in result.lines:
         print(line)
-    for line in result.failures:
-        print(line)
     if not result.ok:
-        print(f"FAILED {result.pack}: {len(result.failures)} problem{'s' if len(result.failures) != 1 else ''}")
+        n = len(result.failures)
+        print(f"FAILED {result.pack}: {n} problem{'s' if n != 1 else ''}")
         return 1
     passed, total = result.gold or (0, 0)
     how = {"verified": "signature verified", "not checked": "signature NOT CHECKED (no --public-key)",
            "unsigned": "UNSIGNED"}[result.signature]
     print(f"verified {result.pack}: {result.files} files, {passed}/{total} gold SQL, {how}")
     return 0
-
-
-def pae(payload_type: str, payload: bytes) -> bytes:
-    """DSSE pre-authentication encoding (what the signature covers)."""
-    kind = payload_type.encode("utf-8")
-    return b"DSSEv1 %d %b %d %b" % (len(kind), kind, len(payload), payload)
-
-
-def payload_of(pack: str | Path) -> bytes:
-    """The statement bytes exactly as signed (base64-decoded payload of the envelope)."""
-    data, why = read_envelope(pack)
-    if data is None:
-        raise EvalpackError(f"{Path(pack) / ATTESTATION}: {why}")
-    return base64.b64decode(data["payload"], validate=True)

@@ -66,6 +66,18 @@ def _decimal(units: np.ndarray, decimals: int, valid: np.ndarray | None = None) 
     return pa.Array.from_buffers(pa.decimal128(18, decimals), len(units), [validity, pa.py_buffer(words)])
 
 
+def _plant_duplicate(part: np.ndarray, sign: int, lo: int, hi: int) -> np.ndarray:
+    """Make two amounts of a cell equal (its sum unchanged), so SUM(DISTINCT ...) differs from SUM."""
+    if len(part) < 4:
+        return part
+    mags = np.abs(part)
+    moved = mags[3] + mags[2] - mags[1]
+    if lo <= moved <= hi:
+        mags = mags.copy()
+        mags[2], mags[3] = mags[1], moved
+    return sign * mags
+
+
 def _null_mask(rng: np.random.Generator, n: int, rate: float) -> np.ndarray | None:
     return rng.random(n) >= rate if rate else None
 
@@ -284,6 +296,7 @@ class _TableGen:
                 lo = to_units(col.min, col.decimals) if col.min is not None else 1
                 hi = to_units(col.max, col.decimals) if col.max is not None else NO_MAX_UNITS
                 part = allocate(np.array([filled]), np.array([cell.total]), lo if cell.total else 0, hi, rng)
+            part = _plant_duplicate(part, sign if signed else 1, lo if not signed else 1, hi)
             # boundary rows (the cell's first two) always carry an amount; NULL measures come after
             units[start:start + filled] = part
             valid[start + filled:start + cell.rows] = False
@@ -294,10 +307,15 @@ class _TableGen:
         col = self.table.column(self.tplan.group_column)
         if chunk.kind != "month":
             rng = self.rng(col.name, k)
-            labels = list(dict(self.tplan.sign_by_label)) or list(col.choices)
-            return pa.array(np.array(labels, dtype=object)[rng.integers(0, len(labels), size=chunk.rows)], pa.string())
+            labels = list(dict(self.tplan.sign_by_label)) or [c.label for c in self._month_cells()] or list(col.choices)
+            # every group gets a row just outside the window, so a shifted edge shows in each group's answer
+            picks = np.resize(rng.permutation(len(labels)), chunk.rows)
+            return pa.array(np.array(labels, dtype=object)[picks], pa.string())
         labels = [c.label for c in chunk.cells]
         return pa.array(np.repeat(np.array(labels, dtype=object), [c.rows for c in chunk.cells]), pa.string())
+
+    def _month_cells(self) -> tuple:
+        return next((c.cells for c in self.tplan.chunks if c.kind == "month"), ())
 
     def flags(self, chunk: Chunk, k: int, boundary: np.ndarray, special: np.ndarray) -> pa.Array:
         rng = self.rng(next(iter(self.rates)), k)
@@ -368,6 +386,11 @@ class _TableGen:
         cell_rows = np.stack([debits, credits], axis=1).reshape(-1)
         cell_totals = np.repeat(totals, 2)
         amounts = allocate(cell_rows, cell_totals, lo, hi, rng)
+        # a side of two lines with an even total splits evenly: equal amounts show SUM(DISTINCT ...) mistakes
+        starts = np.concatenate(([0], np.cumsum(cell_rows)[:-1]))
+        pairs = (cell_rows == 2) & (cell_totals % 2 == 0)
+        amounts[starts[pairs]] = cell_totals[pairs] // 2
+        amounts[starts[pairs] + 1] = cell_totals[pairs] // 2
         is_debit = np.repeat(np.tile([True, False], g), cell_rows)
         debit_units = np.where(is_debit, amounts, 0)
         credit_units = np.where(is_debit, 0, amounts)

@@ -106,7 +106,7 @@ def _date_literal(node: exp.Expression) -> tuple[dt.date, str] | None:
         try:
             if target == exp.DataType.Type.DATE:
                 return dt.date.fromisoformat(text), "date"
-            if target in (exp.DataType.Type.TIMESTAMP, exp.DataType.Type.DATETIME):
+            if target in exp.DataType.TEMPORAL_TYPES:
                 return dt.date.fromisoformat(text[:10]), text[10:]
         except ValueError:
             return None

@@ -255,6 +255,13 @@ class _Planner:
     def key_facts(self) -> list[KeyFacts]:
         out = []
         for i, rel in enumerate(self.spec.relationships):
+            edge = f"{rel.child_table}.{rel.child_column} -> {rel.parent_table}.{rel.parent_column}"
+            if not rel.orphans:
+                self.warnings.append(f"{edge}: no orphans declared, so a LEFT-vs-INNER join mistake (inner_join) "
+                                     "cannot be caught there; declare `orphans:` on the relationship")
+            if not rel.nulls:
+                self.warnings.append(f"{edge}: no nulls declared, so a missing `IS NOT NULL` (drop_conjunct, "
+                                     "null_flip) cannot be caught there; declare `nulls:` on the relationship")
             child_rows = self.tables[rel.child_table].rows
             orphans = rel.orphans + (self._bump(f"orphans{i}") if rel.orphans else 0)
             nulls = rel.nulls + (self._bump(f"nulls{i}") if rel.nulls else 0)
@@ -296,8 +303,12 @@ class _Planner:
                            f"{table.name} declares {orphan_total} orphan rows, which evalpack places outside every "
                            f"declared period so that no other answer depends on them; widen {time_column}'s "
                            f"start before {months[0]} or its end past {add_months(months[-1], 1) - dt.timedelta(1)}")
-        before_rows = (SENTINELS_PER_SIDE if room_before else 0)
-        after_rows = (SENTINELS_PER_SIDE if room_after else 0)
+        groups_decl = next((g for g in spec.group_shares if g.table == table.name), None)
+        labels = len(groups_decl.shares) if groups_decl else (
+            len(fall.inflow_shares) + len(fall.outflow_shares) if fall else 1)
+        sentinels = max(SENTINELS_PER_SIDE, labels)  # one per group at least, so every group's edge is watched
+        before_rows = sentinels if room_before else 0
+        after_rows = sentinels if room_after else 0
         orphan_split = {}
         for name, count in orphans.items():
             if room_before and room_after:
@@ -315,7 +326,6 @@ class _Planner:
                 f"that outer edge cannot be caught; widen start/end by a month")
 
         measure = curve.column if curve else (fall.amount_column if fall else None)
-        groups_decl = next((g for g in spec.group_shares if g.table == table.name), None)
         month_cells: list[list[Cell]] = []
         sign_by_label: tuple[tuple[str, int], ...] = ()
         group_column = None
@@ -343,7 +353,7 @@ class _Planner:
             else:
                 min_rows = 2 * (len(groups_decl.shares) if groups_decl else 1)
                 if window_rows < min_rows * len(months):
-                    raise self.err(f"tables.{table.name}.rows", table.line,
+                    raise self.err(f"tables.{table.name}.rows", table.rows_line or table.line,
                                    f"{table.name} needs at least {min_rows * len(months) + zone_rows} rows for "
                                    f"{len(months)} months of its outcome curve; raise rows")
                 rows = self._rows_per_month(window_rows, totals, min_rows)
@@ -383,7 +393,7 @@ class _Planner:
             rows = [sum(c.rows for c in cells) for cells in month_cells]
         else:
             if window_rows < len(months):
-                raise self.err(f"tables.{table.name}.rows", table.line,
+                raise self.err(f"tables.{table.name}.rows", table.rows_line or table.line,
                                f"{table.name} needs at least one row per month ({len(months)}); raise rows")
             rows = [int(r) for r in apportion(window_rows, [1] * len(months))]
             month_cells = [[Cell(None, r)] for r in rows]
@@ -467,8 +477,8 @@ class _Planner:
             net = end - prev
             outflow = max(round_fraction(Fraction(fall.outflow_rate).limit_denominator(10**9) * prev), -net, 0)
             inflow = net + outflow
-            ins = apportion(inflow, [s for _, s in fall.inflow_shares])
-            outs = apportion(outflow, [s for _, s in fall.outflow_shares])
+            ins = _spread_cents(apportion(inflow, [s for _, s in fall.inflow_shares]), d)
+            outs = _spread_cents(apportion(outflow, [s for _, s in fall.outflow_shares]), d)
             amounts = [int(x) for x in ins] + [-int(x) for x in outs]
             nonzero = [a != 0 for a in amounts]
             weights = [abs(a) if a else 0 for a in amounts]

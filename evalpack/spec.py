@@ -75,6 +75,7 @@ class Table:
     rows: int
     columns: tuple[Column, ...]
     line: int
+    rows_line: int = 0  # the line of `rows:` (the table's line when rows come from the default)
 
     def column(self, name: str) -> Column | None:
         """The column called ``name``, or None."""
@@ -900,7 +901,7 @@ def parse_spec(text: str, *, file: str = "<spec>", seed: int | None = None, rota
             raise r.err(tp + ("columns",), "expected a mapping of column name to definition")
         cols = tuple(_read_column(r, r.ident(cn, tp + ("columns", cn)), cv, tp + ("columns", cn), rows)
                      for cn, cv in raw_cols.items())
-        tables.append(Table(tname, rows, cols, r.line(tp)))
+        tables.append(Table(tname, rows, cols, r.line(tp), rows_line=r.line(tp + ("rows",))))
         for i, raw_c in enumerate(r.sequence(tm.get("constraints", []), tp + ("constraints",))):
             ledgers.append(_read_ledger(r, raw_c, tp + ("constraints", i), tname))
     for i, raw_c in enumerate(r.sequence(top.get("constraints", []), ("constraints",))):
