@@ -36,6 +36,8 @@ class BuildResult:
     spec: Spec
     verdicts: tuple[Verdict, ...]
     rows: dict[str, dict[str, int]]
+    near_miss: dict
+    warnings: tuple[str, ...]
 
     @property
     def shipped(self) -> list[Question]:
@@ -133,4 +135,5 @@ def build_pack(spec_path: str | Path, out: str | Path, *, seed: int | None = Non
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
-    return BuildResult(out, spec, verdicts, rows)
+    warnings = tuple(dict.fromkeys(w for p in plans for w in p.warnings))
+    return BuildResult(out, spec, verdicts, rows, near_miss, warnings)

@@ -38,7 +38,14 @@ def cmd_build(args: argparse.Namespace) -> int:
     kinds = Counter(q.kind for q in shipped)
     print(f"  questions shipped: {len(shipped)} ({', '.join(f'{k} {n}' for k, n in sorted(kinds.items()))})")
     if dropped:
-        print(f"  questions dropped: {len(dropped)} (see manifest.json -> dropped)")
+        reasons = Counter(v.drop_reason for v in dropped)
+        print(f"  questions dropped: {len(dropped)} ({', '.join(f'{r} {n}' for r, n in sorted(reasons.items()))}; "
+              "see manifest.json -> dropped)")
+    study = result.near_miss
+    print(f"  near-miss study: {study['mutants_run']} mutants, {study['match_all_rate']:.2%} match on every rotation, "
+          f"{study['match_any_rate']:.2%} on at least one (manifest.json -> near_miss_study)")
+    for warning in result.warnings:
+        print(f"  warning: {warning}")
     return 0
 
 

@@ -1,15 +1,90 @@
-"""Compare query results with expected answers, for gold SQL and for candidates.
+"""Score SQL against a pack: gold SQL (``python verify.py``) and candidate SQL (``--candidates``).
 
-This module uses only the standard library and duckdb: it is copied byte for byte into
-every pack as ``verify.py``, and ``evalpack score`` / ``evalpack verify`` run the same code.
+This module uses only the standard library and ``duckdb`` (``cryptography`` is imported only to
+check a signature when a public key is given). It is copied byte for byte into every pack as
+``verify.py``; ``evalpack score`` runs the same code through :func:`score_command`.
+
+Question records (``questions.jsonl``, one JSON object per line)
+----------------------------------------------------------------
+Scalar questions: ``answer_type`` is ``number``, ``integer`` or ``string`` and
+``expected_answer`` is one JSON value. Result-set questions: ``answer_type`` is ``rows`` and
+``expected_answer`` is a JSON list of rows, each row a JSON list of cell values in column order
+(``[["web", 1200.5], ["app", 800.25]]``); dates and timestamps are written as ISO text, NULL as
+``null``. With ``answers: rotated`` the expected answer is an object with one such value per
+rotation folder: ``{"seed_42": ..., "seed_43": ...}``. ``round_decimals`` (optional) applies to
+every number of the question. For the ``spider`` rule a result-set question is compared in
+row order exactly when its ``gold_sql`` has a top-level ORDER BY (decided by DuckDB's own
+parser, ``json_serialize_sql``).
+
+Comparison (COMPARISON_RULE below, written into certificate.json)
+----------------------------------------------------------------
+* Scalar questions, under either rule: exactly one row of one column, else wrong. Numbers are
+  compared as exact decimals (a float by its shortest repr) after rounding both sides
+  half-to-even at ``round_decimals`` (no rounding when it is null); an integer answer needs a
+  number with no fractional part; a string answer needs equal text (a DATE/TIMESTAMP counts as
+  its ISO text); booleans are not numbers; NULL never equals a value.
+* Result-set questions, cell by cell: numbers as above, text exactly, booleans as booleans,
+  dates and times by their ISO text, NULL equals NULL (as in Spider's and BIRD's evaluators).
+  ``spider``: the same number of rows, columns matched by value (some one-to-one mapping of the
+  candidate's columns onto the gold's columns), rows compared as a multiset, in order only
+  when the gold has a top-level ORDER BY; two empty results are equal. ``bird``: the set of
+  distinct rows must be equal, columns by position, order ignored.
+  The differences from ``evaldata``'s ExecutionAccuracy are listed in tests/test_scoring_evaldata.py.
+
+Candidates
+----------
+JSON Lines of ``{"id": "q001", "sql": "..."}``, a JSON list of those, or one JSON object
+mapping id to SQL (a null value declines). ``{"id": "q001", "declined": true}`` declines
+explicitly; a question with no candidate is declined too. A candidate is correct only when it
+matches on every rotation; an error, a rejected statement or a timeout is wrong. Malformed
+input, an empty file or a duplicate id is refused (exit 2) with the file and line; ids the pack
+does not have are reported and not scored.
+
+Sandbox
+-------
+Per rotation an in-memory DuckDB database gets one table per Parquet file of the rotation
+(loaded before the lock: views over ``read_parquet`` stop working once file access is off).
+Then spilling, extension install/load and file/network access are switched off
+(``enable_external_access=false``), a memory limit and a thread count are set, and the
+configuration is locked (``lock_configuration=true``). Each candidate must be exactly one
+statement of type SELECT (DuckDB's ``extract_statements``: SELECT, WITH ... SELECT, VALUES,
+FROM-first); it runs inside a transaction that is always rolled back, under a time limit
+enforced by ``interrupt()`` from a timer thread, and at most a bounded number of rows is
+fetched.
+
+Integrity
+---------
+When ``attestation.intoto.json`` (a DSSE envelope around an in-toto Statement v1) is present,
+every regular file of the pack except the attestation must appear among its subjects with the
+same SHA-256, and every subject must exist, before anything is scored; otherwise the pack is
+refused (exit 2) naming each file. With ``--public-key`` the signature over the DSSE
+pre-authentication encoding is checked (ed25519, or ECDSA P-256 with SHA-256); an envelope
+without signatures is reported as UNSIGNED.
+
+Exit codes: 0 every question correct (gold mode: every gold SQL verifies), 1 otherwise,
+2 bad input or a pack that fails its integrity check.
 """
 
 from __future__ import annotations
 
+import argparse
+import base64
+import binascii
+import contextlib
+import datetime as dt
+import hashlib
 import json
 import math
+import os
+import re
+import stat
 import sys
-from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
+import threading
+import time
+import uuid
+from collections import Counter
+from dataclasses import dataclass
+from decimal import ROUND_HALF_EVEN, Context, Decimal, InvalidOperation, localcontext
 from pathlib import Path
 from typing import Any
 
@@ -18,38 +93,85 @@ import duckdb
 COMPARISON_RULE = (
     "A scalar question expects exactly one row with one column. Numbers are compared as exact "
     "decimals after rounding both sides half-to-even at the question's round_decimals (negative "
-    "zero is zero); integers must be equal as numbers with no fractional part; strings must be "
-    "equal exactly; NULL never equals a value. A question passes only when it matches on every "
-    "rotation."
+    "zero is zero; no rounding when round_decimals is null); integers must be equal as numbers with "
+    "no fractional part; strings must be equal exactly (a date or timestamp counts as its ISO text); "
+    "booleans are not numbers; NULL never equals a value. A result-set question (answer_type rows) "
+    "compares whole results cell by cell under the same value rules, NULL equal to NULL: rule "
+    "'spider' matches columns by value, compares rows as a multiset and in order only when the gold "
+    "SQL has a top-level ORDER BY; rule 'bird' compares the sets of rows. A question passes only "
+    "when it matches on every rotation."
 )
+
+RULES = ("spider", "bird")
+SCALAR_TYPES = ("number", "integer", "string")
+ROWS_TYPE = "rows"
+ATTESTATION = "attestation.intoto.json"
+PAYLOAD_TYPE = "application/vnd.in-toto+json"
+STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
+DEFAULT_TIMEOUT = 10.0  # seconds per query per rotation
+DEFAULT_MEMORY_MB = 1024  # working memory per rotation, on top of the loaded tables
+DEFAULT_THREADS = 2
+MAX_FETCH_ROWS = 100_000  # a bird candidate may repeat rows; beyond this many it is wrong
+_SEARCH_BUDGET = 200_000  # column-mapping steps tried before a spider comparison gives up (wrong)
+
+
+class InputError(Exception):
+    """Input a user can fix (a candidates file, a key, a pack): the message names the file; exit 2."""
+
+
+class PackIntegrityError(InputError):
+    """The pack on disk is not the pack its attestation describes (one line per file)."""
+
+
+# --------------------------------------------------------------------------- values
 
 
 def _as_decimal(value: Any) -> Decimal | None:
+    """The exact decimal value of a finite number (a float by its shortest repr); None otherwise."""
     if isinstance(value, bool) or value is None:
         return None
     if isinstance(value, Decimal):
-        return value
+        return value if value.is_finite() else None
     if isinstance(value, int):
         return Decimal(value)
     if isinstance(value, float):
-        return None if not math.isfinite(value) else Decimal(repr(value))
+        return Decimal(repr(value)) if math.isfinite(value) else None
     return None
 
 
+def _round(number: Decimal, places: int | None) -> Decimal | None:
+    """``number`` rounded half-to-even at ``places`` decimals (negative zero is zero)."""
+    if places is None:
+        return number
+    precision = max(28, abs(number.adjusted()) + abs(int(places)) + 5)
+    with localcontext(Context(prec=precision)):
+        try:
+            rounded = number.quantize(Decimal(1).scaleb(-int(places)), rounding=ROUND_HALF_EVEN)
+        except InvalidOperation:
+            return None
+        return rounded + 0 if rounded else Decimal(0).quantize(rounded)
+
+
+def _temporal_text(value: dt.date | dt.time) -> str:
+    if isinstance(value, dt.datetime):
+        return value.isoformat(sep=" ")
+    return value.isoformat()
+
+
 def normalize(value: Any, answer_type: str, round_decimals: int | None) -> Any:
-    """The comparable form of one value, or None when it cannot equal any answer."""
+    """The comparable form of one scalar value, or None when it cannot equal any answer."""
     if answer_type == "string":
-        return value if isinstance(value, str) else None
+        if isinstance(value, str):
+            return value
+        return _temporal_text(value) if isinstance(value, (dt.date, dt.time)) else None
     number = _as_decimal(value)
     if number is None:
         return None
     if answer_type == "integer":
         return int(number) if number == number.to_integral_value() else None
-    try:
-        rounded = number.quantize(Decimal(1).scaleb(-(round_decimals or 0)), rounding=ROUND_HALF_EVEN)
-    except InvalidOperation:
-        return None
-    return rounded + 0 if rounded else Decimal(0).quantize(rounded)
+    if answer_type == "number":
+        return _round(number, round_decimals)
+    return None
 
 
 def scalar_matches(expected: Any, answer_type: str, round_decimals: int | None, rows: list[tuple]) -> bool:
@@ -61,12 +183,131 @@ def scalar_matches(expected: Any, answer_type: str, round_decimals: int | None, 
     return got is not None and want is not None and got == want
 
 
+def cell_key(value: Any, round_decimals: int | None = None) -> Any:
+    """A hashable key for one cell of a result set; equal keys mean equal cells (NULL is None)."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return ("bool", value)
+    if isinstance(value, (int, float, Decimal)):
+        number = _as_decimal(value)
+        if number is None:  # NaN, Infinity, -Infinity
+            text = str(value).lower().lstrip("+")
+            return ("float", "nan" if "nan" in text else text.replace("infinity", "inf"))
+        return ("num", _round(number, round_decimals))
+    if isinstance(value, str):
+        return ("str", value)
+    if isinstance(value, (dt.date, dt.time)):
+        return ("str", _temporal_text(value))
+    if isinstance(value, uuid.UUID):
+        return ("str", str(value))
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return ("bytes", bytes(value))
+    if isinstance(value, (list, tuple)):
+        return ("list", tuple(cell_key(v, round_decimals) for v in value))
+    if isinstance(value, dict):
+        items = sorted(value.items(), key=lambda kv: str(kv[0]))
+        return ("map", tuple((str(k), cell_key(v, round_decimals)) for k, v in items))
+    if isinstance(value, dt.timedelta):
+        return ("interval", value)
+    return ("other", type(value).__name__, repr(value))
+
+
+def _row_keys(rows: list, round_decimals: int | None) -> list[tuple]:
+    return [tuple(cell_key(v, round_decimals) for v in row) for row in rows]
+
+
+def _spider_equal(gold: list[tuple], got: list[tuple], ordered: bool, budget: int = _SEARCH_BUDGET) -> bool:
+    """Spider's rule on keyed rows: a column bijection under which the rows are equal as a
+    multiset (as a list when ``ordered``). A search longer than ``budget`` steps counts as unequal."""
+    if not gold and not got:
+        return True
+    if len(gold) != len(got):
+        return False
+    width = len(gold[0])
+    if any(len(r) != width for r in gold) or any(len(r) != width for r in got):
+        return False
+    if width == 0:
+        return True
+    gold_cols, got_cols = list(zip(*gold, strict=True)), list(zip(*got, strict=True))
+    if ordered:  # equal row lists under a column bijection <=> equal multisets of column vectors
+        return Counter(gold_cols) == Counter(got_cols)
+    # Necessary: each row's multiset of cells, and each column's multiset of cells, must pair up.
+    if Counter(frozenset(Counter(r).items()) for r in gold) != Counter(frozenset(Counter(r).items()) for r in got):
+        return False
+    gold_sig = [frozenset(Counter(c).items()) for c in gold_cols]
+    got_sig = [frozenset(Counter(c).items()) for c in got_cols]
+    if Counter(gold_sig) != Counter(got_sig):
+        return False
+    # Depth-first over mappings of candidate column j -> gold column, pruned by the multiset of
+    # partial rows; interchangeable (identical) gold columns are tried once.
+    first_of = {}
+    twin = [first_of.setdefault(col, i) for i, col in enumerate(gold_cols)]
+    choices = [[k for k in range(width) if gold_sig[k] == got_sig[j]] for j in range(width)]
+    order = sorted(range(width), key=lambda j: len(choices[j]))
+    used = [False] * width
+    mapping: list[int] = []
+    steps = [budget]
+
+    def partial_ok(depth: int) -> bool:
+        cols_got = [got_cols[order[d]] for d in range(depth)]
+        cols_gold = [gold_cols[mapping[d]] for d in range(depth)]
+        return Counter(zip(*cols_got, strict=True)) == Counter(zip(*cols_gold, strict=True))
+
+    def search(depth: int) -> bool:
+        if depth == width:
+            return True
+        tried = set()
+        for k in choices[order[depth]]:
+            if used[k] or twin[k] in tried:
+                continue
+            steps[0] -= 1
+            if steps[0] < 0:
+                return False
+            tried.add(twin[k])
+            used[k] = True
+            mapping.append(k)
+            if partial_ok(depth + 1) and search(depth + 1):
+                return True
+            mapping.pop()
+            used[k] = False
+        return False
+
+    return search(0)
+
+
+def result_sets_match(expected: list, got: list, rule: str = "spider", ordered: bool = False,
+                      round_decimals: int | None = None) -> bool:
+    """Whether result ``got`` equals ``expected`` (lists of rows) under ``rule`` (spider | bird)."""
+    gold_keys, got_keys = _row_keys(expected, round_decimals), _row_keys(got, round_decimals)
+    if rule == "bird":
+        return set(gold_keys) == set(got_keys)
+    if rule == "spider":
+        return _spider_equal(gold_keys, got_keys, ordered)
+    raise ValueError(f"unknown comparison rule {rule!r}; use one of {', '.join(RULES)}")
+
+
+def answer_matches(record: dict, expected: Any, rows: list[tuple], rule: str = "spider", ordered: bool = False) -> bool:
+    """Whether ``rows`` answer the question ``record`` whose expected answer here is ``expected``."""
+    if record.get("answer_type") == ROWS_TYPE:
+        if not isinstance(expected, list) or not all(isinstance(r, (list, tuple)) for r in expected):
+            return False
+        return result_sets_match(expected, rows, rule, ordered, record.get("round_decimals"))
+    return scalar_matches(expected, record.get("answer_type", "number"), record.get("round_decimals"), rows)
+
+
 def jsonable(value: Any) -> Any:
     """A JSON-safe copy of an observed value (decimals keep their digits as strings)."""
     if isinstance(value, Decimal):
         return str(value)
+    if isinstance(value, float) and not math.isfinite(value):
+        return repr(value)
     if isinstance(value, (list, tuple)):
         return [jsonable(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, (dt.date, dt.time)):
+        return _temporal_text(value)
     if isinstance(value, (str, int, float, bool)) or value is None:
         return value
     return str(value)
@@ -79,82 +320,764 @@ def observed(rows: list[tuple]) -> Any:
     return jsonable([list(r) for r in rows[:5]])
 
 
+def top_level_order_by(con: duckdb.DuckDBPyConnection, sql: str) -> bool:
+    """Whether the (single) statement ``sql`` orders its final result (DuckDB's parser decides)."""
+    try:
+        text = con.execute("SELECT json_serialize_sql(?)", [sql]).fetchone()[0]
+        tree = json.loads(text)
+    except (duckdb.Error, TypeError, ValueError):
+        return False
+    if tree.get("error") or not tree.get("statements"):
+        return False
+    node = tree["statements"][0].get("node") or {}
+    return any(m.get("type") == "ORDER_MODIFIER" for m in node.get("modifiers") or ())
+
+
+# --------------------------------------------------------------------------- tables and sandbox
+
+
+def _quote_ident(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _quote_literal(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
 def connect_tables(tables_dir: Path, fmt: str = "parquet", con: duckdb.DuckDBPyConnection | None = None,
                    types: dict | None = None) -> duckdb.DuckDBPyConnection:
-    """An in-memory connection with one view per table file in ``tables_dir``.
+    """An in-memory connection with one view per table file in ``tables_dir`` (trusted SQL only).
 
     ``types`` (table -> {column: duckdb type}) pins CSV column types so CSV and Parquet agree.
     """
     con = con or duckdb.connect(":memory:")
     for path in sorted(Path(tables_dir).glob(f"*.{fmt}")):
-        name = path.stem
-        quoted = '"' + name.replace('"', '""') + '"'
-        location = str(path).replace("'", "''")
+        location = _quote_literal(str(path))
         if fmt == "parquet":
-            source = f"read_parquet('{location}')"
+            source = f"read_parquet({location})"
         else:
-            cols = (types or {}).get(name)
+            cols = (types or {}).get(path.stem)
             if cols:
                 spec = ", ".join(f"'{c}': '{t}'" for c, t in cols.items())
-                source = f"read_csv('{location}', header=true, columns={{{spec}}})"
+                source = f"read_csv({location}, header=true, columns={{{spec}}})"
             else:
-                source = f"read_csv('{location}', header=true)"
-        con.execute(f"CREATE VIEW {quoted} AS SELECT * FROM {source}")
+                source = f"read_csv({location}, header=true)"
+        con.execute(f"CREATE VIEW {_quote_ident(path.stem)} AS SELECT * FROM {source}")
     return con
 
 
+@dataclass(frozen=True)
+class Limits:
+    """Resource limits for untrusted SQL: seconds per query, MiB of working memory, threads."""
+
+    timeout: float = DEFAULT_TIMEOUT
+    memory_mb: int = DEFAULT_MEMORY_MB
+    threads: int = DEFAULT_THREADS
+
+
+def _try_set(con: duckdb.DuckDBPyConnection, setting: str) -> None:
+    with contextlib.suppress(duckdb.Error):  # a setting this DuckDB version does not have
+        con.execute(f"SET {setting}")
+
+
+def open_sandbox(tables_dir: Path, limits: Limits = Limits()) -> duckdb.DuckDBPyConnection:
+    """An in-memory database holding one table per Parquet file of ``tables_dir``, locked down.
+
+    After this returns the connection reads no file, loads no extension, spills nothing to disk,
+    and cannot change its own configuration.
+    """
+    con = duckdb.connect(":memory:")
+    try:
+        con.execute(f"SET threads={max(1, int(limits.threads))}")
+        con.execute("SET temp_directory=''")  # in-memory databases would spill to ./.tmp
+        for setting in ("max_temp_directory_size='0B'", "autoinstall_known_extensions=false",
+                        "autoload_known_extensions=false", "allow_community_extensions=false",
+                        "allow_persistent_secrets=false", "enable_progress_bar=false"):
+            _try_set(con, setting)
+        for path in sorted(Path(tables_dir).glob("*.parquet")):
+            source = f"read_parquet({_quote_literal(str(path))})"
+            con.execute(f"CREATE TABLE {_quote_ident(path.stem)} AS SELECT * FROM {source}")
+        try:
+            loaded = int(con.execute("SELECT coalesce(sum(memory_usage_bytes), 0) FROM duckdb_memory()").fetchone()[0])
+        except duckdb.Error:
+            loaded = 0
+        con.execute(f"SET memory_limit='{loaded + max(64, int(limits.memory_mb)) * 2**20}B'")
+        con.execute("SET enable_external_access=false")
+        con.execute("SET lock_configuration=true")
+        locked = con.execute("SELECT current_setting('lock_configuration'), "
+                             "current_setting('enable_external_access')").fetchone()
+        if str(locked[0]).lower() != "true" or str(locked[1]).lower() != "false":
+            raise RuntimeError("the DuckDB sandbox did not lock; refusing to run untrusted SQL")
+    except BaseException:
+        con.close()
+        raise
+    return con
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What one query did: its rows (None when it failed), the error, the seconds it took."""
+
+    rows: list[tuple] | None
+    error: str | None
+    seconds: float
+    timed_out: bool = False
+
+
+def run_query(con: duckdb.DuckDBPyConnection, sql: str, timeout: float = DEFAULT_TIMEOUT,
+              max_rows: int = MAX_FETCH_ROWS) -> Outcome:
+    """Run one untrusted query on a sandbox connection: one SELECT statement, in a transaction that
+    is rolled back, interrupted after ``timeout`` seconds, at most ``max_rows`` + 1 rows fetched."""
+    started = time.perf_counter()
+    if not isinstance(sql, str):
+        return Outcome(None, "rejected: the SQL is not text", 0.0)
+    try:
+        statements = con.extract_statements(sql)
+    except duckdb.Error as exc:
+        return Outcome(None, f"parse error: {_first_line(exc)}", time.perf_counter() - started)
+    if len(statements) != 1:
+        return Outcome(None, f"rejected: expected exactly one statement, got {len(statements)}",
+                       time.perf_counter() - started)
+    statement = statements[0]
+    if statement.type != duckdb.StatementType.SELECT:
+        kind = getattr(statement.type, "name", str(statement.type))
+        return Outcome(None, f"rejected: only a query (SELECT/WITH) may run, not {kind}", time.perf_counter() - started)
+    fired = threading.Event()
+
+    def stop() -> None:
+        fired.set()
+        con.interrupt()
+
+    timer = threading.Timer(timeout, stop)
+    timer.daemon = True
+    con.begin()
+    timer.start()
+    rows, error = None, None
+    try:
+        cursor = con.execute(statement)
+        rows = cursor.fetchmany(max_rows + 1)
+    except duckdb.Error as exc:
+        error = _first_line(exc)
+    finally:
+        timer.cancel()
+        timer.join()
+        with contextlib.suppress(duckdb.Error):
+            con.rollback()
+    seconds = time.perf_counter() - started
+    if fired.is_set() and rows is None:
+        return Outcome(None, f"timeout: stopped after {timeout:g} s", seconds, timed_out=True)
+    if error is not None:
+        return Outcome(None, error, seconds)
+    if len(rows) > max_rows:
+        return Outcome(None, f"too many rows: more than {max_rows}", seconds)
+    return Outcome(rows, None, seconds)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+# --------------------------------------------------------------------------- the pack
+
+
 def load_questions(pack: Path) -> list[dict]:
-    """The question records of a pack."""
-    with open(Path(pack) / "questions.jsonl", encoding="utf-8") as handle:
-        return [json.loads(line) for line in handle if line.strip()]
+    """The question records of a pack (InputError naming the line when one is not a record)."""
+    path = Path(pack) / "questions.jsonl"
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read the questions: {exc.strerror or exc}") from None
+    records = []
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except ValueError as exc:
+            raise InputError(f"{path}:{number}: not valid JSON: {exc}") from None
+        if not isinstance(record, dict) or not isinstance(record.get("id"), str) or "gold_sql" not in record \
+                or "expected_answer" not in record:
+            raise InputError(f"{path}:{number}: a question needs id, gold_sql and expected_answer")
+        if record.get("answer_type", "number") not in SCALAR_TYPES + (ROWS_TYPE,):
+            raise InputError(f"{path}:{number}: unknown answer_type {record.get('answer_type')!r}; "
+                             f"use one of {', '.join(SCALAR_TYPES + (ROWS_TYPE,))}")
+        records.append(record)
+    return records
 
 
 def expected_for(record: dict, rotation: str) -> Any:
     """A question's expected answer on one rotation (shared or rotated answers)."""
     value = record["expected_answer"]
-    return value[rotation] if isinstance(value, dict) else value
+    if not isinstance(value, dict):
+        return value
+    if rotation not in value:
+        raise InputError(f"questions.jsonl: {record.get('id')} has no expected answer for rotation {rotation}")
+    return value[rotation]
 
 
 def rotations(pack: Path) -> list[str]:
     """The rotation folders of a pack, in seed order."""
-    found = [p.name for p in (Path(pack) / "rotations").iterdir() if p.is_dir() and p.name.startswith("seed_")]
+    root = Path(pack) / "rotations"
+    if not root.is_dir():
+        raise InputError(f"{root}: no rotations folder; is {pack} a pack?")
+    found = [p.name for p in root.iterdir() if p.is_dir() and re.fullmatch(r"seed_\d+", p.name)]
     return sorted(found, key=lambda n: int(n.split("_", 1)[1]))
 
 
-def run_gold(pack: Path) -> tuple[int, int, list[str]]:
-    """Rerun every gold SQL on every rotation; returns (passed, total, report lines)."""
+def _tables_dir(pack: Path, rotation: str) -> Path:
+    return Path(pack) / "rotations" / rotation / "tables"
+
+
+# --------------------------------------------------------------------------- integrity
+
+
+@dataclass(frozen=True)
+class Integrity:
+    """The integrity check: ``status`` is absent | unsigned | signed | verified."""
+
+    status: str
+    files: int
+    message: str
+
+
+def pack_files(pack: Path) -> dict[str, Path]:
+    """Every regular file of the pack except the attestation, by POSIX relative name.
+
+    Raises PackIntegrityError for anything that is not a regular file (a symlink, a device).
+    """
+    pack = Path(pack)
+    found: dict[str, Path] = {}
+    problems = []
+    for folder, dirnames, filenames in os.walk(pack, followlinks=False):
+        for name in sorted(dirnames + filenames):
+            path = Path(folder) / name
+            rel = path.relative_to(pack).as_posix()
+            mode = os.lstat(path).st_mode
+            if stat.S_ISDIR(mode):
+                continue
+            if not stat.S_ISREG(mode):
+                problems.append(f"{path}: not a regular file (a pack holds only regular files)")
+            elif rel != ATTESTATION:
+                found[rel] = path
+    if problems:
+        raise PackIntegrityError("\n".join(problems))
+    return found
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _b64decode(text: Any, what: str, where: Path) -> bytes:
+    if not isinstance(text, str):
+        raise PackIntegrityError(f"{where}: {what} is not base64 text")
+    try:
+        return base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError):
+        try:
+            return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+        except (binascii.Error, ValueError):
+            raise PackIntegrityError(f"{where}: {what} is not valid base64") from None
+
+
+def pae(payload_type: str, payload: bytes) -> bytes:
+    """The DSSE pre-authentication encoding that a signature covers."""
+    kind = payload_type.encode("utf-8")
+    return b"DSSEv1 %d %b %d %b" % (len(kind), kind, len(payload), payload)
+
+
+def _verify_signature(signatures: list, message: bytes, public_key: Path, where: Path) -> str:
+    """The algorithm that verified one of ``signatures`` with ``public_key``; PackIntegrityError if none."""
+    try:
+        from cryptography.exceptions import InvalidSignature
+        from cryptography.hazmat.primitives import hashes, serialization
+        from cryptography.hazmat.primitives.asymmetric import ec, ed25519
+        from cryptography.hazmat.primitives.asymmetric.utils import encode_dss_signature
+    except ImportError:
+        raise InputError(f"{public_key}: checking a signature needs the 'cryptography' package "
+                         "(pip install cryptography); the file hashes were not checked either") from None
+    try:
+        key = serialization.load_pem_public_key(Path(public_key).read_bytes())
+    except (OSError, ValueError, TypeError) as exc:
+        raise InputError(f"{public_key}: not a PEM public key ({_first_line(exc)})") from None
+    for entry in signatures:
+        sig = _b64decode(entry.get("sig") if isinstance(entry, dict) else None, "a signature", where)
+        try:
+            if isinstance(key, ed25519.Ed25519PublicKey):
+                key.verify(sig, message)
+                return "ed25519"
+            if isinstance(key, ec.EllipticCurvePublicKey) and key.curve.name == "secp256r1":
+                forms = [sig]
+                if len(sig) == 64:  # raw r || s
+                    forms.append(encode_dss_signature(int.from_bytes(sig[:32], "big"), int.from_bytes(sig[32:], "big")))
+                for form in forms:
+                    try:
+                        key.verify(form, message, ec.ECDSA(hashes.SHA256()))
+                        return "ecdsa-p256-sha256"
+                    except InvalidSignature:
+                        continue
+                continue
+            raise InputError(f"{public_key}: unsupported key type; use an ed25519 or ECDSA P-256 public key")
+        except InvalidSignature:
+            continue
+    raise PackIntegrityError(f"{where}: the signature does not verify with {public_key} "
+                             "(wrong key, or the statement was changed after signing)")
+
+
+def check_integrity(pack: Path, public_key: str | Path | None = None) -> Integrity:
+    """Re-hash the pack against its attestation (and check the signature when a key is given).
+
+    Returns what was checked; raises PackIntegrityError (one line per bad file) or InputError.
+    """
+    pack = Path(pack)
+    where = pack / ATTESTATION
+    if not where.exists() and not where.is_symlink():
+        if public_key:
+            raise PackIntegrityError(f"{where}: missing, so there is no signature to check with {public_key}")
+        return Integrity("absent", 0, f"no {ATTESTATION}: file hashes NOT checked")
+    if where.is_symlink() or not where.is_file():
+        raise PackIntegrityError(f"{where}: not a regular file")
+    try:
+        envelope = json.loads(where.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise PackIntegrityError(f"{where}: not a DSSE envelope (unreadable JSON: {_first_line(exc)})") from None
+    if not isinstance(envelope, dict) or envelope.get("payloadType") != PAYLOAD_TYPE:
+        raise PackIntegrityError(f"{where}: payloadType must be {PAYLOAD_TYPE!r}")
+    payload = _b64decode(envelope.get("payload"), "the payload", where)
+    signatures = envelope.get("signatures") or []
+    if not isinstance(signatures, list):
+        raise PackIntegrityError(f"{where}: signatures must be a list")
+    if public_key:
+        if not signatures:
+            raise PackIntegrityError(f"{where}: UNSIGNED, but --public-key {public_key} was given")
+        algorithm = _verify_signature(signatures, pae(PAYLOAD_TYPE, payload), Path(public_key), where)
+        status, sign_note = "verified", f"signature verified ({algorithm}, {public_key})"
+    elif signatures:
+        status, sign_note = "signed", (f"SIGNED ({len(signatures)} signature(s)) but the signature was NOT checked: "
+                                       "pass --public-key KEY")
+    else:
+        status, sign_note = "unsigned", "UNSIGNED (the envelope carries no signature)"
+    try:
+        statement = json.loads(payload.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        raise PackIntegrityError(f"{where}: the payload is not an in-toto Statement (not JSON)") from None
+    if not isinstance(statement, dict) or statement.get("_type") != STATEMENT_TYPE:
+        raise PackIntegrityError(f"{where}: the payload's _type must be {STATEMENT_TYPE!r}")
+    subjects = statement.get("subject")
+    if not isinstance(subjects, list):
+        raise PackIntegrityError(f"{where}: the statement has no subject list")
+    listed: dict[str, str] = {}
+    problems = []
+    for entry in subjects:
+        name = entry.get("name") if isinstance(entry, dict) else None
+        digest = (entry.get("digest") or {}).get("sha256") if isinstance(entry, dict) else None
+        if not isinstance(name, str) or not _safe_relative(name):
+            problems.append(f"{where}: subject {name!r} is not a relative POSIX path inside the pack")
+        elif not isinstance(digest, str) or not re.fullmatch(r"[0-9a-fA-F]{64}", digest):
+            problems.append(f"{where}: subject {name} has no sha256 digest")
+        elif name in listed:
+            problems.append(f"{where}: subject {name} is listed twice")
+        else:
+            listed[name] = digest.lower()
+    if problems:
+        raise PackIntegrityError("\n".join(problems))
+    on_disk = pack_files(pack)
+    for name in sorted(set(listed) | set(on_disk)):
+        if name not in on_disk:
+            problems.append(f"{pack / name}: listed in {ATTESTATION} but missing from the pack")
+        elif name not in listed:
+            problems.append(f"{on_disk[name]}: not listed in {ATTESTATION} (a file was added)")
+        elif sha256_file(on_disk[name]) != listed[name]:
+            problems.append(f"{on_disk[name]}: SHA-256 differs from {ATTESTATION} (the file was changed)")
+    if problems:
+        raise PackIntegrityError("\n".join(problems))
+    return Integrity(status, len(listed), f"{len(listed)} files match {ATTESTATION}; {sign_note}")
+
+
+def _safe_relative(name: str) -> bool:
+    parts = name.split("/")
+    return bool(name) and "\\" not in name and not name.startswith("/") and all(p not in ("", ".", "..") for p in parts)
+
+
+# --------------------------------------------------------------------------- candidates
+
+
+_DECODER = json.JSONDecoder()
+_WS = re.compile(r"[ \t\n\r]*")
+
+
+def _scan_members(text: str, start: int) -> tuple[list[tuple[int, Any, Any]], int]:
+    """(line, key, value) for each member of the JSON array or object at ``text[start]`` (key is
+    None for an array), and the index after it. Raises json.JSONDecodeError."""
+    close = "]" if text[start] == "[" else "}"
+    members: list[tuple[int, Any, Any]] = []
+    line, counted = 1 + text.count("\n", 0, start), start
+    i = _WS.match(text, start + 1).end()
+    if text[i:i + 1] == close:
+        return members, i + 1
+    while True:
+        line, counted = line + text.count("\n", counted, i), i
+        key = None
+        if close == "}":
+            if text[i:i + 1] != '"':
+                raise json.JSONDecodeError("Expecting property name enclosed in double quotes", text, i)
+            key, i = _DECODER.raw_decode(text, i)
+            i = _WS.match(text, i).end()
+            if text[i:i + 1] != ":":
+                raise json.JSONDecodeError("Expecting ':' delimiter", text, i)
+            i = _WS.match(text, i + 1).end()
+        value, i = _DECODER.raw_decode(text, i)
+        members.append((line, key, value))
+        i = _WS.match(text, i).end()
+        if text[i:i + 1] == ",":
+            i = _WS.match(text, i + 1).end()
+        elif text[i:i + 1] == close:
+            return members, i + 1
+        else:
+            raise json.JSONDecodeError(f"Expecting ',' or '{close}'", text, i)
+
+
+@dataclass(frozen=True)
+class Candidates:
+    """Candidate SQL by question id (None: declined) and the line each id came from."""
+
+    sql: dict[str, str | None]
+    lines: dict[str, int]
+    form: str
+
+
+def _record(path: Path, line: int, obj: Any) -> tuple[str, str | None]:
+    where = f"{path}:{line}"
+    if not isinstance(obj, dict):
+        raise InputError(f'{where}: expected an object {{"id": ..., "sql": ...}}, got {type(obj).__name__}')
+    ident = obj.get("id")
+    if not isinstance(ident, str) or not ident:
+        raise InputError(f'{where}: a candidate needs an "id" (text)')
+    declined = obj.get("declined", False)
+    if not isinstance(declined, bool):
+        raise InputError(f'{where}: "declined" must be true or false')
+    sql = obj.get("sql")
+    if declined:
+        if sql is not None:
+            raise InputError(f'{where}: candidate {ident} has both "sql" and "declined": true; keep one')
+        return ident, None
+    if not isinstance(sql, str):
+        raise InputError(f'{where}: candidate {ident} needs "sql" (text), or "declined": true')
+    return ident, sql
+
+
+def load_candidates(path: str | Path) -> Candidates:
+    """Read a candidates file in any of the three forms; InputError names the file and line."""
+    path = Path(path)
+    try:
+        text = path.read_bytes().decode("utf-8-sig")
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read the candidates file: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{path}: not UTF-8 text (byte {exc.start})") from None
+    if not text.strip():
+        raise InputError(f'{path}: empty file; expected JSON Lines of {{"id": ..., "sql": ...}}, a JSON list of '
+                         "those, or a JSON object mapping id to SQL")
+    lines = text.splitlines()
+    first = next(n for n, line in enumerate(lines) if line.strip())
+    start = _WS.match(text).end()
+    entries: list[tuple[int, str, str | None]] = []
+    form = "jsonl"
+    try:
+        first_obj = json.loads(lines[first])
+    except ValueError:
+        first_obj = None
+    more_lines = any(line.strip() for line in lines[first + 1:])
+    if text[start] == "[" or (text[start] == "{" and not (isinstance(first_obj, dict)
+                                                          and (more_lines or "id" in first_obj))):
+        try:
+            members, end = _scan_members(text, start)
+        except json.JSONDecodeError as exc:
+            raise InputError(f"{path}:{exc.lineno}: not valid JSON: {exc.msg} (column {exc.colno})") from None
+        rest = _WS.match(text, end).end()
+        if rest != len(text):
+            raise InputError(f"{path}:{1 + text.count(chr(10), 0, rest)}: unexpected text after the JSON document")
+        if text[start] == "[":
+            form = "json-list"
+            entries = [(line, *_record(path, line, value)) for line, _, value in members]
+        elif any(key == "id" for _, key, _ in members):
+            form = "json-record"
+            line = 1 + text.count("\n", 0, start)
+            entries = [(line, *_record(path, line, {k: v for _, k, v in members}))]
+        else:
+            form = "json-object"
+            for line, key, value in members:
+                if value is not None and not isinstance(value, str):
+                    raise InputError(f"{path}:{line}: the SQL of {key} must be text (or null to decline)")
+                entries.append((line, key, value))
+    else:
+        for number, line in enumerate(lines, 1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except ValueError as exc:
+                raise InputError(f"{path}:{number}: not valid JSON: {getattr(exc, 'msg', exc)}") from None
+            entries.append((number, *_record(path, number, obj)))
+    sql: dict[str, str | None] = {}
+    where: dict[str, int] = {}
+    for line, ident, text_sql in entries:
+        if ident in sql:
+            raise InputError(f"{path}:{line}: duplicate id {ident!r} (first at line {where[ident]})")
+        sql[ident], where[ident] = text_sql, line
+    return Candidates(sql, where, form)
+
+
+# --------------------------------------------------------------------------- scoring
+
+
+def _bucket() -> dict[str, int]:
+    return {"n": 0, "correct": 0, "wrong": 0, "declined": 0}
+
+
+def _rates(counts: dict[str, int]) -> dict[str, Any]:
+    n = counts["n"]
+    return {**counts, "accuracy": counts["correct"] / n if n else 0.0, "wrong_rate": counts["wrong"] / n if n else 0.0,
+            "declined_rate": counts["declined"] / n if n else 0.0}
+
+
+def summarize(results: list[dict]) -> dict[str, Any]:
+    """Counts and rates overall, by kind and by split, from per-question results."""
+    overall, by_kind, by_split = _bucket(), {}, {}
+    for r in results:
+        for bucket in (overall, by_kind.setdefault(r["kind"], _bucket()), by_split.setdefault(r["split"], _bucket())):
+            bucket["n"] += 1
+            bucket[r["status"]] += 1
+    return {"overall": _rates(overall), "by_kind": {k: _rates(v) for k, v in sorted(by_kind.items())},
+            "by_split": {k: _rates(v) for k, v in sorted(by_split.items())}}
+
+
+def score_pack(pack: Path, sql_by_id: dict[str, str | None], *, rule: str = "spider", limits: Limits = Limits(),
+               integrity: Integrity | None = None) -> dict[str, Any]:
+    """Score candidate SQL (id -> SQL, None = declined) on every rotation of ``pack``; the report.
+
+    The pack's integrity is not checked here: callers check it first (``score_command`` does).
+    """
+    if rule not in RULES:
+        raise InputError(f"unknown rule {rule!r}; use one of {', '.join(RULES)}")
     pack = Path(pack)
     questions = load_questions(pack)
-    results = {q["id"]: [] for q in questions}
-    for rotation in rotations(pack):
-        con = connect_tables(pack / "rotations" / rotation / "tables")
-        for q in questions:
-            try:
-                rows = con.execute(q["gold_sql"]).fetchall()
-                ok = scalar_matches(expected_for(q, rotation), q["answer_type"], q.get("round_decimals"), rows)
-                results[q["id"]].append((rotation, ok, observed(rows)))
-            except duckdb.Error as exc:
-                results[q["id"]].append((rotation, False, f"error: {exc}"))
-        con.close()
-    lines, passed = [], 0
+    names = rotations(pack)
+    if not names:
+        raise InputError(f"{pack / 'rotations'}: no seed_<n> rotation folders")
+    known = {q["id"] for q in questions}
+    per_rotation: dict[str, dict[str, dict]] = {q["id"]: {} for q in questions}
+    ordered: dict[str, bool] = {}
+    started = time.perf_counter()
+    query_seconds = 0.0
+    for rotation in names:
+        con = open_sandbox(_tables_dir(pack, rotation), limits)
+        try:
+            for q in questions:
+                sql = sql_by_id.get(q["id"])
+                if sql is None:
+                    continue
+                if q.get("answer_type") == ROWS_TYPE and q["id"] not in ordered:
+                    ordered[q["id"]] = top_level_order_by(con, q["gold_sql"])
+                expected = expected_for(q, rotation)
+                outcome = run_query(con, sql, limits.timeout, _fetch_cap(q, expected, rule))
+                query_seconds += outcome.seconds
+                entry = {"match": False, "seconds": round(outcome.seconds, 6)}
+                if outcome.rows is None:
+                    entry["error"] = outcome.error
+                else:
+                    entry["match"] = answer_matches(q, expected, outcome.rows, rule, ordered.get(q["id"], False))
+                    entry["observed"] = observed(outcome.rows)
+                per_rotation[q["id"]][rotation] = entry
+        finally:
+            con.close()
+    results = []
     for q in questions:
-        oks = [ok for _, ok, _ in results[q["id"]]]
-        if all(oks):
-            passed += 1
-            lines.append(f"PASS {q['id']} {q['kind']}")
+        runs = per_rotation[q["id"]]
+        if sql_by_id.get(q["id"]) is None:
+            status = "declined"
         else:
-            bad = ", ".join(f"{r}={obs!r}" for r, ok, obs in results[q["id"]] if not ok)
-            lines.append(f"FAIL {q['id']} {q['kind']}: expected {q['expected_answer']!r}, got {bad}")
+            status = "correct" if all(runs[r]["match"] for r in names) else "wrong"
+        results.append({"id": q["id"], "kind": q.get("kind", "?"), "split": q.get("split", "dev"), "status": status,
+                        "answer_type": q.get("answer_type", "number"), "expected": q["expected_answer"],
+                        "rotations": runs})
+    summary = summarize(results)
+    scored = sum(1 for r in results if r["status"] != "declined")
+    return {
+        "pack": str(pack),
+        "rule": rule,
+        "duckdb_version": duckdb.__version__,
+        "comparison_rule": COMPARISON_RULE,
+        "limits": {"timeout_seconds": limits.timeout, "memory_mb": limits.memory_mb, "threads": limits.threads},
+        "integrity": None if integrity is None else {"status": integrity.status, "files": integrity.files,
+                                                     "message": integrity.message},
+        "rotations": names,
+        "summary": summary,
+        "unknown_ids": sorted(i for i in sql_by_id if i not in known),
+        "questions": results,
+        "timing": {"seconds": round(time.perf_counter() - started, 6), "query_seconds": round(query_seconds, 6),
+                   "queries": scored * len(names)},
+    }
+
+
+def _fetch_cap(record: dict, expected: Any, rule: str) -> int:
+    if record.get("answer_type") != ROWS_TYPE:
+        return 1  # one row is all a scalar answer may have; a second one makes it wrong
+    if rule == "spider" and isinstance(expected, list):
+        return len(expected)  # a multiset comparison needs no more than one row beyond the answer
+    return MAX_FETCH_ROWS
+
+
+def _short(value: Any, width: int = 60) -> str:
+    text = json.dumps(value, ensure_ascii=False, default=str)
+    return text if len(text) <= width else text[:width - 3] + "..."
+
+
+def format_table(summary: dict[str, Any]) -> str:
+    """A readable table: overall, by kind and by split, accuracy and wrong-rate side by side."""
+    rows = [("all", summary["overall"])]
+    rows += [(f"kind  {k}", v) for k, v in summary["by_kind"].items()]
+    rows += [(f"split {k}", v) for k, v in summary["by_split"].items()]
+    width = max(24, *(len(name) for name, _ in rows))
+    head = f"{'':<{width}} {'n':>5} {'correct':>8} {'wrong':>6} {'declined':>9} {'accuracy':>9} {'wrong-rate':>11}"
+    out = [head, "-" * len(head)]
+    for name, v in rows:
+        out.append(f"{name:<{width}} {v['n']:>5} {v['correct']:>8} {v['wrong']:>6} {v['declined']:>9} "
+                   f"{v['accuracy']:>9.1%} {v['wrong_rate']:>11.1%}")
+    return "\n".join(out)
+
+
+def format_report(report: dict[str, Any]) -> str:
+    """The candidate report as text: one line per question, then the table."""
+    out = []
+    if report.get("integrity"):
+        out.append(f"integrity: {report['integrity']['message']}")
+    out.append(f"rule: {report['rule']}; rotations: {', '.join(report['rotations'])}; "
+               f"time limit {report['limits']['timeout_seconds']:g} s per query")
+    for r in report["questions"]:
+        line = f"{r['status'].upper():<8} {r['id']} {r['kind']}"
+        if r["status"] == "wrong":
+            bad = []
+            for rotation, run in r["rotations"].items():
+                if run["match"]:
+                    continue
+                expected = r["expected"][rotation] if isinstance(r["expected"], dict) else r["expected"]
+                got = f"error: {run['error']}" if "error" in run else f"got {_short(run['observed'])}"
+                bad.append(f"{rotation}: {got} (expected {_short(expected)})")
+            line += ": " + "; ".join(bad)
+        out.append(line)
+    if report["unknown_ids"]:
+        out.append(f"unknown ids (not in the pack, not scored): {', '.join(report['unknown_ids'])}")
+    out.append("")
+    out.append(format_table(report["summary"]))
+    o = report["summary"]["overall"]
+    out.append(f"\n{o['correct']}/{o['n']} correct, {o['wrong']} wrong, {o['declined']} declined "
+               f"(accuracy {o['accuracy']:.1%}, wrong-rate {o['wrong_rate']:.1%})")
+    return "\n".join(out)
+
+
+def _write_json(path: str | Path, data: dict) -> None:
+    try:
+        Path(path).write_text(json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n", encoding="utf-8")
+    except OSError as exc:
+        raise InputError(f"{path}: cannot write the JSON report: {exc.strerror or exc}") from None
+
+
+def score_command(pack: str | Path, candidates: str | Path, json_path: str | Path | None = None,
+                  rule: str = "spider", *, public_key: str | Path | None = None, timeout: float = DEFAULT_TIMEOUT,
+                  memory_mb: int = DEFAULT_MEMORY_MB, threads: int = DEFAULT_THREADS, out=None, err=None) -> int:
+    """``evalpack score`` and ``verify.py --candidates``: integrity, then scoring; the exit code."""
+    out, err = out or sys.stdout, err or sys.stderr
+    try:
+        integrity = check_integrity(pack, public_key)
+        given = load_candidates(candidates)
+        report = score_pack(Path(pack), given.sql, rule=rule, limits=Limits(timeout, memory_mb, threads),
+                            integrity=integrity)
+        report["candidates"] = {"file": str(candidates), "form": given.form}
+    except InputError as exc:
+        print(f"error: {exc}", file=err)
+        return 2
+    print(format_report(report), file=out)
+    if json_path:
+        try:
+            _write_json(json_path, report)
+        except InputError as exc:
+            print(f"error: {exc}", file=err)
+            return 2
+    overall = report["summary"]["overall"]
+    return 0 if overall["correct"] == overall["n"] else 1
+
+
+# --------------------------------------------------------------------------- gold mode
+
+
+def run_gold(pack: Path, *, rule: str = "spider", limits: Limits = Limits()) -> tuple[int, int, list[str]]:
+    """Rerun every gold SQL on every rotation in the sandbox; returns (passed, total, report lines)."""
+    pack = Path(pack)
+    questions = load_questions(pack)
+    gold = {q["id"]: q["gold_sql"] for q in questions}
+    report = score_pack(pack, gold, rule=rule, limits=limits)
+    lines, passed = [], 0
+    for r in report["questions"]:
+        if r["status"] == "correct":
+            passed += 1
+            lines.append(f"PASS {r['id']} {r['kind']}")
+        else:
+            bad = ", ".join(f"{rot}={run.get('observed', 'error: ' + str(run.get('error')))!r}"
+                            for rot, run in r["rotations"].items() if not run["match"])
+            lines.append(f"FAIL {r['id']} {r['kind']}: expected {r['expected']!r}, got {bad}")
     return passed, len(questions), lines
 
 
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="verify.py", description="Check this pack: rerun every gold SQL, or score candidate SQL "
+        "(--candidates). Exit 0: all correct; 1: not all correct; 2: bad input or a tampered pack.")
+    parser.add_argument("--pack", default=str(Path(__file__).resolve().parent),
+                        help="the pack folder (default: the folder this file is in)")
+    parser.add_argument("--candidates",
+                        help="JSON Lines of {id, sql}, a JSON list of those, or a JSON object id -> SQL")
+    parser.add_argument("--json", help="write the full report as JSON to this file")
+    parser.add_argument("--rule", choices=RULES, default="spider", help="rule for result-set questions")
+    parser.add_argument("--public-key", help="PEM public key the attestation must be signed with")
+    parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, help="seconds per query per rotation")
+    parser.add_argument("--memory-mb", type=int, default=DEFAULT_MEMORY_MB, help="working memory per rotation (MiB)")
+    parser.add_argument("--threads", type=int, default=DEFAULT_THREADS, help="DuckDB threads")
+    return parser
+
+
 def main(argv: list[str] | None = None) -> int:
-    """``python verify.py``: rerun every gold SQL of the pack this file sits in."""
-    pack = Path(__file__).resolve().parent
-    passed, total, lines = run_gold(pack)
+    """``python verify.py [--candidates FILE [--json FILE] [--rule spider|bird]] [--public-key KEY]``."""
+    args = build_parser().parse_args(argv)
+    if args.timeout <= 0:
+        print("error: --timeout must be positive", file=sys.stderr)
+        return 2
+    if args.candidates:
+        return score_command(args.pack, args.candidates, args.json, args.rule, public_key=args.public_key,
+                             timeout=args.timeout, memory_mb=args.memory_mb, threads=args.threads)
+    limits = Limits(args.timeout, args.memory_mb, args.threads)
+    try:
+        integrity = check_integrity(args.pack, args.public_key)
+        print(f"integrity: {integrity.message}")
+        passed, total, lines = run_gold(Path(args.pack), rule=args.rule, limits=limits)
+    except InputError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     for line in lines:
         print(line)
     print(f"{passed}/{total} questions verify on every rotation")
+    if args.json:
+        try:
+            _write_json(args.json, {"pack": args.pack, "integrity": integrity.status, "passed": passed, "total": total,
+                                    "lines": lines})
+        except InputError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
     return 0 if passed == total else 1
 
 

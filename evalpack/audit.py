@@ -1,0 +1,539 @@
+"""Audit the golden queries of a pack: seals, empty results, drift, orphan dependence and ties.
+
+``evalpack audit PACK`` (and every build, through :func:`audit_pack`) reruns each gold query on
+each rotation's written tables and reports, per question:
+
+- ``seal``: the question text no longer hashes to its ``question_sha256`` (edited after sealing);
+- ``error``: the gold query no longer runs;
+- ``drift``: the answer differs from the value recorded when the pack was made (the certificate's
+  observed value for built packs, ``observed_answer`` for imported ones);
+- ``mismatch``: the answer differs from the expected answer (without drift: a disagreement already
+  recorded at import, e.g. an authored number the query does not return);
+- ``empty``: no rows, or only NULL, unless the question is marked ``expected_empty``;
+- ``orphans``: rewritten to exclude child rows whose parent is missing, the query answers
+  differently (both values are given), unless the question is about orphans;
+- ``tie``: an ORDER BY ... LIMIT cuts between rows with equal sort keys.
+
+and, for imported packs, ``as_received``: the received file no longer has its recorded SHA-256.
+
+Links for the orphan check come from the spec's declared relationships (built packs), or from
+the foreign keys of the source database recorded at import plus links inferred from the data:
+a column whose distinct non-null values are a near-subset (>= 95 %, with at least one miss) of
+another table's unique key.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import sqlglot
+
+from evalpack.errors import EvalpackError
+from evalpack.scoring import ROWS_TYPE, answer_matches, connect_tables, expected_for, observed, top_level_order_by
+from evalpack.verify import Link, exclude_orphans, tie_probe
+
+NEAR_SUBSET = 0.95
+NOT_RECORDED = object()  # no value was recorded for this question and rotation
+KINDS = ("as_received", "seal", "error", "drift", "mismatch", "empty", "orphans", "tie")
+_INT_TYPES = re.compile(r"^(U?(TINY|SMALL|BIG|HUGE)?INT(EGER)?|U?INT(8|16|32|64|128))$")
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One audit finding: which question, what was seen (with the values), and what to do."""
+
+    question: str  # question id; "" for a finding about the pack itself
+    kind: str  # one of KINDS
+    rotation: str | None
+    message: str
+    action: str
+    evidence: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def lines(self) -> list[str]:
+        return [self.message, f"    do: {self.action}"]
+
+
+# --------------------------------------------------------------------------- running queries
+
+
+def quote(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def jsonable(value: Any) -> Any:
+    """``value`` as it reads back from JSON (for comparing with values recorded in pack files)."""
+    return json.loads(json.dumps(value, default=str))
+
+
+def _short(value: Any) -> str:
+    text = json.dumps(value, ensure_ascii=False, default=str)
+    return text if len(text) <= 120 else text[:117] + "..."
+
+
+@dataclass(frozen=True)
+class Run:
+    """One query's result on one connection: the rows, or the first line of the error."""
+
+    rows: list[tuple] | None
+    error: str | None = None
+
+    @property
+    def value(self) -> Any:
+        """The observed value in the form pack files record (the scalar, or up to 5 rows)."""
+        return None if self.rows is None else observed(self.rows)
+
+    @property
+    def empty(self) -> bool:
+        return self.rows is not None and (not self.rows or all(v is None for v in self.rows[0]))
+
+    def recorded(self) -> Any:
+        """What a pack file records for this run: the value, or ``error: ...``."""
+        return jsonable(self.value) if self.error is None else f"error: {self.error}"
+
+
+def run_query(con: duckdb.DuckDBPyConnection, sql: str) -> Run:
+    try:
+        return Run(con.execute(sql).fetchall())
+    except duckdb.Error as exc:
+        return Run(None, str(exc).strip().splitlines()[0])
+
+
+def matches_answer(con: duckdb.DuckDBPyConnection, r: dict, expected: Any, rows: list[tuple]) -> bool:
+    """Whether ``rows`` answer record ``r`` (expected here: ``expected``) under the pack's comparison rule."""
+    ordered = r.get("answer_type") == ROWS_TYPE and top_level_order_by(con, r["gold_sql"])
+    return answer_matches({**r, "answer_type": r.get("answer_type") or "number"}, expected, rows, ordered=ordered)
+
+
+def _canonical(value: Any) -> Any:
+    if isinstance(value, float):
+        return float(f"{value:.12g}")
+    if isinstance(value, Decimal):
+        return value.normalize()
+    return value
+
+
+def same_rows(a: list[tuple], b: list[tuple]) -> bool:
+    """The same multiset of rows (floats compared at 12 significant digits)."""
+    def key(rows: list[tuple]) -> Counter:
+        return Counter(tuple(_canonical(v) for v in row) for row in rows)
+    return key(a) == key(b)
+
+
+@dataclass(frozen=True)
+class LinkCount:
+    """A link with the number of child rows whose non-null key matches no parent row."""
+
+    link: Link
+    orphan_rows: int
+    source: str  # declared | foreign_key | inferred
+
+    def describe(self) -> str:
+        lk = self.link
+        return f"{lk.child_table}.{lk.child_column} -> {lk.parent_table}.{lk.parent_column}"
+
+    def to_dict(self) -> dict:
+        lk = self.link
+        return {"child": f"{lk.child_table}.{lk.child_column}", "parent": f"{lk.parent_table}.{lk.parent_column}",
+                "source": self.source, "orphan_rows": self.orphan_rows}
+
+
+def count_orphans(con: duckdb.DuckDBPyConnection, link: Link) -> int:
+    c, p = quote(link.child_column), quote(link.parent_column)
+    sql = (f"SELECT COUNT(*) FROM {quote(link.child_table)} AS c WHERE c.{c} IS NOT NULL AND NOT EXISTS "
+           f"(SELECT 1 FROM {quote(link.parent_table)} AS p WHERE p.{p} = c.{c})")
+    return int(con.execute(sql).fetchone()[0])
+
+
+@dataclass(frozen=True)
+class OrphanEffect:
+    as_written: Run
+    without_orphans: Run
+    sql: str
+    links: tuple[LinkCount, ...]  # the links whose orphans alone change the answer
+
+    def because(self) -> str:
+        return "; ".join(f"{lc.orphan_rows} {lc.link.child_table} {'row' if lc.orphan_rows == 1 else 'rows'} whose "
+                         f"{lc.link.child_column} matches no {lc.link.parent_table}.{lc.link.parent_column}"
+                         for lc in self.links)
+
+    def evidence(self) -> dict:
+        return {"as_written": self.as_written.recorded(), "without_orphans": self.without_orphans.recorded(),
+                "links": [lc.to_dict() for lc in self.links], "query_without_orphans": self.sql}
+
+
+def orphan_effect(con: duckdb.DuckDBPyConnection, sql: str, run: Run,
+                  links: tuple[LinkCount, ...]) -> OrphanEffect | None:
+    """How excluding orphan rows changes the answer of ``sql`` (``run`` is its result); None if it does not."""
+    live = tuple(lc for lc in links if lc.orphan_rows > 0)
+    if run.rows is None or not live:
+        return None
+    try:
+        rewritten = exclude_orphans(sql, tuple(lc.link for lc in live))
+    except sqlglot.errors.SqlglotError:
+        return None
+    if rewritten is None:
+        return None
+    without = run_query(con, rewritten)
+    if without.rows is not None and same_rows(run.rows, without.rows):
+        return None
+    culprits = []
+    for lc in live:
+        one = exclude_orphans(sql, (lc.link,))
+        if one is None:
+            continue
+        alone = run_query(con, one)
+        if alone.rows is None or not same_rows(run.rows, alone.rows):
+            culprits.append(lc)
+    return OrphanEffect(run, without, rewritten, tuple(culprits or live))
+
+
+def tie_at_limit(con: duckdb.DuckDBPyConnection, sql: str) -> dict | None:
+    """Evidence of a tie at an ORDER BY ... LIMIT boundary (the limit, the tied key, both rows), or None.
+
+    A tie counts when the last row kept and the first row cut have the same sort key but differ in
+    what the query returns: which of them is returned depends on row order.
+    """
+    try:
+        probe = tie_probe(sql)
+    except sqlglot.errors.SqlglotError:
+        return None
+    if probe is None:
+        return None
+    probe_sql, n, width = probe
+    if n < 1:
+        return None
+    run = run_query(con, probe_sql)
+    if run.rows is None or len(run.rows) <= n:
+        return None
+    last, cut = run.rows[n - 1], run.rows[n]
+    if tuple(last[-width:]) != tuple(cut[-width:]) or same_rows([last[:-width]], [cut[:-width]]):
+        return None  # no tie, or tied rows that read the same: the answer does not depend on row order
+    return {"limit": n, "sort_key": jsonable(list(last[-width:])), "last_row_kept": jsonable(list(last[:-width])),
+            "first_row_cut": jsonable(list(cut[:-width]))}
+
+
+@dataclass(frozen=True)
+class Golden:
+    """The golden checks of one query that ran: empty result, orphan dependence, tie at LIMIT."""
+
+    empty: bool  # empty (or only NULL) and not marked expected_empty
+    orphans: OrphanEffect | None  # None: independent of orphans, or the question is about orphans
+    tie: dict | None
+
+    def failed(self) -> list[str]:
+        """The names of the failed checks (as in evalpack.verify.CHECKS)."""
+        return [name for name, bad in (("non_empty", self.empty), ("orphan_independent", self.orphans),
+                                       ("deterministic", self.tie)) if bad]
+
+
+def golden(con: duckdb.DuckDBPyConnection, r: dict, run: Run, links: tuple[LinkCount, ...]) -> Golden:
+    """The golden checks of record ``r``'s gold query, whose result on ``con`` is ``run``."""
+    about_orphans = r.get("kind") == "fk_orphans" or bool(r.get("about_orphans"))
+    return Golden(run.empty and not r.get("expected_empty"),
+                  None if about_orphans else orphan_effect(con, r["gold_sql"], run, links),
+                  tie_at_limit(con, r["gold_sql"]))
+
+
+# --------------------------------------------------------------------------- links
+
+
+def _family(duckdb_type: str) -> str | None:
+    t = duckdb_type.upper()
+    if _INT_TYPES.match(t):
+        return "int"
+    if t == "VARCHAR" or t.startswith("VARCHAR("):
+        return "str"
+    if t == "UUID":
+        return "uuid"
+    return None
+
+
+def infer_links(con: duckdb.DuckDBPyConnection, exclude: tuple[Link, ...] = (),
+                threshold: float = NEAR_SUBSET) -> list[dict]:
+    """Links inferred from the data of the tables (views) visible in ``con``'s main schema.
+
+    A column is linked to another table's unique key (non-null, distinct on every row) when at least
+    ``threshold`` of its distinct non-null values occur in that key and at least one does not: a
+    near-subset is a foreign key with orphans. Integer, string and UUID columns only; a unique column
+    named ``id`` is never a child. Returns dicts with the coverage evidence, sorted.
+    """
+    cols: dict[str, list[tuple[str, str]]] = {}
+    for table, column, dtype in con.execute(
+            "SELECT table_name, column_name, data_type FROM information_schema.columns "
+            "WHERE table_schema = 'main' ORDER BY table_name, ordinal_position").fetchall():
+        fam = _family(dtype)
+        if fam:
+            cols.setdefault(table, []).append((column, fam))
+    stats: dict[tuple[str, str], tuple[int, int, int, str]] = {}  # (rows, non-null, distinct, family)
+    for table, columns in cols.items():
+        parts = ["COUNT(*)"] + [f"COUNT({quote(c)}), COUNT(DISTINCT {quote(c)})" for c, _ in columns]
+        row = con.execute(f"SELECT {', '.join(parts)} FROM {quote(table)}").fetchone()
+        for i, (c, fam) in enumerate(columns):
+            stats[(table, c)] = (row[0], row[1 + 2 * i], row[2 + 2 * i], fam)
+    keys = [(t, c) for (t, c), (n, nn, d, _) in stats.items() if n > 0 and nn == n and d == n]
+    known = {(lk.child_table, lk.child_column) for lk in exclude}
+    found = []
+    for (ct, cc), (_, _, distinct, fam) in sorted(stats.items()):
+        if distinct == 0 or (ct, cc) in known or ((ct, cc) in keys and cc.lower() == "id"):
+            continue
+        for pt, pc in keys:
+            parent_rows, _, _, pfam = stats[(pt, pc)]
+            if (pt, pc) == (ct, cc) or pfam != fam or parent_rows < threshold * distinct:
+                continue
+            misses = con.execute(
+                f"SELECT COUNT(*) FROM (SELECT DISTINCT {quote(cc)} AS v FROM {quote(ct)} "
+                f"WHERE {quote(cc)} IS NOT NULL) AS d "
+                f"WHERE NOT EXISTS (SELECT 1 FROM {quote(pt)} AS p WHERE p.{quote(pc)} = d.v)").fetchone()[0]
+            if misses >= 1 and (distinct - misses) >= threshold * distinct:
+                found.append({"child": f"{ct}.{cc}", "parent": f"{pt}.{pc}", "source": "inferred",
+                              "distinct_values": distinct, "missing_values": int(misses),
+                              "coverage": round((distinct - misses) / distinct, 6)})
+    return found
+
+
+def link_of(entry: dict) -> Link:
+    """A Link from a ``{"child": "t.c", "parent": "p.k"}`` entry (manifest relationships)."""
+    ct, cc = entry["child"].split(".", 1)
+    pt, pc = entry["parent"].split(".", 1)
+    return Link(ct, cc, pt, pc)
+
+
+def counted(con: duckdb.DuckDBPyConnection, links: list[tuple[Link, str]]) -> tuple[LinkCount, ...]:
+    """Each (link, source) with its orphan rows on ``con``; links whose tables or columns are missing are skipped."""
+    out, seen = [], set()
+    for link, source in links:
+        if link in seen:
+            continue
+        seen.add(link)
+        try:
+            out.append(LinkCount(link, count_orphans(con, link), source))
+        except duckdb.Error:
+            continue
+    return tuple(out)
+
+
+def _spec_links(manifest: dict) -> list[tuple[Link, str]] | None:
+    text = (manifest.get("spec") or {}).get("text")
+    if not text:
+        return None
+    from evalpack.spec import parse_spec
+
+    spec = parse_spec(text, file=manifest["spec"].get("file", "spec.yaml"))
+    return [(Link(r.child_table, r.child_column, r.parent_table, r.parent_column), "declared")
+            for r in spec.relationships]
+
+
+# --------------------------------------------------------------------------- findings
+
+
+def seal_findings(records: list[dict]) -> list[Finding]:
+    out = []
+    for r in records:
+        now = hashlib.sha256(str(r.get("question", "")).encode("utf-8")).hexdigest()
+        sealed = r.get("question_sha256")
+        if sealed != now:
+            what = "has no seal (question_sha256)" if not sealed else "no longer matches its seal"
+            out.append(Finding(
+                str(r.get("id")), "seal", None,
+                f"{r.get('id')} seal: the question text {what}: sealed {sealed}, the text now hashes to {now}",
+                "restore the question text that was sealed (an imported pack keeps the original under as-received/), "
+                "or re-import / rebuild so that the new text is sealed and the change is on record",
+                {"sealed": sealed, "now": now, "question": r.get("question")}))
+    return out
+
+
+def as_received_findings(pack: Path, manifest: dict) -> list[Finding]:
+    received = (manifest.get("source") or {}).get("questions")
+    if not received:
+        return []
+    path = pack / received["as_received"]
+    now = hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else None
+    if now == received["sha256"]:
+        return []
+    seen = "is missing" if now is None else f"now hashes to {now}"
+    return [Finding("", "as_received", None,
+                    f"pack: {received['as_received']} {seen}; the manifest recorded {received['sha256']}",
+                    "restore the file exactly as it was received (it is never edited, not even line endings)",
+                    {"recorded": received["sha256"], "now": now})]
+
+
+def _label(r: dict) -> str:
+    text = str(r.get("question", ""))
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def audit_query(con: duckdb.DuckDBPyConnection, r: dict, rotation: str, links: tuple[LinkCount, ...],
+                recorded: Any = NOT_RECORDED, made: str = "build") -> list[Finding]:
+    """Findings for one question's gold query on one rotation. ``recorded``: the value recorded at ``made``."""
+    qid, sql = str(r["id"]), r["gold_sql"]
+    head = f'{qid} "{_label(r)}"'
+    run = run_query(con, sql)
+    if run.error is not None:
+        return [Finding(qid, "error", rotation, f"{head} ({rotation}): the gold query fails: {run.error}",
+                        "fix the query; it reads the tables under rotations/" + rotation + "/tables by file name",
+                        {"error": run.error, "recorded": None if recorded is NOT_RECORDED else recorded})]
+    out = []
+    now = run.recorded()
+    expected = expected_for(r, rotation) if r.get("expected_answer") is not None else None
+    matches = None if expected is None else matches_answer(con, r, expected, run.rows)
+    if recorded is not NOT_RECORDED and jsonable(recorded) != now:
+        also = "" if matches is None else (" (it equals the expected answer)" if matches else
+                                           f" (the expected answer is {_short(expected)})")
+        out.append(Finding(qid, "drift", rotation,
+                           f"{head} ({rotation}): the answer was {_short(recorded)} at {made} and is {_short(now)} "
+                           f"now{also}",
+                           "find what changed in the tables or the query (`evalpack verify PACK` re-hashes every "
+                           "file); if the new value is right, re-import or rebuild so the key and its record agree",
+                           {"recorded": recorded, "now": now, "expected": expected}))
+    elif matches is False:
+        out.append(Finding(qid, "mismatch", rotation,
+                           f"{head} ({rotation}): the gold query returns {_short(now)}, the expected answer is "
+                           f"{_short(expected)}",
+                           "decide which is right from an independent derivation, then correct the query or the "
+                           "answer in the source file and re-import",
+                           {"now": now, "expected": expected}))
+    checks = golden(con, r, run, links)
+    if checks.empty:
+        out.append(Finding(qid, "empty", rotation,
+                           f"{head} ({rotation}): the gold query returns no rows (or only NULL)",
+                           "check its filters and names against the data; if no answer is the intended answer, "
+                           "mark the question expected_empty: true",
+                           {"rows": jsonable(run.value)}))
+    effect = checks.orphans
+    if effect is not None:
+        out.append(Finding(qid, "orphans", rotation,
+                           f"{head} ({rotation}): the answer depends on orphan rows: {_short(now)} as written, "
+                           f"{_short(effect.without_orphans.recorded())} without them ({effect.because()})",
+                           "if the question means rows whose parent exists, correct the gold query (join the "
+                           "parent table) and its expected answer; if it is about the dangling rows, mark it "
+                           f"about_orphans: true. The query without orphans: {effect.sql}",
+                           effect.evidence()))
+    tie = checks.tie
+    if tie is not None:
+        out.append(Finding(qid, "tie", rotation,
+                           f"{head} ({rotation}): ORDER BY ... LIMIT {tie['limit']} cuts between rows with the same "
+                           f"sort key {_short(tie['sort_key'])}: {_short(tie['last_row_kept'])} is kept and "
+                           f"{_short(tie['first_row_cut'])} is cut, so the answer depends on row order",
+                           "add a tie-breaker to ORDER BY (a unique column), or ask a question whose answer is unique",
+                           tie))
+    return out
+
+
+def _read_json(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise EvalpackError(f"{path}: not found; is {path.parent} a pack (built or imported)?") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise EvalpackError(f"{path}: not valid JSON ({exc}); the pack is damaged: rebuild or re-import it") from None
+
+
+def _recorded_values(pack: Path, manifest: dict) -> tuple[dict, str]:
+    """{(id, rotation): value recorded in certificate.json when the pack was made}, and when (import | build)."""
+    made = "import" if manifest.get("source") else "build"
+    cert_path = pack / "certificate.json"
+    if not cert_path.is_file():
+        return {}, made
+    cert = _read_json(cert_path)
+    return {(str(q["id"]), rot): f"error: {res['error']}" if res.get("error") else res.get("observed")
+            for q in cert.get("questions", []) for rot, res in q.get("results", {}).items()}, made
+
+
+def pack_links(con: duckdb.DuckDBPyConnection, manifest: dict) -> tuple[LinkCount, ...]:
+    """The links of a pack with their orphan counts: declared in the spec (built packs), else recorded at import
+    plus inferred from the tables now."""
+    declared = _spec_links(manifest)
+    if declared is not None:
+        return counted(con, declared)
+    recorded = [(link_of(e), e.get("source", "recorded")) for e in manifest.get("relationships", [])]
+    inferred = [(link_of(e), "inferred") for e in infer_links(con, tuple(lk for lk, _ in recorded))]
+    return counted(con, recorded + inferred)
+
+
+def read_records(pack: Path) -> list[dict]:
+    """The question records of ``pack`` (built or imported; records without a gold query included)."""
+    path = Path(pack) / "questions.jsonl"
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise EvalpackError(f"{path}: not found; is {pack} a pack (built or imported)?") from None
+    records = []
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise EvalpackError(f"{path}: line {number}: not JSON ({exc.msg}); the pack is damaged") from None
+        if not isinstance(record, dict) or "id" not in record:
+            raise EvalpackError(f"{path}: line {number}: not a question record (an object with an id)")
+        records.append(record)
+    return records
+
+
+def pack_rotations(pack: Path) -> list[str]:
+    """The rotation folders (``seed_<n>``) of ``pack``, in seed order."""
+    root = Path(pack) / "rotations"
+    found = [p.name for p in root.iterdir() if p.is_dir() and re.fullmatch(r"seed_\d+", p.name)] \
+        if root.is_dir() else []
+    if not found:
+        raise EvalpackError(f"{root}: no rotation folder (seed_<n>); is {pack} a pack?")
+    return sorted(found, key=lambda n: int(n.split("_", 1)[1]))
+
+
+def audit_pack(pack: Path) -> list[Finding]:
+    """Every finding of the audit on ``pack`` (built or imported), in question order."""
+    pack = Path(pack)
+    manifest = _read_json(pack / "manifest.json")
+    records = read_records(pack)
+    findings = as_received_findings(pack, manifest) + seal_findings(records)
+    recorded, made = _recorded_values(pack, manifest)
+    for rotation in pack_rotations(pack):
+        con = connect_tables(pack / "rotations" / rotation / "tables")
+        try:
+            links = pack_links(con, manifest)
+            for r in records:
+                if r.get("gold_sql"):
+                    value = recorded.get((str(r["id"]), rotation), NOT_RECORDED)
+                    findings += audit_query(con, r, rotation, links, value, made)
+        finally:
+            con.close()
+    order = {str(r["id"]): i for i, r in enumerate(records)}
+    return sorted(findings, key=lambda f: (order.get(f.question, -1), KINDS.index(f.kind), f.rotation or ""))
+
+
+def summary(pack: Path, findings: list[Finding], questions: int) -> str:
+    if not findings:
+        return f"audit {pack}: no findings in {questions} questions"
+    kinds = Counter(f.kind for f in findings)
+    parts = ", ".join(f"{kinds[k]} {k}" for k in KINDS if kinds[k])
+    noun = "finding" if len(findings) == 1 else "findings"
+    return f"audit {pack}: {len(findings)} {noun} in {questions} questions ({parts})"
+
+
+def audit_command(pack: str | Path, json_path: str | Path | None = None) -> int:
+    """``evalpack audit PACK [--json FILE]``: 0 without findings, 1 with findings, 2 when PACK is not a pack."""
+    pack = Path(pack)
+    findings = audit_pack(pack)
+    questions = len(read_records(pack))
+    print(summary(pack, findings, questions))
+    for f in findings:
+        for line in f.lines():
+            print(f"  {line}")
+    if json_path:
+        data = {"pack": str(pack), "questions": questions, "findings": [f.to_dict() for f in findings],
+                "counts": dict(Counter(f.kind for f in findings))}
+        Path(json_path).write_text(json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n",
+                                   encoding="utf-8")
+    return 1 if findings else 0
