@@ -158,8 +158,7 @@ def spec_parameters(spec) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         "answers": spec.answers,
     }
     spec_file = Path(spec.path).name if spec.path else f"{spec.name}.yaml"
-    deps: list[dict[str, Any]] = [{"name": spec_file, "digest": {"sha256": spec.sha256}, "mediaType": "application/yaml"}]
-    return external, deps
+    return external, [{"name": spec_file, "digest": {"sha256": spec.sha256}, "mediaType": "application/yaml"}]
 
 
 def provenance(*, external_parameters: dict[str, Any], resolved_dependencies: list[dict[str, Any]],
@@ -363,7 +362,7 @@ def keygen_command(directory: str | Path, algorithm: str = "ed25519", force: boo
     print(f"wrote {private_path} ({algorithm} private key, mode 0600): keep it secret, sign with it")
     print(f"wrote {public_path} ({algorithm} public key): give it to whoever verifies your packs")
     print(f"keyid {key.keyid}")
-    print(f"sign:   evalpack build SPEC -o PACK --signing-key {private_path}   (or EVALPACK_SIGNING_KEY={private_path})")
+    print(f"sign:   evalpack build SPEC -o PACK --signing-key {private_path}  (or EVALPACK_SIGNING_KEY={private_path})")
     print(f"verify: evalpack verify PACK --public-key {public_path}")
     return 0
 
@@ -540,7 +539,7 @@ def _check_gold(pack: Path, report: _Report) -> tuple[int, int] | None:
 
     try:
         passed, total, lines = run_gold(pack)
-    except Exception as exc:  # noqa: BLE001 - a pack whose questions cannot be run fails verification
+    except Exception as exc:  # a pack whose questions cannot be run fails verification, with the reason
         report.fail("questions.jsonl", f"cannot rerun the gold SQL ({type(exc).__name__}: {exc})")
         return None
     for line in lines:

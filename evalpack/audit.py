@@ -152,7 +152,7 @@ def count_orphans(con: duckdb.DuckDBPyConnection, link: Link) -> int:
     c, p = quote(link.child_column), quote(link.parent_column)
     sql = (f"SELECT COUNT(*) FROM {quote(link.child_table)} AS c WHERE c.{c} IS NOT NULL AND NOT EXISTS "
            f"(SELECT 1 FROM {quote(link.parent_table)} AS p WHERE p.{p} = c.{c})")
-    return int(con.execute(sql).fetchone()[0])
+    return int(con.execute(sql).fetchall()[0][0])
 
 
 @dataclass(frozen=True)
@@ -278,7 +278,7 @@ def infer_links(con: duckdb.DuckDBPyConnection, exclude: tuple[Link, ...] = (),
     stats: dict[tuple[str, str], tuple[int, int, int, str]] = {}  # (rows, non-null, distinct, family)
     for table, columns in cols.items():
         parts = ["COUNT(*)"] + [f"COUNT({quote(c)}), COUNT(DISTINCT {quote(c)})" for c, _ in columns]
-        row = con.execute(f"SELECT {', '.join(parts)} FROM {quote(table)}").fetchone()
+        row = con.execute(f"SELECT {', '.join(parts)} FROM {quote(table)}").fetchall()[0]
         for i, (c, fam) in enumerate(columns):
             stats[(table, c)] = (row[0], row[1 + 2 * i], row[2 + 2 * i], fam)
     keys = [(t, c) for (t, c), (n, nn, d, _) in stats.items() if n > 0 and nn == n and d == n]
@@ -294,7 +294,7 @@ def infer_links(con: duckdb.DuckDBPyConnection, exclude: tuple[Link, ...] = (),
             misses = con.execute(
                 f"SELECT COUNT(*) FROM (SELECT DISTINCT {quote(cc)} AS v FROM {quote(ct)} "
                 f"WHERE {quote(cc)} IS NOT NULL) AS d "
-                f"WHERE NOT EXISTS (SELECT 1 FROM {quote(pt)} AS p WHERE p.{quote(pc)} = d.v)").fetchone()[0]
+                f"WHERE NOT EXISTS (SELECT 1 FROM {quote(pt)} AS p WHERE p.{quote(pc)} = d.v)").fetchall()[0][0]
             if misses >= 1 and (distinct - misses) >= threshold * distinct:
                 found.append({"child": f"{ct}.{cc}", "parent": f"{pt}.{pc}", "source": "inferred",
                               "distinct_values": distinct, "missing_values": int(misses),

@@ -203,7 +203,10 @@ class _TableGen:
             hi = to_units(col.max, col.decimals) if col.max is not None else lo + to_units(1000, col.decimals)
             return _decimal(rng.integers(lo, hi + 1, size=n), col.decimals, valid)
         if col.type == "text":
-            stream = stable_int(self.seed, self.table.name, col.name, "" if col.unique else k)
+            # a unique text column's values are its keys: the same stream as key_values(), so that the
+            # foreign keys of child tables match them
+            stream = stable_int(self.seed, self.table.name, col.name) if col.unique else stable_int(
+                self.seed, self.table.name, col.name, k)
             index = np.arange(offset, offset + n) if col.unique else np.arange(n)
             values = text_values(col.text_type, stream, index, col.unique)
             return values if valid is None else pc.if_else(pa.array(valid), values, pa.scalar(None, pa.string()))

@@ -498,12 +498,12 @@ def _safe_table_name(name: str) -> bool:
 def _write(con: duckdb.DuckDBPyConnection, select: str, name: str, out: Path, source: Source, origin: str) -> None:
     """Write one table as Parquet and CSV and record its columns and rows."""
     parquet, csv_path = out / f"{name}.parquet", out / f"{name}.csv"
-    con.execute(f"COPY ({select}) TO {_literal(str(parquet))} (FORMAT parquet, COMPRESSION zstd)")
+    con.execute(f"COPY ({select}) TO {_literal(str(parquet))} (FORMAT parquet, COMPRESSION zstd)").fetchall()
     con.execute(f"COPY (SELECT * FROM read_parquet({_literal(str(parquet))})) TO {_literal(str(csv_path))} "
-                "(FORMAT csv, HEADER true)")
+                "(FORMAT csv, HEADER true)").fetchall()
     columns = {c: t for c, t, *_ in con.execute(f"DESCRIBE SELECT * FROM read_parquet({_literal(str(parquet))})")
                .fetchall()}
-    rows = con.execute(f"SELECT COUNT(*) FROM read_parquet({_literal(str(parquet))})").fetchone()[0]
+    rows = con.execute(f"SELECT COUNT(*) FROM read_parquet({_literal(str(parquet))})").fetchall()[0][0]
     source.tables[name] = {"columns": columns, "rows": {ROTATION: int(rows)}, "from": origin}
 
 

@@ -23,6 +23,7 @@ from evalpack.questions import DIALECT, Question, parse_gold
 from evalpack.scoring import connect_tables, scalar_matches
 from evalpack.spec import Spec
 from evalpack.tables import duckdb_types, rotation_dir
+from evalpack.verify import materialize
 
 OPERATORS = (
     "inclusive_end", "exclusive_start", "inclusive_start", "exclusive_end", "date_shift", "whole_units",
@@ -316,13 +317,8 @@ def build_mutants(spec: Spec, questions: tuple[Question, ...], types: dict[str, 
 
 def _run_rotation(folder: Path, rotation: str, mutants: list[Mutant], questions: dict[str, Question]
                   ) -> dict[int, bool | None]:
-    con = connect_tables(folder)
+    con = materialize(connect_tables(folder))  # the study runs many queries per table
     try:
-        # the study runs many queries per table: load them into memory once
-        for (name,) in con.execute("SELECT view_name FROM duckdb_views() WHERE NOT internal").fetchall():
-            con.execute(f'CREATE TABLE "__t_{name}" AS SELECT * FROM "{name}"')
-            con.execute(f'DROP VIEW "{name}"')
-            con.execute(f'ALTER TABLE "__t_{name}" RENAME TO "{name}"')
         results: dict[int, bool | None] = {}
         for i, m in enumerate(mutants):
             q = questions[m.question_id]

@@ -289,11 +289,12 @@ def result_sets_match(expected: list, got: list, rule: str = "spider", ordered: 
 
 def answer_matches(record: dict, expected: Any, rows: list[tuple], rule: str = "spider", ordered: bool = False) -> bool:
     """Whether ``rows`` answer the question ``record`` whose expected answer here is ``expected``."""
-    if record.get("answer_type") == ROWS_TYPE:
+    answer_type = answer_type_of(record)
+    if answer_type == ROWS_TYPE:
         if not isinstance(expected, list) or not all(isinstance(r, (list, tuple)) for r in expected):
             return False
         return result_sets_match(expected, rows, rule, ordered, record.get("round_decimals"))
-    return scalar_matches(expected, record.get("answer_type", "number"), record.get("round_decimals"), rows)
+    return scalar_matches(expected, answer_type, record.get("round_decimals"), rows)
 
 
 def jsonable(value: Any) -> Any:
@@ -482,13 +483,13 @@ def _first_line(exc: BaseException) -> str:
 
 
 def load_questions(pack: Path) -> list[dict]:
-    """The question records of a pack (InputError naming the line when one is not a record)."""
+    """Every question record of a pack, scorable or not (InputError naming the line of a bad one)."""
     path = Path(pack) / "questions.jsonl"
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise InputError(f"{path}: cannot read the questions: {exc.strerror or exc}") from None
-    records = []
+    records, seen = [], {}
     for number, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
@@ -496,14 +497,39 @@ def load_questions(pack: Path) -> list[dict]:
             record = json.loads(line)
         except ValueError as exc:
             raise InputError(f"{path}:{number}: not valid JSON: {exc}") from None
-        if not isinstance(record, dict) or not isinstance(record.get("id"), str) or "gold_sql" not in record \
-                or "expected_answer" not in record:
-            raise InputError(f"{path}:{number}: a question needs id, gold_sql and expected_answer")
-        if record.get("answer_type", "number") not in SCALAR_TYPES + (ROWS_TYPE,):
+        if not isinstance(record, dict) or not isinstance(record.get("id"), str):
+            raise InputError(f"{path}:{number}: a question record needs an id")
+        if record["id"] in seen:
+            raise InputError(f"{path}:{number}: duplicate question id {record['id']!r} "
+                             f"(first at line {seen[record['id']]})")
+        seen[record["id"]] = number
+        if scorable(record) and answer_type_of(record) not in SCALAR_TYPES + (ROWS_TYPE,):
             raise InputError(f"{path}:{number}: unknown answer_type {record.get('answer_type')!r}; "
                              f"use one of {', '.join(SCALAR_TYPES + (ROWS_TYPE,))}")
         records.append(record)
     return records
+
+
+def scorable(record: dict) -> bool:
+    """Whether a question can be scored: it has a gold SQL and an expected answer (imported packs keep
+    records without them; those are skipped)."""
+    return isinstance(record.get("gold_sql"), str) and bool(record["gold_sql"].strip()) \
+        and record.get("expected_answer") is not None
+
+
+def answer_type_of(record: dict) -> str:
+    """The record's answer_type, or the one its expected answer implies when the field is absent."""
+    given = record.get("answer_type")
+    if given is not None:
+        return given
+    value = record.get("expected_answer")
+    if isinstance(value, dict) and value:
+        value = next(iter(value.values()))
+    if isinstance(value, list):
+        return ROWS_TYPE
+    if isinstance(value, str):
+        return "string"
+    return "integer" if isinstance(value, int) and not isinstance(value, bool) else "number"
 
 
 def expected_for(record: dict, rotation: str) -> Any:
@@ -708,6 +734,7 @@ def _safe_relative(name: str) -> bool:
 
 
 _DECODER = json.JSONDecoder()
+_RECORD_KEYS = {"id", "sql", "declined"}  # an object with one of these is a record, not an id -> SQL mapping
 _WS = re.compile(r"[ \t\n\r]*")
 
 
@@ -794,7 +821,7 @@ def load_candidates(path: str | Path) -> Candidates:
         first_obj = None
     more_lines = any(line.strip() for line in lines[first + 1:])
     if text[start] == "[" or (text[start] == "{" and not (isinstance(first_obj, dict)
-                                                          and (more_lines or "id" in first_obj))):
+                                                          and (more_lines or _RECORD_KEYS & set(first_obj)))):
         try:
             members, end = _scan_members(text, start)
         except json.JSONDecodeError as exc:
@@ -805,7 +832,7 @@ def load_candidates(path: str | Path) -> Candidates:
         if text[start] == "[":
             form = "json-list"
             entries = [(line, *_record(path, line, value)) for line, _, value in members]
-        elif any(key == "id" for _, key, _ in members):
+        elif any(key in _RECORD_KEYS for _, key, _ in members):
             form = "json-record"
             line = 1 + text.count("\n", 0, start)
             entries = [(line, *_record(path, line, {k: v for _, k, v in members}))]
@@ -866,11 +893,13 @@ def score_pack(pack: Path, sql_by_id: dict[str, str | None], *, rule: str = "spi
     if rule not in RULES:
         raise InputError(f"unknown rule {rule!r}; use one of {', '.join(RULES)}")
     pack = Path(pack)
-    questions = load_questions(pack)
+    records = load_questions(pack)
+    questions = [q for q in records if scorable(q)]
     names = rotations(pack)
     if not names:
         raise InputError(f"{pack / 'rotations'}: no seed_<n> rotation folders")
-    known = {q["id"] for q in questions}
+    known = {q["id"] for q in records}
+    unscored = {q["id"] for q in records if not scorable(q)}
     per_rotation: dict[str, dict[str, dict]] = {q["id"]: {} for q in questions}
     ordered: dict[str, bool] = {}
     started = time.perf_counter()
@@ -882,7 +911,7 @@ def score_pack(pack: Path, sql_by_id: dict[str, str | None], *, rule: str = "spi
                 sql = sql_by_id.get(q["id"])
                 if sql is None:
                     continue
-                if q.get("answer_type") == ROWS_TYPE and q["id"] not in ordered:
+                if answer_type_of(q) == ROWS_TYPE and q["id"] not in ordered:
                     ordered[q["id"]] = top_level_order_by(con, q["gold_sql"])
                 expected = expected_for(q, rotation)
                 outcome = run_query(con, sql, limits.timeout, _fetch_cap(q, expected, rule))
@@ -892,7 +921,7 @@ def score_pack(pack: Path, sql_by_id: dict[str, str | None], *, rule: str = "spi
                     entry["error"] = outcome.error
                 else:
                     entry["match"] = answer_matches(q, expected, outcome.rows, rule, ordered.get(q["id"], False))
-                    entry["observed"] = observed(outcome.rows)
+                    entry["observed"] = _report_value(observed(outcome.rows), outcome.rows)
                 per_rotation[q["id"]][rotation] = entry
         finally:
             con.close()
@@ -904,7 +933,7 @@ def score_pack(pack: Path, sql_by_id: dict[str, str | None], *, rule: str = "spi
         else:
             status = "correct" if all(runs[r]["match"] for r in names) else "wrong"
         results.append({"id": q["id"], "kind": q.get("kind", "?"), "split": q.get("split", "dev"), "status": status,
-                        "answer_type": q.get("answer_type", "number"), "expected": q["expected_answer"],
+                        "answer_type": answer_type_of(q), "expected": q["expected_answer"],
                         "rotations": runs})
     summary = summarize(results)
     scored = sum(1 for r in results if r["status"] != "declined")
@@ -919,14 +948,25 @@ def score_pack(pack: Path, sql_by_id: dict[str, str | None], *, rule: str = "spi
         "rotations": names,
         "summary": summary,
         "unknown_ids": sorted(i for i in sql_by_id if i not in known),
+        "not_scored": sorted(unscored),  # records without gold SQL or expected answer (imported packs)
+        "unscored_candidates": sorted(i for i in sql_by_id if i in unscored),
         "questions": results,
         "timing": {"seconds": round(time.perf_counter() - started, 6), "query_seconds": round(query_seconds, 6),
                    "queries": scored * len(names)},
     }
 
 
+def _report_value(seen: Any, rows: list[tuple]) -> Any:
+    """A scalar DECIMAL shown as a JSON number when a float holds it exactly (else as its text)."""
+    if len(rows) == 1 and len(rows[0]) == 1 and isinstance(rows[0][0], Decimal) and rows[0][0].is_finite():
+        as_float = float(rows[0][0])
+        if Decimal(repr(as_float)) == rows[0][0]:
+            return as_float
+    return seen
+
+
 def _fetch_cap(record: dict, expected: Any, rule: str) -> int:
-    if record.get("answer_type") != ROWS_TYPE:
+    if answer_type_of(record) != ROWS_TYPE:
         return 1  # one row is all a scalar answer may have; a second one makes it wrong
     if rule == "spider" and isinstance(expected, list):
         return len(expected)  # a multiset comparison needs no more than one row beyond the answer
@@ -973,6 +1013,9 @@ def format_report(report: dict[str, Any]) -> str:
         out.append(line)
     if report["unknown_ids"]:
         out.append(f"unknown ids (not in the pack, not scored): {', '.join(report['unknown_ids'])}")
+    if report["unscored_candidates"]:
+        out.append("ids of questions without gold SQL or expected answer (not scored): "
+                   f"{', '.join(report['unscored_candidates'])}")
     out.append("")
     out.append(format_table(report["summary"]))
     o = report["summary"]["overall"]
@@ -1019,7 +1062,7 @@ def score_command(pack: str | Path, candidates: str | Path, json_path: str | Pat
 def run_gold(pack: Path, *, rule: str = "spider", limits: Limits = Limits()) -> tuple[int, int, list[str]]:
     """Rerun every gold SQL on every rotation in the sandbox; returns (passed, total, report lines)."""
     pack = Path(pack)
-    questions = load_questions(pack)
+    questions = [q for q in load_questions(pack) if scorable(q)]
     gold = {q["id"]: q["gold_sql"] for q in questions}
     report = score_pack(pack, gold, rule=rule, limits=limits)
     lines, passed = [], 0

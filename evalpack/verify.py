@@ -179,6 +179,16 @@ def _from_record(record: dict, rotation: str) -> Question:
                     tuple(record.get("tags", ())))
 
 
+def materialize(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
+    """Replace every view over a file by an in-memory table, for connections that run many queries."""
+    for (name,) in con.execute("SELECT view_name FROM duckdb_views() WHERE NOT internal").fetchall():
+        quoted, staged = '"' + name.replace('"', '""') + '"', '"__load_' + name.replace('"', '""') + '"'
+        con.execute(f"CREATE TABLE {staged} AS SELECT * FROM {quoted}")
+        con.execute(f"DROP VIEW {quoted}")
+        con.execute(f"ALTER TABLE {staged} RENAME TO {quoted}")
+    return con
+
+
 def verify_rotations(questions: tuple[Question, ...], tables_dirs: dict[str, Path], links: tuple[Link, ...] = (),
                      connect: Callable[[], duckdb.DuckDBPyConnection] | None = None,
                      fmt: str = "parquet", types: dict | None = None) -> tuple[Verdict, ...]:
@@ -187,9 +197,29 @@ def verify_rotations(questions: tuple[Question, ...], tables_dirs: dict[str, Pat
     for rotation, folder in tables_dirs.items():
         con = connect() if connect else None
         con = connect_tables(folder, fmt=fmt, con=con, types=types)
+        if fmt == "csv":  # a CSV view re-parses its file on every query
+            materialize(con)
         try:
             for q in questions:
                 per_question[q.id].append(check_question(con, q, rotation, q.expected_for(rotation), links))
         finally:
             con.close()
     return tuple(Verdict(q, tuple(per_question[q.id])) for q in questions)
+
+
+def gradable(questions) -> tuple[list, list]:
+    """(questions that can be checked, the others with ``drop_reason``).
+
+    Imported packs keep records that have no gold query (``no_gold_sql``: criteria, no golden, an
+    answer alone) or no expected answer (``no_expected_answer``: a query alone); they cannot be run
+    against an answer, so ``verify_questions`` reports them as dropped instead of running them.
+    """
+    kept, dropped = [], []
+    for q in questions:
+        if isinstance(q, dict) and not q.get("gold_sql"):
+            dropped.append({**q, "drop_reason": "no_gold_sql"})
+        elif isinstance(q, dict) and q.get("expected_answer") is None:
+            dropped.append({**q, "drop_reason": "no_expected_answer"})
+        else:
+            kept.append(q)
+    return kept, dropped
