@@ -1,0 +1,172 @@
+"""The near-miss study: operators on the AST, planted rows, survival on the example packs (issue 5)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from evalpack.build import build_pack
+from evalpack.nearmiss import OPERATORS, build_mutants, mutants_of, run_study, study_markdown
+from evalpack.plan import plan_pack
+from evalpack.questions import DIALECT, Question, derive_questions
+from evalpack.spec import load_spec
+from evalpack.tables import duckdb_types
+
+SCHEMAS = Path(__file__).resolve().parents[1] / "schemas"
+
+TYPES = {
+    "orders": {"order_id": "BIGINT", "customer_id": "BIGINT", "channel": "VARCHAR", "note": "VARCHAR",
+               "amount": "DECIMAL(18,2)", "refund": "DECIMAL(18,2)", "ordered_at": "DATE"},
+    "customers": {"customer_id": "BIGINT", "referrer_id": "BIGINT", "segment": "VARCHAR"},
+}
+WINDOW = "ordered_at >= CAST('2025-01-01' AS DATE) AND ordered_at < CAST('2025-02-01' AS DATE)"
+
+# one gold query per operator, and one mutant the operator must produce from it
+CASES = {
+    "inclusive_end": (f"SELECT SUM(amount) FROM orders WHERE {WINDOW}",
+                      "ordered_at <= CAST('2025-02-01' AS DATE)"),
+    "exclusive_start": (f"SELECT SUM(amount) FROM orders WHERE {WINDOW}",
+                        "ordered_at > CAST('2025-01-01' AS DATE)"),
+    "inclusive_start": ("SELECT COUNT(*) FROM orders WHERE ordered_at > CAST('2025-01-01' AS DATE)",
+                        "ordered_at >= CAST('2025-01-01' AS DATE)"),
+    "exclusive_end": ("SELECT COUNT(*) FROM orders WHERE ordered_at <= CAST('2025-01-31' AS DATE)",
+                      "ordered_at < CAST('2025-01-31' AS DATE)"),
+    "date_shift": (f"SELECT SUM(amount) FROM orders WHERE {WINDOW}", "CAST('2024-12-31' AS DATE)"),
+    "whole_units": (f"SELECT ROUND(SUM(amount), 2) FROM orders WHERE {WINDOW}", "ROUND(SUM(amount), 0)"),
+    "agg_swap": (f"SELECT SUM(amount) FROM orders WHERE {WINDOW}", "SELECT AVG(amount)"),
+    "distinct": (f"SELECT COUNT(customer_id) FROM orders WHERE {WINDOW}", "COUNT(DISTINCT customer_id)"),
+    "inner_join": ("SELECT COUNT(*) FROM orders AS c LEFT JOIN customers AS p ON c.customer_id = p.customer_id "
+                   "WHERE p.customer_id IS NULL", "FROM orders AS c JOIN customers"),
+    "join_key": ("SELECT COUNT(*) FROM orders AS c LEFT JOIN customers AS p ON c.customer_id = p.customer_id",
+                 "ON c.customer_id = p.referrer_id"),
+    "drop_conjunct": (f"SELECT SUM(amount) FROM orders WHERE channel = 'web' AND {WINDOW}",
+                      "WHERE channel = 'web' AND ordered_at < CAST('2025-02-01' AS DATE)"),
+    "and_or": (f"SELECT SUM(amount) FROM orders WHERE {WINDOW}",
+               "ordered_at >= CAST('2025-01-01' AS DATE) OR ordered_at"),
+    "null_flip": ("SELECT COUNT(*) FROM orders WHERE customer_id IS NULL", "WHERE NOT customer_id IS NULL"),
+    "order_flip": ("SELECT channel FROM orders GROUP BY channel ORDER BY SUM(amount) DESC LIMIT 1",
+                   "ORDER BY SUM(amount) ASC LIMIT 1"),
+    "limit_shift": ("SELECT channel FROM orders GROUP BY channel ORDER BY SUM(amount) DESC LIMIT 1", "LIMIT 2"),
+    "constant_shift": ("SELECT ROUND(250000.00 + SUM(amount), 2) FROM orders", "250001.00 + SUM(amount)"),
+    "column_swap": (f"SELECT SUM(amount) FROM orders WHERE {WINDOW}", "SELECT SUM(refund)"),
+}
+
+
+def _question(sql: str, expected=1, answers=(("seed_1", 1),)) -> Question:
+    return Question("q1", "?", sql, tuple(answers), "number", 2, "test", ())
+
+
+@pytest.mark.parametrize("operator", sorted(CASES))
+def test_each_operator_makes_its_mutant(operator):
+    gold, fragment = CASES[operator]
+    made = [(op, tree.sql(dialect=DIALECT)) for op, tree in mutants_of(_question(gold), TYPES,
+                                                                      {"orders": {"customer_id", "note"}})]
+    mine = [sql for op, sql in made if op == operator]
+    assert any(fragment in sql for sql in mine), (operator, mine)
+    assert all(sql != gold for sql in mine)
+
+
+def test_count_star_only_swaps_to_columns_that_can_be_null():
+    made = mutants_of(_question(f"SELECT COUNT(*) FROM orders WHERE {WINDOW}"), TYPES, {"orders": {"note"}})
+    swaps = [t.sql(dialect=DIALECT) for op, t in made if op == "agg_swap"]
+    assert swaps == [f"SELECT COUNT(note) FROM orders WHERE {WINDOW}"]
+
+
+def test_constant_answer_only_with_rotated_answers():
+    q = _question("SELECT SUM(amount) FROM orders", answers=(("seed_1", 10.5), ("seed_2", 11.25)))
+    assert not [op for op, _ in mutants_of(q, TYPES, {})if op == "constant_answer"]
+    made = [t.sql() for op, t in mutants_of(q, TYPES, {}, dict(q.expected)) if op == "constant_answer"]
+    assert made == ["SELECT 10.5"]
+
+
+def test_equivalent_mutants_are_dropped_and_counted():
+    spec = load_spec(SCHEMAS / "retail.yaml")
+    # x >= a AND x >= a: dropping either conjunct yields the same query, which sqlglot normalises alike
+    q = Question("q1", "?", "SELECT COUNT(*) FROM orders WHERE amount >= 5 AND amount >= 5", (("seed_42", 1),),
+                 "integer", None, "test", ())
+    mutants, equivalent = build_mutants(spec, (q,), duckdb_types(spec))
+    assert equivalent["drop_conjunct"] >= 1
+    assert [m.sql for m in mutants if m.operator == "drop_conjunct"] == []
+    assert len({m.sql for m in mutants}) == len(mutants)
+
+
+def _study(pack: Path) -> dict:
+    return json.loads((pack / "manifest.json").read_text())["near_miss_study"]
+
+
+def _rate(study: dict) -> float:
+    ran = sum(r["mutants"] for r in study["operators"].values())
+    return sum(r["match_all"] for r in study["operators"].values()) / ran
+
+
+def test_example_packs_let_at_most_one_percent_survive(retail_pack, finance_pack):
+    for pack in (retail_pack, finance_pack):
+        study = _study(pack)
+        assert study["mutants_run"] > 500
+        assert _rate(study) <= 0.01, study_markdown(study)
+        assert study["operators"]["inner_join"]["mutants"] >= 1
+        assert study["operators"]["inner_join"]["match_all"] == 0  # orphans and nulls are declared
+        assert len(study["survivors"]) == min(50, study["survivors_total"])
+        for survivor in study["survivors"]:
+            assert survivor["operator"] in OPERATORS and survivor["sql"].startswith("SELECT")
+
+
+@pytest.fixture(scope="module")
+def datetime_pack(tmp_path_factory) -> Path:
+    text = (SCHEMAS / "retail.yaml").read_text().replace("ordered_at:  {type: date,", "ordered_at:  {type: datetime,")
+    assert "ordered_at:  {type: datetime," in text
+    spec = tmp_path_factory.mktemp("spec") / "retail_datetime.yaml"
+    spec.write_text(text)
+    out = tmp_path_factory.mktemp("packs") / "retail_datetime"
+    build_pack(spec, out, rotations=3)
+    return out
+
+
+def test_datetime_curve_column_still_catches_window_mistakes(datetime_pack):
+    study = _study(datetime_pack)
+    assert _rate(study) <= 0.05, study_markdown(study)
+    for op in ("inclusive_end", "exclusive_start", "date_shift"):
+        assert study["operators"][op]["mutants"] > 50
+        assert study["operators"][op]["match_all"] == 0
+
+
+def test_study_records_what_each_mutant_did(retail_pack):
+    """Known outcomes on the retail pack: a killed mutant, a surviving one, an erroring one."""
+    spec = load_spec(SCHEMAS / "retail.yaml", rotations=3)
+    plans = plan_pack(spec)
+    window = "ordered_at >= CAST('2025-01-01' AS DATE) AND ordered_at < CAST('2025-02-01' AS DATE)"
+    gold = next(q for q in derive_questions(spec, plans) if q.kind == "period_total")
+    assert window in gold.gold_sql
+    # answered as 0 rows with channel 'phone' (no such channel): COUNT(*) -> COUNT(note) also gives 0,
+    # as does every window edit: those mutants survive. b1 carries the only LIMIT.
+    zero = Question("z1", "?", f"SELECT COUNT(*) FROM orders WHERE channel = 'phone' AND {window}",
+                    tuple((f"seed_{p.seed}", 0) for p in plans), "integer", None, "test", ())
+    broken = Question("b1", "?", "SELECT SUM(amount) FROM orders WHERE customer_id IN (SELECT 1) LIMIT 1",
+                      tuple((f"seed_{p.seed}", 0) for p in plans), "number", 2, "test", ())
+    study = run_study(spec, plans, (gold, zero, broken), retail_pack)
+    ops = study["operators"]
+    survivors = {(s["question"], s["operator"]) for s in study["survivors"]}
+    assert ("z1", "inclusive_end") in survivors and ("z1", "agg_swap") in survivors
+    assert not [s for s in study["survivors"] if s["question"] == gold.id]
+    assert ops["inclusive_end"]["mutants"] == 2 and ops["inclusive_end"]["match_all"] == 1
+    assert ops["inclusive_end"]["match_any"] == 1
+    # limit_shift to LIMIT 0 returns no row: a mismatch, not an error
+    assert ops["limit_shift"]["mutants"] == 2 and ops["limit_shift"]["errored"] == 0
+    total_made = sum(r["mutants"] + r["errored"] for r in ops.values())
+    mutants, _ = build_mutants(spec, (gold, zero, broken), duckdb_types(spec))
+    assert total_made == len(mutants)
+
+
+def test_rotated_answers_kill_the_constant_answer(tmp_path):
+    text = (SCHEMAS / "finance.yaml").read_text().replace("rotations: 3", "rotations: 3\nanswers: rotated")
+    spec_path = tmp_path / "finance_rotated.yaml"
+    spec_path.write_text(text)
+    result = build_pack(spec_path, tmp_path / "pack", rotations=3)
+    row = result.near_miss["operators"]["constant_answer"]
+    # questions whose answer is the same on every rotation (balanced ledger: 0) are the only survivors
+    invariant = sum(1 for q in result.shipped if len({json.dumps(v) for _, v in q.expected}) == 1)
+    assert row["mutants"] + row["errored"] == len(result.shipped)
+    assert row["match_all"] == invariant
+    assert row["match_all"] < row["mutants"]
