@@ -1,0 +1,21 @@
+"""Hugging Face publishing for evalpack packs: Hub layout, dataset card, upload, version tags.
+
+Layer 2 of ARCHITECTURE.md: imports the engine (``evalpack``), never the reverse. Importing this
+package does not import huggingface_hub; only uploading needs it (``pip install 'evalpack[hub]'``).
+
+For code (the Dagster publish asset)::
+
+    from publish import publish_pack
+    result = publish_pack(Path("packs/retail"), "owner/retail-evalpack")   # token: HF_TOKEN or login
+    result.repo_url, result.tag, result.commit_sha, result.tag_url
+
+Modules: ``layout`` (pack -> repo files and configs), ``card`` (README.md), ``check`` (re-verification
+before anything is sent), ``hub`` (create repo, one commit, tag), ``cli`` (``evalpack publish``).
+"""
+
+from __future__ import annotations
+
+from publish.hub import PackRefused, PublishResult, publish_pack
+from publish.layout import HubLayout, PublishError, build_layout
+
+__all__ = ["HubLayout", "PackRefused", "PublishError", "PublishResult", "build_layout", "publish_pack"]

@@ -1,0 +1,66 @@
+"""``evalpack publish PACK --repo OWNER/NAME [--private] [--dry-run]`` (routed here by evalpack.cli).
+
+Exit codes: 0 published (or already published with the same content, or a dry run of a verified
+pack); 1 refused (the pack fails verification, the tag exists with other content, the Hub said no);
+2 bad input (no pack, bad repo id, no token, a pack that cannot be laid out).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from publish.hub import PackRefused, prepare, resolve_endpoint, resolve_token, upload_layout
+from publish.layout import HubLayout, PublishError, check_repo_id
+
+
+def _size(n: int) -> str:
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{n} B"
+
+
+def describe(layout: HubLayout) -> list[str]:
+    """The layout as the dry run prints it: configs with their splits, then every file with its size."""
+    lines = [f"{layout.name} {layout.version} -> {layout.repo_url} (tag {layout.tag})",
+             f"configs ({len(layout.configs)}; default: questions), {layout.total_rows:,} rows:"]
+    for config in layout.configs:
+        splits = ", ".join(f"{s.name} ({s.rows:,} rows)" for s in config.splits)
+        lines.append(f"  {config.name}{' [default]' if config.default else ''}: {splits}")
+    lines.append(f"files ({len(layout.files)}, {_size(layout.total_bytes)}):")
+    lines += [f"  {_size(f.size):>9}  {f.path}" for f in layout.files]
+    return lines
+
+
+def publish_command(pack: str | Path, repo: str, *, private: bool = False, dry_run: bool = False) -> int:
+    """Re-verify PACK, then publish it to REPO (or, with ``dry_run``, print what would go up). Returns the exit code."""
+    try:
+        check_repo_id(repo)
+        token = None if dry_run else resolve_token()
+        layout, verification = prepare(pack, repo, endpoint=resolve_endpoint())
+        print(f"{pack}: {verification.summary()}")
+        for note in verification.notes:
+            print(f"  {note}")
+        if dry_run:
+            for line in describe(layout):
+                print(line)
+            print("dry run: nothing was sent")
+            return 0
+        print(f"publishing {layout.name} {layout.version} to {layout.repo_url}")
+        result = upload_layout(layout, token=token, private=private, log=lambda line: print(f"  {line}"))
+    except PackRefused as exc:
+        print(f"evalpack publish: {exc}", file=sys.stderr)
+        print("nothing was sent", file=sys.stderr)
+        return exc.exit_code
+    except PublishError as exc:
+        print(f"evalpack publish: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    if result.already_published:
+        print(f"already published: {result.tag_url} (commit {result.commit_sha})")
+    else:
+        print(f"published {result.tag_url} (commit {result.commit_sha})")
+        if result.deleted:
+            print(f"  removed {len(result.deleted)} stale file(s) from main")
+    print(f'load it: load_dataset("{result.repo_id}", "questions", revision="{result.tag}")')
+    return 0

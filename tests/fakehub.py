@@ -1,0 +1,566 @@
+"""An in-memory fake of the Hugging Face Hub, for tests: standard library only, loopback only.
+
+It serves what the real ``huggingface_hub`` and ``datasets`` clients call when a pack is published
+and loaded, with the response shapes and headers those clients read (checked against
+huggingface_hub 2.4 / datasets 5.2):
+
+- ``POST /api/repos/create`` (409 with the repo URL when it exists);
+- ``GET /api/{type}s/{id}[/revision/{rev}]`` (repo info: sha, siblings, cardData, private);
+- ``POST /api/validate-yaml`` (the README front matter must be a YAML mapping);
+- ``POST /api/{type}s/{id}/preupload/{rev}`` (always ``uploadMode: regular``, so no LFS and no Xet;
+  ``oid`` of the file already there, so unchanged files are skipped by the client);
+- ``POST /api/{type}s/{id}/commit/{rev}`` (NDJSON: header, file, deletedFile, deletedFolder;
+  ``parentCommit`` is enforced; ``lfsFile`` is refused since preupload never asks for LFS);
+- ``GET /api/{type}s/{id}/refs``, ``POST /api/{type}s/{id}/tag/{rev}`` (409 when the tag exists),
+  ``DELETE /api/{type}s/{id}/tag/{tag}``;
+- ``GET /api/{type}s/{id}/commits/{rev}``;
+- ``GET /api/{type}s/{id}/tree/{rev}[/{path}]`` (``recursive``, ``expand``);
+- ``POST /api/{type}s/{id}/paths-info/{rev}`` (form encoded, as the client sends it);
+- ``HEAD``/``GET`` ``/[{type}s/]{id}/resolve/{rev}/{path}`` with ``X-Repo-Commit``, ``ETag`` (the git
+  blob SHA-1), ``Content-Length`` and byte ranges.
+
+Errors carry ``X-Error-Code`` (``RepoNotFound``, ``RevisionNotFound``, ``EntryNotFound``) the way the
+clients map them to exceptions. Writes need ``Authorization: Bearer <token>``. Every request is
+recorded in ``FakeHub.requests`` (method, path, query, status), so a test can prove that nothing
+was sent.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import itertools
+import json
+import re
+import threading
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs, unquote, urlsplit
+
+import yaml
+
+TYPES = {"datasets": "dataset", "models": "model", "spaces": "space"}
+PREFIX = {"dataset": "datasets/", "model": "", "space": "spaces/"}
+GITATTRIBUTES = b"*.parquet filter=lfs diff=lfs merge=lfs -text\n*.arrow filter=lfs diff=lfs merge=lfs -text\n"
+EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def git_blob_sha1(data: bytes) -> str:
+    """The git object id of a blob (what the Hub reports as ``oid`` / ``ETag`` of a regular file)."""
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+
+
+@dataclass(frozen=True)
+class Request:
+    method: str
+    path: str
+    query: str
+    status: int
+
+
+@dataclass
+class Commit:
+    oid: str
+    parent: str | None
+    files: dict[str, bytes]
+    title: str
+    message: str
+    date: datetime
+
+
+@dataclass
+class Repo:
+    repo_type: str
+    repo_id: str
+    private: bool
+    created: datetime
+    commits: dict[str, Commit] = field(default_factory=dict)
+    branches: dict[str, str] = field(default_factory=dict)
+    tags: dict[str, str] = field(default_factory=dict)
+
+    def resolve(self, revision: str) -> Commit | None:
+        oid = self.branches.get(revision) or self.tags.get(revision)
+        if oid is None and re.fullmatch(r"[0-9a-f]{7,40}", revision):
+            found = [c for c in self.commits if c.startswith(revision)]
+            oid = found[0] if len(found) == 1 else None
+        return self.commits.get(oid) if oid else None
+
+
+class HubError(Exception):
+    def __init__(self, status: int, message: str, code: str | None = None, headers: dict | None = None):
+        super().__init__(message)
+        self.status, self.message, self.code, self.headers = status, message, code, headers or {}
+
+
+class FakeHub:
+    """The fake Hub's state and server. ``start()`` binds a free loopback port; ``url`` is its endpoint."""
+
+    def __init__(self, token: str = "hf_fake_write_token", user: str = "tester") -> None:
+        self.token = token
+        self.user = user
+        self.repos: dict[tuple[str, str], Repo] = {}
+        self.requests: list[Request] = []
+        self.lock = threading.RLock()
+        self._counter = itertools.count(1)
+        self._server: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    # -- lifecycle ---------------------------------------------------------------------------------
+
+    def start(self) -> str:
+        hub = self
+
+        class Handler(_Handler):
+            fake = hub
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, name="fakehub", daemon=True)
+        self._thread.start()
+        return self.url
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+
+    @property
+    def url(self) -> str:
+        assert self._server is not None, "FakeHub.start() first"
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}"
+
+    # -- inspection helpers for tests --------------------------------------------------------------
+
+    def clear_requests(self) -> None:
+        with self.lock:
+            self.requests.clear()
+
+    def files(self, repo_id: str, revision: str = "main", repo_type: str = "dataset") -> dict[str, bytes]:
+        with self.lock:
+            commit = self.repos[(repo_type, repo_id)].resolve(revision)
+            assert commit is not None, f"no revision {revision} in {repo_id}"
+            return dict(commit.files)
+
+    def history(self, repo_id: str, revision: str = "main", repo_type: str = "dataset") -> list[Commit]:
+        with self.lock:
+            repo = self.repos[(repo_type, repo_id)]
+            return list(self._walk(repo, repo.resolve(revision)))
+
+    # -- model -------------------------------------------------------------------------------------
+
+    def _now(self) -> datetime:
+        return EPOCH + timedelta(seconds=next(self._counter))
+
+    def _commit(self, repo: Repo, parent: Commit | None, files: dict[str, bytes], title: str,
+                message: str = "") -> Commit:
+        date = self._now()
+        digest = hashlib.sha1()
+        digest.update((parent.oid if parent else "root").encode())
+        digest.update(title.encode() + message.encode() + date.isoformat().encode())
+        for path in sorted(files):
+            digest.update(path.encode() + b"\0" + git_blob_sha1(files[path]).encode())
+        commit = Commit(digest.hexdigest(), parent.oid if parent else None, files, title, message, date)
+        repo.commits[commit.oid] = commit
+        return commit
+
+    @staticmethod
+    def _walk(repo: Repo, commit: Commit | None):
+        while commit is not None:
+            yield commit
+            commit = repo.commits.get(commit.parent) if commit.parent else None
+
+    def _repo(self, repo_type: str, repo_id: str, authorized: bool) -> Repo:
+        repo = self.repos.get((repo_type, repo_id))
+        if repo is None or (repo.private and not authorized):
+            raise HubError(404, "Repository not found", "RepoNotFound")
+        return repo
+
+    @staticmethod
+    def _revision(repo: Repo, revision: str) -> Commit:
+        commit = repo.resolve(revision)
+        if commit is None:
+            raise HubError(404, f"Invalid rev id: {revision}", "RevisionNotFound")
+        return commit
+
+    def _base(self, repo: Repo) -> str:
+        return f"{self.url}/{PREFIX[repo.repo_type]}{repo.repo_id}"
+
+
+def _folders(paths) -> set[str]:
+    out = set()
+    for path in paths:
+        parts = path.split("/")[:-1]
+        for i in range(1, len(parts) + 1):
+            out.add("/".join(parts[:i]))
+    return out
+
+
+def _tree_oid(files: dict[str, bytes], folder: str) -> str:
+    digest = hashlib.sha1(folder.encode())
+    for path in sorted(p for p in files if p.startswith(folder + "/")):
+        digest.update(path.encode() + git_blob_sha1(files[path]).encode())
+    return digest.hexdigest()
+
+
+def _iso(date: datetime) -> str:
+    return date.strftime("%Y-%m-%dT%H:%M:%S.") + f"{date.microsecond // 1000:03d}Z"
+
+
+def _card_data(files: dict[str, bytes]) -> dict | None:
+    text = files.get("README.md", b"").decode("utf-8", "replace")
+    match = re.match(r"^---\s*\n(.*?)\n---\s*\n", text, re.S)
+    if not match:
+        return None
+    data = yaml.safe_load(match.group(1))
+    return data if isinstance(data, dict) else None
+
+
+class _Handler(BaseHTTPRequestHandler):
+    fake: FakeHub
+    protocol_version = "HTTP/1.1"
+    server_version = "FakeHub/1.0"
+
+    def log_message(self, format, *args):
+        return
+
+    # -- plumbing ----------------------------------------------------------------------------------
+
+    def do_GET(self):
+        self._dispatch("GET")
+
+    def do_HEAD(self):
+        self._dispatch("HEAD")
+
+    def do_POST(self):
+        self._dispatch("POST")
+
+    def do_PUT(self):
+        self._dispatch("PUT")
+
+    def do_DELETE(self):
+        self._dispatch("DELETE")
+
+    def _body(self) -> bytes:
+        if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
+            chunks = []
+            while True:
+                size = int(self.rfile.readline().strip().split(b";")[0], 16)
+                if size == 0:
+                    self.rfile.readline()
+                    break
+                chunks.append(self.rfile.read(size))
+                self.rfile.readline()
+            return b"".join(chunks)
+        length = int(self.headers.get("Content-Length") or 0)
+        return self.rfile.read(length) if length else b""
+
+    def _authorized(self) -> bool:
+        auth = self.headers.get("Authorization", "")
+        return auth == f"Bearer {self.fake.token}"
+
+    def _require_write(self) -> None:
+        if not self._authorized():
+            raise HubError(401, "Invalid credentials in Authorization header", None,
+                           {"X-Error-Message": "Invalid credentials in Authorization header"})
+
+    def _send(self, method: str, status: int, body: bytes = b"", headers: dict | None = None,
+              content_type: str = "application/json") -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        for key, value in (headers or {}).items():
+            self.send_header(key, value)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if method != "HEAD" and body:
+            self.wfile.write(body)
+
+    def _json(self, method: str, data, status: int = 200, headers: dict | None = None) -> None:
+        self._send(method, status, json.dumps(data).encode(), headers)
+
+    def _dispatch(self, method: str) -> None:
+        split = urlsplit(self.path)
+        status = 500
+        try:
+            body = self._body()
+            status = self._route(method, split.path, parse_qs(split.query), body)
+        except HubError as err:
+            status = err.status
+            headers = dict(err.headers)
+            if err.code:
+                headers["X-Error-Code"] = err.code
+            headers.setdefault("X-Error-Message", err.message)
+            self._json(method, {"error": err.message}, err.status, headers)
+        except Exception as exc:  # a bug in the fake: answer 500 with the reason rather than hang
+            status = 500
+            self._json(method, {"error": f"fake hub: {type(exc).__name__}: {exc}"}, 500)
+        finally:
+            with self.fake.lock:
+                self.fake.requests.append(Request(method, split.path, split.query, status))
+
+    # -- routes ------------------------------------------------------------------------------------
+
+    def _route(self, method: str, path: str, query: dict, body: bytes) -> int:
+        raw = path.strip("/").split("/")
+        seg = [unquote(s) for s in raw]
+        fake = self.fake
+        if seg[:3] == ["api", "repos", "create"] and method == "POST":
+            return self._create_repo(method, json.loads(body or b"{}"))
+        if seg[:2] == ["api", "validate-yaml"] and method == "POST":
+            return self._validate_yaml(method, json.loads(body or b"{}"))
+        if seg[:2] == ["api", "whoami-v2"]:
+            if not self._authorized():
+                raise HubError(401, "Invalid credentials in Authorization header")
+            self._json(method, {"type": "user", "name": fake.user, "orgs": []})
+            return 200
+        if len(seg) >= 4 and seg[0] == "api" and seg[1] in TYPES:
+            repo_type, repo_id = TYPES[seg[1]], f"{seg[2]}/{seg[3]}"
+            action = seg[4] if len(seg) > 4 else None
+            with fake.lock:
+                repo = fake._repo(repo_type, repo_id, self._authorized())
+                if action is None and method == "GET":
+                    return self._info(method, repo, "main")
+                if action == "revision" and method == "GET":
+                    return self._info(method, repo, "/".join(seg[5:]))
+                if action == "refs" and method == "GET":
+                    return self._refs(method, repo)
+                if action == "preupload" and method == "POST":
+                    self._require_write()
+                    return self._preupload(method, repo, seg[5], json.loads(body))
+                if action == "commit" and method == "POST":
+                    self._require_write()
+                    return self._commit(method, repo, seg[5], body)
+                if action == "tag" and method == "POST":
+                    self._require_write()
+                    return self._create_tag(method, repo, seg[5], json.loads(body or b"{}"))
+                if action == "tag" and method == "DELETE":
+                    self._require_write()
+                    if repo.tags.pop(seg[5], None) is None:
+                        raise HubError(404, f"Invalid rev id: {seg[5]}", "RevisionNotFound")
+                    self._json(method, {})
+                    return 200
+                if action == "commits" and method == "GET":
+                    return self._commits(method, repo, seg[5])
+                if action == "tree" and method == "GET":
+                    return self._tree(method, repo, seg[5], unquote("/".join(raw[6:])), query)
+                if action == "paths-info" and method == "POST":
+                    return self._paths_info(method, repo, seg[5], parse_qs(body.decode()))
+        resolve = self._match_resolve(raw)
+        if resolve and method in ("GET", "HEAD"):
+            repo_type, repo_id, revision, filename = resolve
+            with fake.lock:
+                repo = fake._repo(repo_type, repo_id, self._authorized())
+                commit = fake._revision(repo, revision)
+                data = commit.files.get(filename)
+            if data is None:
+                raise HubError(404, "Entry not found", "EntryNotFound", {"X-Repo-Commit": commit.oid})
+            return self._serve_file(method, commit.oid, data)
+        raise HubError(404, f"fake hub has no route for {method} {path}")
+
+    @staticmethod
+    def _match_resolve(raw: list[str]):
+        if "resolve" not in raw:
+            return None
+        i = raw.index("resolve")
+        head, rest = raw[:i], raw[i + 1:]
+        if len(rest) < 2:
+            return None
+        if len(head) == 3 and head[0] in TYPES:
+            repo_type, owner, name = TYPES[head[0]], head[1], head[2]
+        elif len(head) == 2:
+            repo_type, owner, name = "model", head[0], head[1]
+        else:
+            return None
+        return repo_type, f"{unquote(owner)}/{unquote(name)}", unquote(rest[0]), unquote("/".join(rest[1:]))
+
+    def _create_repo(self, method: str, payload: dict) -> int:
+        self._require_write()
+        repo_type = payload.get("type") or "model"
+        name, org = payload["name"], payload.get("organization") or self.fake.user
+        repo_id = f"{org}/{name}"
+        fake = self.fake
+        with fake.lock:
+            url = f"{fake.url}/{PREFIX[repo_type]}{repo_id}"
+            if (repo_type, repo_id) in fake.repos:
+                self._json(method, {"error": "You already created this repo", "url": url}, 409)
+                return 409
+            repo = Repo(repo_type, repo_id, payload.get("visibility") == "private", fake._now())
+            initial = fake._commit(repo, None, {".gitattributes": GITATTRIBUTES}, "initial commit")
+            repo.branches["main"] = initial.oid
+            fake.repos[(repo_type, repo_id)] = repo
+        self._json(method, {"url": url, "name": repo_id})
+        return 200
+
+    def _validate_yaml(self, method: str, payload: dict) -> int:
+        text = payload.get("content", "")
+        match = re.match(r"^---\s*\n(.*?)\n---\s*\n", text, re.S)
+        errors = []
+        if match:
+            try:
+                data = yaml.safe_load(match.group(1))
+                if not isinstance(data, dict):
+                    errors.append({"message": "metadata must be a YAML mapping"})
+            except yaml.YAMLError as exc:
+                errors.append({"message": f"invalid YAML: {exc}"})
+        status = 400 if errors else 200
+        self._json(method, {"errors": errors, "warnings": []}, status)
+        return status
+
+    def _info(self, method: str, repo: Repo, revision: str) -> int:
+        commit = self.fake._revision(repo, revision)
+        owner = repo.repo_id.split("/")[0]
+        self._json(method, {
+            "_id": hashlib.sha1(repo.repo_id.encode()).hexdigest()[:24],
+            "id": repo.repo_id,
+            "author": owner,
+            "sha": commit.oid,
+            "lastModified": _iso(commit.date),
+            "createdAt": _iso(repo.created),
+            "private": repo.private,
+            "gated": False,
+            "disabled": False,
+            "downloads": 0,
+            "likes": 0,
+            "tags": [],
+            "cardData": _card_data(commit.files),
+            "siblings": [{"rfilename": p} for p in sorted(commit.files)],
+        })
+        return 200
+
+    def _refs(self, method: str, repo: Repo) -> int:
+        def refs(kind, items):
+            return [{"name": n, "ref": f"refs/{kind}/{n}", "targetCommit": oid} for n, oid in sorted(items.items())]
+
+        self._json(method, {"branches": refs("heads", repo.branches), "converts": [],
+                            "tags": refs("tags", repo.tags), "pullRequests": []})
+        return 200
+
+    def _preupload(self, method: str, repo: Repo, revision: str, payload: dict) -> int:
+        commit = self.fake._revision(repo, revision)
+        files = []
+        for item in payload.get("files", []):
+            existing = commit.files.get(item["path"])
+            files.append({"path": item["path"], "uploadMode": "regular", "shouldIgnore": False,
+                          "oid": git_blob_sha1(existing) if existing is not None else None})
+        self._json(method, {"files": files, "commitOid": commit.oid})
+        return 200
+
+    def _commit(self, method: str, repo: Repo, branch: str, body: bytes) -> int:
+        if branch not in repo.branches:
+            raise HubError(404 if repo.resolve(branch) is None else 400,
+                           f"Invalid rev id: {branch} (commits go to a branch)", "RevisionNotFound")
+        head = repo.commits[repo.branches[branch]]
+        lines = [json.loads(line) for line in body.splitlines() if line.strip()]
+        if not lines or lines[0].get("key") != "header":
+            raise HubError(400, "the commit payload must start with a header line")
+        header = lines[0]["value"]
+        parent = header.get("parentCommit")
+        if parent is not None and parent != head.oid:
+            raise HubError(412, "A commit has happened since. Please refresh and try again.")
+        files = dict(head.files)
+        for line in lines[1:]:
+            key, value = line["key"], line["value"]
+            if key == "file":
+                if value.get("encoding") != "base64":
+                    raise HubError(400, "file content must be base64")
+                files[value["path"]] = base64.b64decode(value["content"])
+            elif key == "deletedFile":
+                if files.pop(value["path"], None) is None:
+                    raise HubError(404, f"A file with this name doesn't exist: {value['path']}", "EntryNotFound")
+            elif key == "deletedFolder":
+                prefix = value["path"].rstrip("/") + "/"
+                gone = [p for p in files if p.startswith(prefix)]
+                if not gone:
+                    raise HubError(404, f"A folder with this name doesn't exist: {value['path']}", "EntryNotFound")
+                for p in gone:
+                    del files[p]
+            elif key == "lfsFile":
+                raise HubError(400, "this fake hub answered preupload with 'regular': no LFS file was expected")
+            else:
+                raise HubError(400, f"unknown commit operation {key!r}")
+        commit = self.fake._commit(repo, head, files, header.get("summary", ""), header.get("description", ""))
+        repo.branches[branch] = commit.oid
+        self._json(method, {"success": True, "commitOid": commit.oid, "commitUrl": f"{self.fake._base(repo)}"
+                            f"/commit/{commit.oid}", "hookOutput": "", "pullRequestUrl": None})
+        return 200
+
+    def _create_tag(self, method: str, repo: Repo, revision: str, payload: dict) -> int:
+        commit = self.fake._revision(repo, revision)
+        tag = payload["tag"]
+        if tag in repo.tags or tag in repo.branches:
+            raise HubError(409, f"Tag {tag} already exists")
+        repo.tags[tag] = commit.oid
+        self._json(method, {})
+        return 200
+
+    def _commits(self, method: str, repo: Repo, revision: str) -> int:
+        commit = self.fake._revision(repo, revision)
+        self._json(method, [{"id": c.oid, "title": c.title, "message": c.message, "date": _iso(c.date),
+                             "authors": [{"user": self.fake.user}]} for c in self.fake._walk(repo, commit)])
+        return 200
+
+    def _entry(self, commit: Commit, path: str, expand: bool) -> dict:
+        if path in commit.files:
+            data = commit.files[path]
+            entry = {"type": "file", "oid": git_blob_sha1(data), "size": len(data), "path": path}
+        else:
+            entry = {"type": "directory", "oid": _tree_oid(commit.files, path), "size": 0, "path": path}
+        if expand:
+            entry["lastCommit"] = {"id": commit.oid, "title": commit.title, "date": _iso(commit.date)}
+        return entry
+
+    def _tree(self, method: str, repo: Repo, revision: str, path: str, query: dict) -> int:
+        commit = self.fake._revision(repo, revision)
+        recursive = query.get("recursive", ["false"])[0].lower() in ("true", "1")
+        expand = query.get("expand", ["false"])[0].lower() in ("true", "1")
+        path = path.strip("/")
+        folders = _folders(commit.files)
+        if path and path in commit.files:
+            self._json(method, [self._entry(commit, path, expand)])
+            return 200
+        if path and path not in folders:
+            raise HubError(404, f"{path} does not exist on {revision}", "EntryNotFound",
+                           {"X-Repo-Commit": commit.oid})
+        prefix = path + "/" if path else ""
+        names = set()
+        for p in list(commit.files) + sorted(folders):
+            if not p.startswith(prefix) or p == path:
+                continue
+            rest = p[len(prefix):]
+            names.add(p if recursive else prefix + rest.split("/")[0])
+        dirs = sorted(n for n in names if n in folders)
+        files = sorted(n for n in names if n not in folders)
+        self._json(method, [self._entry(commit, n, expand) for n in dirs + files])
+        return 200
+
+    def _paths_info(self, method: str, repo: Repo, revision: str, form: dict) -> int:
+        commit = self.fake._revision(repo, revision)
+        expand = form.get("expand", ["False"])[0].lower() in ("true", "1")
+        folders = _folders(commit.files)
+        out = [self._entry(commit, p.strip("/"), expand) for p in form.get("paths", [])
+               if p.strip("/") in commit.files or p.strip("/") in folders]
+        self._json(method, out)
+        return 200
+
+    def _serve_file(self, method: str, commit_oid: str, data: bytes) -> int:
+        headers = {"X-Repo-Commit": commit_oid, "ETag": f'"{git_blob_sha1(data)}"', "Accept-Ranges": "bytes"}
+        wanted = self.headers.get("Range")
+        if wanted:
+            match = re.fullmatch(r"bytes=(\d*)-(\d*)", wanted.strip())
+            if not match or (not match.group(1) and not match.group(2)):
+                raise HubError(416, "bad range")
+            if match.group(1):
+                start = int(match.group(1))
+                end = int(match.group(2)) if match.group(2) else len(data) - 1
+            else:
+                start, end = max(len(data) - int(match.group(2)), 0), len(data) - 1
+            end = min(end, len(data) - 1)
+            if start >= len(data) or start > end:
+                raise HubError(416, "range not satisfiable", None, {"Content-Range": f"bytes */{len(data)}"})
+            headers["Content-Range"] = f"bytes {start}-{end}/{len(data)}"
+            self._send(method, 206, data[start:end + 1], headers, "application/octet-stream")
+            return 206
+        self._send(method, 200, data, headers, "application/octet-stream")
+        return 200

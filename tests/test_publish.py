@@ -1,0 +1,400 @@
+"""Publishing to the Hub, against the in-memory fake Hub of tests/fakehub.py with the real clients.
+
+Everything that talks to the Hub runs the real ``evalpack publish`` command or the real
+``datasets.load_dataset`` in a subprocess whose environment points ``HF_ENDPOINT`` at the fake Hub
+(set before huggingface_hub is imported, which reads it at import time), keeps its caches and login
+in temporary folders, and routes every other host to a dead proxy: nothing can reach the real Hub.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+from decimal import Decimal
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+import yaml
+from fakehub import FakeHub, git_blob_sha1
+
+from evalpack.build import build_pack
+from publish.card import size_category
+from publish.layout import QUESTION_SCHEMA, build_layout
+
+ROOT = Path(__file__).resolve().parents[1]
+REPO = "tester/retail-evalpack"
+DEAD_PROXY = "http://127.0.0.1:9"
+
+
+@pytest.fixture(scope="session")
+def hub():
+    fake = FakeHub()
+    fake.start()
+    yield fake
+    fake.stop()
+
+
+@pytest.fixture(scope="session")
+def hub_env(hub, tmp_path_factory) -> dict[str, str]:
+    home = tmp_path_factory.mktemp("hf_home")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "HUGGINGFACE_"))}
+    env.update({
+        "HF_ENDPOINT": hub.url,
+        "HF_TOKEN": hub.token,
+        "HF_HOME": str(home),
+        "HF_DATASETS_CACHE": str(home / "datasets"),
+        "HF_HUB_OFFLINE": "0",
+        "HF_DATASETS_OFFLINE": "0",
+        "HF_HUB_DISABLE_XET": "1",
+        "HF_HUB_DISABLE_TELEMETRY": "1",
+        "HF_HUB_DISABLE_PROGRESS_BARS": "1",
+        "HF_DATASETS_DISABLE_PROGRESS_BARS": "1",
+        "HTTP_PROXY": DEAD_PROXY, "HTTPS_PROXY": DEAD_PROXY, "ALL_PROXY": DEAD_PROXY,
+        "http_proxy": DEAD_PROXY, "https_proxy": DEAD_PROXY, "all_proxy": DEAD_PROXY,
+        "NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost",
+        "PYTHONPATH": os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep),
+    })
+    return env
+
+
+def publish_cli(env: dict, pack: Path, *args: str, repo: str = REPO) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "evalpack.cli", "publish", str(pack), "--repo", repo, *args],
+                          env=env, cwd=ROOT, capture_output=True, text=True, timeout=300)
+
+
+@pytest.fixture(scope="session")
+def retail_v110(tmp_path_factory) -> Path:
+    """The retail spec with its version bumped to 1.1.0, built from another seed with two rotations."""
+    folder = tmp_path_factory.mktemp("retail_v110")
+    text = (ROOT / "schemas" / "retail.yaml").read_text(encoding="utf-8")
+    assert "\nversion: 1.0.0\n" in text
+    spec = folder / "retail.yaml"
+    spec.write_text(text.replace("\nversion: 1.0.0\n", "\nversion: 1.1.0\n"), encoding="utf-8")
+    build_pack(spec, folder / "pack", seed=7, rotations=2, jobs=2)
+    return folder / "pack"
+
+
+@pytest.fixture(scope="session")
+def published(hub, hub_env, retail_pack, retail_v110):
+    """retail published as v1.0.0, then the changed pack as v1.1.0, through the real CLI."""
+    first = publish_cli(hub_env, retail_pack)
+    assert first.returncode == 0, first.stdout + first.stderr
+    second = publish_cli(hub_env, retail_v110)
+    assert second.returncode == 0, second.stdout + second.stderr
+    return {"v1.0.0": first, "v1.1.0": second}
+
+
+def manifest(pack: Path) -> dict:
+    return json.loads((pack / "manifest.json").read_text(encoding="utf-8"))
+
+
+# --------------------------------------------------------------------------- layout and card (no network)
+
+
+@pytest.mark.parametrize(("rows", "label"), [
+    (0, "n<1K"), (999, "n<1K"), (1_000, "1K<n<10K"), (9_999, "1K<n<10K"), (10_000, "10K<n<100K"),
+    (126_073, "100K<n<1M"), (999_999, "100K<n<1M"), (1_000_000, "1M<n<10M"), (10**9, "1B<n<10B"),
+    (10**12, "n>1T"),
+])
+def test_size_categories_follow_the_hub_bounds(rows, label):
+    assert size_category(rows) == label
+
+
+def test_layout_and_card_of_the_retail_pack(retail_pack):
+    layout = build_layout(retail_pack, REPO)
+    m = manifest(retail_pack)
+    paths = {f.path for f in layout.files}
+    for table in m["tables"]:
+        for rotation in m["rotations"]:
+            source = retail_pack / "rotations" / rotation / "tables" / f"{table}.parquet"
+            assert layout.file(f"data/{table}/{rotation}.parquet").read_bytes() == source.read_bytes()
+    assert "data/questions/test.parquet" in paths
+    pack_files = {p.relative_to(retail_pack).as_posix() for p in retail_pack.rglob("*") if p.is_file()}
+    assert pack_files - {"README.md"} <= paths  # every other pack file beside them, unchanged
+    for rel in pack_files - {"README.md"}:
+        assert layout.file(rel).read_bytes() == (retail_pack / rel).read_bytes()
+
+    card = layout.file("README.md").read_bytes().decode()
+    header = yaml.safe_load(card.split("---\n")[1])
+    total = sum(sum(t["rows"].values()) for t in m["tables"].values()) + m["questions"]["shipped"]
+    assert layout.total_rows == total
+    assert header["size_categories"] == [size_category(total)] == ["100K<n<1M"]
+    assert header["license"] == m["license"]
+    assert header["task_categories"] == ["table-question-answering"]
+    assert {"text-to-sql", "evaluation", "synthetic"} <= set(header["tags"])
+    configs = {c["config_name"]: c for c in header["configs"]}
+    assert header["configs"][0]["config_name"] == "questions" and configs["questions"]["default"] is True
+    assert [d["split"] for d in configs["orders"]["data_files"]] == m["rotations"]
+    assert configs["orders"]["data_files"][0]["path"] == f"data/orders/{m['rotations'][0]}.parquet"
+    for needed in ('revision="v1.0.0"', "verify.py", "## Tables", "## Questions", "## Near misses",
+                   "## Verify the attestation", "```bibtex", "40,000", "group_period_total", "every rotation"):
+        assert needed in card, needed
+
+    from huggingface_hub import DatasetCard  # the card parses as the Hub client parses it
+
+    data = DatasetCard(card).data
+    assert data.license == m["license"] and data.size_categories == ["100K<n<1M"]
+    assert build_layout(retail_pack, REPO).file("README.md").read_bytes() == card.encode()  # deterministic
+
+
+def test_questions_parquet_holds_every_answer_type(retail_pack):
+    layout = build_layout(retail_pack, REPO)
+    table = pq.read_table(io.BytesIO(layout.file("data/questions/test.parquet").read_bytes()))
+    assert table.schema.equals(QUESTION_SCHEMA, check_metadata=False)
+    records = [json.loads(line) for line in (retail_pack / "questions.jsonl").read_text().splitlines()]
+    rows = table.to_pylist()
+    assert [r["id"] for r in rows] == [q["id"] for q in records]
+    seen = set()
+    for row, record in zip(rows, records, strict=True):
+        assert json.loads(row["expected_answer"]) == record["expected_answer"]
+        typed = {"number": row["expected_number"], "integer": row["expected_integer"],
+                 "string": row["expected_string"]}
+        assert typed.pop(record["answer_type"]) == record["expected_answer"]
+        assert all(v is None for v in typed.values())
+        seen.add(record["answer_type"])
+    assert {"number", "integer"} <= seen
+
+
+def test_rotated_answers_give_one_questions_split_per_rotation(retail_pack, tmp_path):
+    pack = tmp_path / "rotated"
+    shutil.copytree(retail_pack, pack)
+    m = manifest(pack)
+    m["answers"] = "rotated"
+    (pack / "manifest.json").write_text(json.dumps(m), encoding="utf-8")
+    records = [json.loads(line) for line in (pack / "questions.jsonl").read_text().splitlines()]
+    for record in records:
+        if record["answer_type"] == "integer":
+            record["expected_answer"] = {r: record["expected_answer"] + i for i, r in enumerate(m["rotations"])}
+        else:
+            record["expected_answer"] = {r: record["expected_answer"] for r in m["rotations"]}
+    (pack / "questions.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    layout = build_layout(pack, REPO)
+    questions = layout.configs[0]
+    assert questions.name == "questions" and [s.name for s in questions.splits] == m["rotations"]
+    integer = next(r for r in records if r["answer_type"] == "integer")
+    for i, split in enumerate(questions.splits):
+        rows = pq.read_table(io.BytesIO(layout.file(split.path).read_bytes())).to_pylist()
+        row = next(r for r in rows if r["id"] == integer["id"])
+        assert row["expected_integer"] == integer["expected_answer"][split.name] == json.loads(row["expected_answer"])
+        assert split.name == m["rotations"][i]
+
+
+# --------------------------------------------------------------------------- the fake Hub and the real clients
+
+
+def test_two_versions_each_one_commit_and_one_tag(hub, published, retail_pack, retail_v110):
+    for out in published.values():
+        assert hub.token not in out.stdout + out.stderr  # the token is never printed
+    repo = hub.repos[("dataset", REPO)]
+    assert set(repo.tags) == {"v1.0.0", "v1.1.0"}
+    history = hub.history(REPO)
+    assert [c.oid for c in history[:2]] == [repo.tags["v1.1.0"], repo.tags["v1.0.0"]]  # one commit per version
+    assert history[2].parent is None and len(history) == 3  # then the repo's initial commit
+
+    v1 = hub.files(REPO, "v1.0.0")
+    v11 = hub.files(REPO, "v1.1.0")
+    for version, pack in (("v1.0.0", retail_pack), ("v1.1.0", retail_v110)):
+        files = hub.files(REPO, version)
+        expected = {f.path: f.read_bytes() for f in build_layout(pack, REPO, hub.url).files}
+        assert {p: git_blob_sha1(b) for p, b in files.items() if p != ".gitattributes"} == {
+            p: git_blob_sha1(b) for p, b in expected.items()}
+    stale = [p for p in v1 if "seed_42" in p]
+    assert "data/orders/seed_42.parquet" in stale and "rotations/seed_42/tables/orders.csv" in stale
+    assert not any("seed_42" in p for p in v11)  # gone at v1.1.0 ...
+    assert all(p in hub.files(REPO, "v1.0.0") for p in stale)  # ... and still there at v1.0.0
+    assert ".gitattributes" in v11
+    assert "removed" in published["v1.1.0"].stdout
+
+
+def test_load_dataset_from_each_tag(hub, hub_env, published, retail_pack, retail_v110):
+    script = r"""
+import json, sys
+from datasets import load_dataset
+repo, tag = sys.argv[1], sys.argv[2]
+orders = load_dataset(repo, "orders", revision=tag)
+questions = load_dataset(repo, "questions", revision=tag)
+first = {s: orders[s][0] for s in orders}
+print(json.dumps({
+    "orders": {s: orders[s].num_rows for s in orders},
+    "types": sorted({(k, type(v).__name__) for row in first.values() for k, v in row.items()}),
+    "amount": str(next(iter(first.values()))["amount"]),
+    "questions": {s: questions[s].num_rows for s in questions},
+    "expected": {r["id"]: r["expected_answer"] for r in questions[next(iter(questions))]},
+}))
+"""
+    hub.clear_requests()
+    runs = {tag: subprocess.Popen([sys.executable, "-c", script, REPO, tag], env=hub_env, cwd=ROOT,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            for tag in ("v1.0.0", "v1.1.0")}  # the two loads run side by side
+    got = {}
+    for tag, proc in runs.items():
+        out, err = proc.communicate(timeout=600)
+        assert proc.returncode == 0, err[-4000:]
+        got[tag] = json.loads(out.strip().splitlines()[-1])
+    assert hub.requests and all(r.method in ("GET", "HEAD") for r in hub.requests)  # it read from the fake Hub
+
+    for tag, pack in (("v1.0.0", retail_pack), ("v1.1.0", retail_v110)):
+        m = manifest(pack)
+        assert got[tag]["orders"] == {r: m["tables"]["orders"]["rows"][r] for r in m["rotations"]}
+        types = dict(map(tuple, got[tag]["types"]))
+        assert types["amount"] == "Decimal" and types["ordered_at"] == "date"
+        Decimal(got[tag]["amount"])
+        assert got[tag]["questions"] == {"test": m["questions"]["shipped"]}
+        records = [json.loads(line) for line in (pack / "questions.jsonl").read_text().splitlines()]
+        assert {q["id"]: json.loads(got[tag]["expected"][q["id"]]) for q in records} == {
+            q["id"]: q["expected_answer"] for q in records}
+    assert list(got["v1.0.0"]["orders"]) == ["seed_42", "seed_43", "seed_44"]
+    assert list(got["v1.1.0"]["orders"]) == ["seed_7", "seed_8"]
+
+
+def test_publishing_the_same_version_again_sends_nothing(hub, published, retail_pack, monkeypatch):
+    """publish_pack, the function the Dagster asset calls: the same content at the same tag is a no-op."""
+    import huggingface_hub.constants
+    from huggingface_hub.utils import close_session
+
+    monkeypatch.setattr(huggingface_hub.constants, "ENDPOINT", hub.url)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_DISABLE_TELEMETRY", True)
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"):
+        monkeypatch.setenv(name, DEAD_PROXY)
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
+    close_session()  # the next client reads the environment above
+    from publish import publish_pack
+
+    tag_commit = hub.repos[("dataset", REPO)].tags["v1.0.0"]
+    hub.clear_requests()
+    result = publish_pack(retail_pack, REPO, token=hub.token, endpoint=hub.url)
+    close_session()
+    assert result.already_published and result.tag == "v1.0.0" and result.commit_sha == tag_commit
+    assert result.repo_url == f"{hub.url}/datasets/{REPO}" and result.tag_url.endswith("/tree/v1.0.0")
+    assert not [r for r in hub.requests if r.method != "GET" and "repos/create" not in r.path]
+    assert hub.repos[("dataset", REPO)].tags["v1.0.0"] == tag_commit
+
+
+def test_an_existing_tag_is_never_moved(hub, hub_env, published, finance_pack):
+    assert manifest(finance_pack)["version"] == "1.0.0"
+    before = dict(hub.repos[("dataset", REPO)].tags)
+    hub.clear_requests()
+    run = publish_cli(hub_env, finance_pack)
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert "tag v1.0.0 already exists" in run.stderr and "never moved" in run.stderr
+    assert not [r for r in hub.requests if "/commit/" in r.path or "/tag/" in r.path]
+    assert hub.repos[("dataset", REPO)].tags == before
+
+
+def _tamper_answer(pack: Path) -> str:
+    lines = (pack / "questions.jsonl").read_text(encoding="utf-8").splitlines()
+    record = json.loads(lines[0])
+    record["expected_answer"] = record["expected_answer"] + 1
+    lines[0] = json.dumps(record)
+    (pack / "questions.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return record["id"]
+
+
+def _drop_a_row(pack: Path) -> str:
+    rotation = manifest(pack)["rotations"][1]
+    path = pack / "rotations" / rotation / "tables" / "orders.parquet"
+    table = pq.read_table(path)
+    pq.write_table(table.slice(0, table.num_rows - 1), path)
+    return f"rotations/{rotation}/tables/orders.parquet"
+
+
+@pytest.mark.parametrize("tamper", [_tamper_answer, _drop_a_row])
+def test_a_tampered_pack_is_refused_before_any_request(hub, hub_env, retail_pack, tmp_path, tamper):
+    pack = tmp_path / "tampered"
+    shutil.copytree(retail_pack, pack)
+    named = tamper(pack)
+    hub.clear_requests()
+    run = publish_cli(hub_env, pack, repo="tester/tampered")
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert "refused" in run.stderr and "nothing was sent" in run.stderr
+    assert named in run.stderr or "questions.jsonl" in run.stderr  # names what failed
+    assert hub.requests == []
+    assert ("dataset", "tester/tampered") not in hub.repos
+
+
+def test_dry_run_prints_the_layout_and_makes_no_request(hub, hub_env, retail_pack):
+    env = {k: v for k, v in hub_env.items() if k != "HF_TOKEN"}  # no token needed to look
+    hub.clear_requests()
+    run = publish_cli(env, retail_pack, "--dry-run", repo="tester/dry-run")
+    assert run.returncode == 0, run.stdout + run.stderr
+    out = run.stdout
+    assert hub.requests == []
+    assert ("dataset", "tester/dry-run") not in hub.repos
+    assert "nothing was sent" in out and "tag v1.0.0" in out
+    import evalpack.attest
+
+    method = "evalpack verify" if hasattr(evalpack.attest, "verify_command") else "gold SQL rerun"
+    assert f"verified ({method}" in out  # re-verified first, with the engine's check when it has one
+    assert f"questions [default]: test ({manifest(retail_pack)['questions']['shipped']} rows)" in out
+    assert "orders: seed_42 (40,000 rows), seed_43 (40,000 rows), seed_44 (40,000 rows)" in out
+    for path in ("README.md", "data/orders/seed_42.parquet", "data/questions/test.parquet", "questions.jsonl",
+                 "manifest.json", "certificate.json", "verify.py"):
+        assert f"  {path}\n" in out, path
+    assert "KB  data/orders/seed_42.parquet" in out
+
+
+def test_private_is_refused_on_an_existing_public_repo(hub, hub_env, published, retail_pack):
+    run = publish_cli(hub_env, retail_pack, "--private")
+    assert run.returncode == 1 and "exists and is public" in run.stderr
+
+
+def test_a_rejected_token_is_reported_but_never_printed(hub, hub_env, retail_pack):
+    env = dict(hub_env, HF_TOKEN="hf_this_token_is_wrong_0123456789")
+    run = publish_cli(env, retail_pack, repo="tester/wrong-token")
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert "401" in run.stderr or "Unauthorized" in run.stderr or "credentials" in run.stderr
+    assert "hf_this_token_is_wrong_0123456789" not in run.stdout + run.stderr
+    assert ("dataset", "tester/wrong-token") not in hub.repos
+
+
+def test_the_cards_download_and_verify_steps_work(hub, hub_env, published, retail_pack, tmp_path):
+    """Follow the published card: download the tag without the Hub-only files, then verify and score."""
+    card = hub.files(REPO, "v1.0.0")["README.md"].decode()
+    block = card.split("## How to score", 1)[1].split("```bash\n", 1)[1].split("```", 1)[0]
+    download = next(line for line in block.splitlines() if line.startswith("hf download"))
+    local = shlex.split(download)[shlex.split(download).index("--local-dir") + 1]
+    assert "rm -rf " + local + "/.cache" in block
+    run = subprocess.run([sys.executable, "-m", "huggingface_hub.cli.hf", *shlex.split(download)[1:]],
+                         env=hub_env, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stdout + run.stderr
+    shutil.rmtree(tmp_path / local / ".cache", ignore_errors=True)
+    got = {p.relative_to(tmp_path / local).as_posix() for p in (tmp_path / local).rglob("*") if p.is_file()}
+    assert got == {p.relative_to(retail_pack).as_posix() for p in retail_pack.rglob("*") if p.is_file()}
+    for rel in got:
+        assert (tmp_path / local / rel).read_bytes() == (retail_pack / rel).read_bytes()
+    verify = subprocess.run([sys.executable, "-m", "evalpack.cli", "verify", local], env=hub_env, cwd=tmp_path,
+                            capture_output=True, text=True, timeout=300)
+    assert verify.returncode == 0, verify.stdout + verify.stderr
+    score = subprocess.run([sys.executable, f"{local}/verify.py"], env=hub_env, cwd=tmp_path, capture_output=True,
+                           text=True, timeout=300)
+    assert score.returncode == 0, score.stdout + score.stderr
+
+
+def test_fallback_verification_without_the_engine_verify_command(retail_pack, tmp_path, monkeypatch):
+    """Until/unless evalpack.attest.verify_command exists: subjects re-hashed, gold SQL rerun, consistency."""
+    import evalpack.attest
+    from publish.check import verify_pack
+
+    monkeypatch.delattr(evalpack.attest, "verify_command", raising=False)
+    clean = verify_pack(retail_pack, manifest(retail_pack))
+    assert clean.ok and clean.method.startswith("gold SQL rerun"), clean.failures
+    assert any("gold SQL:" in note for note in clean.notes)
+
+    pack = tmp_path / "tampered"
+    shutil.copytree(retail_pack, pack)
+    qid = _tamper_answer(pack)
+    with open(pack / "verify.py", "a", encoding="utf-8") as handle:
+        handle.write("# edited\n")
+    table = _drop_a_row(pack)
+    result = verify_pack(pack, manifest(pack))
+    assert not result.ok
+    text = "\n".join(result.failures)
+    assert f"FAIL {qid}" in text and f"{table}: " in text
+    if (retail_pack / "attestation.intoto.json").is_file():
+        assert "verify.py: SHA-256 differs" in text and "questions.jsonl: SHA-256 differs" in text
