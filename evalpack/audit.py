@@ -16,6 +16,7 @@ each rotation's written tables and reports, per question:
 
 and, for imported packs, ``as_received``: the received file no longer has its recorded SHA-256.
 
+Every query runs in verify.py's sandbox (read-only, no file access, one SELECT, time-limited).
 Links for the orphan check come from the spec's declared relationships (built packs), or from
 the foreign keys of the source database recorded at import plus links inferred from the data:
 a column whose distinct non-null values are a near-subset (>= 95 %, with at least one miss) of
@@ -37,7 +38,15 @@ import duckdb
 import sqlglot
 
 from evalpack.errors import EvalpackError
-from evalpack.scoring import ROWS_TYPE, answer_matches, connect_tables, expected_for, observed, top_level_order_by
+from evalpack.scoring import (
+    ROWS_TYPE,
+    answer_matches,
+    expected_for,
+    observed,
+    open_sandbox,
+    top_level_order_by,
+)
+from evalpack.scoring import run_query as run_untrusted
 from evalpack.verify import Link, exclude_orphans, tie_probe
 
 NEAR_SUBSET = 0.95
@@ -103,10 +112,13 @@ class Run:
 
 
 def run_query(con: duckdb.DuckDBPyConnection, sql: str) -> Run:
-    try:
-        return Run(con.execute(sql).fetchall())
-    except duckdb.Error as exc:
-        return Run(None, str(exc).strip().splitlines()[0])
+    """Run one query the way verify.py runs SQL: one SELECT statement, under its time and row limits.
+
+    ``con`` is a sandbox (:func:`evalpack.scoring.open_sandbox`): gold SQL of an imported pack comes
+    from outside and is run as untrusted, like a candidate's.
+    """
+    outcome = run_untrusted(con, sql)
+    return Run(outcome.rows, outcome.error)
 
 
 def matches_answer(con: duckdb.DuckDBPyConnection, r: dict, expected: Any, rows: list[tuple]) -> bool:
@@ -500,7 +512,7 @@ def audit_pack(pack: Path) -> list[Finding]:
     findings = as_received_findings(pack, manifest) + seal_findings(records)
     recorded, made = _recorded_values(pack, manifest)
     for rotation in pack_rotations(pack):
-        con = connect_tables(pack / "rotations" / rotation / "tables")
+        con = open_sandbox(pack / "rotations" / rotation / "tables")
         try:
             links = pack_links(con, manifest)
             for r in records:

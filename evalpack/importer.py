@@ -86,7 +86,7 @@ from evalpack.audit import (
 from evalpack.build import SCORER, publish_dir, staging_dir
 from evalpack.certify import HASHES, dumps
 from evalpack.errors import EvalpackError
-from evalpack.scoring import COMPARISON_RULE, ROWS_TYPE, SCALAR_TYPES, connect_tables
+from evalpack.scoring import COMPARISON_RULE, ROWS_TYPE, SCALAR_TYPES, open_sandbox
 from evalpack.verify import Link
 
 ROTATION = "seed_0"
@@ -889,7 +889,7 @@ def import_pack(questions: str | Path, *, data: str | Path, output: str | Path, 
         source = write_source(data, tables_dir)
         (staging / RECEIVED).mkdir()
         (staging / RECEIVED / questions.name).write_bytes(raw)
-        con = connect_tables(tables_dir)
+        con = open_sandbox(tables_dir)  # the questions' SQL comes from outside: run it like a candidate's
         try:
             declared = counted(con, [(lk, "foreign_key") for lk in source.foreign_keys])
             inferred = infer_links(con, tuple(lc.link for lc in declared))

@@ -7,6 +7,7 @@ at an ORDER BY ... LIMIT boundary.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -70,6 +71,7 @@ class Verdict:
         return ", ".join(named[r] for r in order if r in reasons)
 
 
+@functools.lru_cache(maxsize=4096)
 def exclude_orphans(sql: str, links: tuple[Link, ...]) -> str | None:
     """The query with every child table replaced by its rows whose parent exists (or is NULL).
 
@@ -99,6 +101,7 @@ def exclude_orphans(sql: str, links: tuple[Link, ...]) -> str | None:
     return rewritten.sql(dialect=DIALECT) if changed else None
 
 
+@functools.lru_cache(maxsize=4096)
 def tie_probe(sql: str) -> tuple[str, int, int] | None:
     """The query extended with its ORDER BY keys as trailing columns over LIMIT+1 rows, LIMIT and
     the number of keys; None without ORDER BY ... LIMIT."""
@@ -158,7 +161,8 @@ def verify_questions(con: duckdb.DuckDBPyConnection, questions, links: tuple[Lin
     ``questions`` are Question objects or question records (dicts with gold_sql,
     expected_answer, answer_type, round_decimals, kind).
     """
-    kept, dropped = [], []
+    questions, dropped = gradable(questions)
+    kept = []
     for q in questions:
         question = q if isinstance(q, Question) else _from_record(q, rotation)
         obs = check_question(con, question, rotation, question.expected_for(rotation), links)
@@ -179,13 +183,23 @@ def _from_record(record: dict, rotation: str) -> Question:
                     tuple(record.get("tags", ())))
 
 
-def materialize(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
-    """Replace every view over a file by an in-memory table, for connections that run many queries."""
-    for (name,) in con.execute("SELECT view_name FROM duckdb_views() WHERE NOT internal").fetchall():
-        quoted, staged = '"' + name.replace('"', '""') + '"', '"__load_' + name.replace('"', '""') + '"'
-        con.execute(f"CREATE TABLE {staged} AS SELECT * FROM {quoted}")
-        con.execute(f"DROP VIEW {quoted}")
-        con.execute(f"ALTER TABLE {staged} RENAME TO {quoted}")
+MATERIALIZE_ROWS = 5_000_000
+
+
+def materialize(con: duckdb.DuckDBPyConnection, max_rows: int = MATERIALIZE_ROWS) -> duckdb.DuckDBPyConnection:
+    """Load the views over a rotation's files into memory when the rotation has at most
+    ``max_rows`` rows in all: many queries then run on in-memory tables (zone maps, no
+    decompression); larger rotations stay on their files so memory stays bounded."""
+    views = [name for (name,) in con.execute("SELECT view_name FROM duckdb_views() WHERE NOT internal").fetchall()]
+    quoted = {name: '"' + name.replace('"', '""') + '"' for name in views}
+    total = sum(con.execute(f"SELECT COUNT(*) FROM {quoted[name]}").fetchone()[0] for name in views)
+    if total > max_rows:
+        return con
+    for name in views:
+        staged = '"__load_' + name.replace('"', '""') + '"'
+        con.execute(f"CREATE TABLE {staged} AS SELECT * FROM {quoted[name]}")
+        con.execute(f"DROP VIEW {quoted[name]}")
+        con.execute(f"ALTER TABLE {staged} RENAME TO {quoted[name]}")
     return con
 
 
@@ -197,8 +211,8 @@ def verify_rotations(questions: tuple[Question, ...], tables_dirs: dict[str, Pat
     for rotation, folder in tables_dirs.items():
         con = connect() if connect else None
         con = connect_tables(folder, fmt=fmt, con=con, types=types)
-        if fmt == "csv":  # a CSV view re-parses its file on every query
-            materialize(con)
+        # CSV views re-parse their file on every query: always load them
+        materialize(con, max_rows=1 << 62 if fmt == "csv" else MATERIALIZE_ROWS)
         try:
             for q in questions:
                 per_question[q.id].append(check_question(con, q, rotation, q.expected_for(rotation), links))
