@@ -9,12 +9,14 @@ timestamp[us].
 from __future__ import annotations
 
 import datetime as dt
+import math
 from collections.abc import Iterator
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from evalpack.errors import SpecError
 from evalpack.plan import (
     BLOCK_ROWS,
     NO_MAX_UNITS,
@@ -26,7 +28,7 @@ from evalpack.plan import (
 )
 from evalpack.spec import Column, Spec, Table, add_months
 from evalpack.textgen import text_values
-from evalpack.units import allocate, to_units
+from evalpack.units import allocate, from_units, to_units
 
 EPOCH = dt.date(1970, 1, 1)
 US_PER_DAY = 86_400_000_000
@@ -76,6 +78,15 @@ def _plant_duplicate(part: np.ndarray, sign: int, lo: int, hi: int) -> np.ndarra
         mags = mags.copy()
         mags[2], mags[3] = mags[1], moved
     return sign * mags
+
+
+def _group_values(col: Column, rows: int) -> int:
+    """How many distinct ledger groups a non-key group column can hold within its declaration."""
+    if col.type == "categorical":
+        return len(col.choices)
+    if col.type == "int" and col.max is not None:
+        return math.floor(col.max) - (math.ceil(col.min) if col.min is not None else 1) + 1
+    return rows
 
 
 def _null_mask(rng: np.random.Generator, n: int, rate: float) -> np.ndarray | None:
@@ -164,9 +175,10 @@ class _TableGen:
             return t, boundary
         if chunk.kind == "after":
             return np.full(n, _days(chunk.month) * unit, dtype=np.int64), boundary
-        first = _days(chunk.month)
-        days_in = (add_months(chunk.month, 1) - chunk.month).days
-        day = first + rng.integers(0, days_in, size=n)
+        # the month's days within the column's declared start/end (a range may begin or end mid-month)
+        first = max(_days(chunk.month), _days(col.start))
+        last = min(_days(add_months(chunk.month, 1)) - 1, _days(col.end))
+        day = rng.integers(first, last + 1, size=n)
         t = day * unit + (rng.integers(0, US_PER_DAY, size=n) if unit != 1 else 0)
         # the first row of every cell opens the period at midnight, the second closes it on its last day
         starts = np.cumsum([0] + [c.rows for c in chunk.cells][:-1]) if chunk.cells else np.array([0])
@@ -176,7 +188,7 @@ class _TableGen:
                 t[s] = first * unit
                 boundary[s] = True
             if size >= 2:
-                t[s + 1] = (first + days_in - 1) * unit + (int(rng.integers(0, US_PER_DAY)) if unit != 1 else 0)
+                t[s + 1] = last * unit + (int(rng.integers(0, US_PER_DAY)) if unit != 1 else 0)
                 boundary[s + 1] = True
         return t, boundary
 
@@ -213,8 +225,8 @@ class _TableGen:
         if col.type == "categorical":
             p = np.array(col.weights or [1.0] * len(col.choices), dtype=float)
             idx = rng.choice(len(col.choices), size=n, p=p / p.sum())
-            return pa.array(np.array(col.choices, dtype=object)[idx], pa.string(),
-                            mask=None if valid is None else ~valid)
+            values = pc.take(pa.array(col.choices, pa.string()), pa.array(idx))
+            return values if valid is None else pc.if_else(pa.array(valid), values, pa.scalar(None, pa.string()))
         if col.type == "boolean":
             rate = col.rate if col.rate is not None else 0.5
             return pa.array(rng.random(n) < rate, pa.bool_(), mask=None if valid is None else ~valid)
@@ -236,24 +248,29 @@ class _TableGen:
     # ---- chunks
 
     def chunk_batch(self, chunk: Chunk, k: int) -> pa.RecordBatch:
+        """One chunk's rows in time order. The cell-structured columns (time, measure, group) are
+        made cell by cell and then sorted by time; every other column is drawn directly in final
+        order, since a random permutation of independent draws would add nothing."""
         tp, n = self.tplan, chunk.rows
         arrays: dict[str, pa.Array] = {}
-        order = None
+        boundary = None
         if tp.time_column:
             tcol = self.table.column(tp.time_column)
             t, boundary = self.times(tcol, chunk, k)
             order = np.argsort(t, kind="stable")
-            arrays[tcol.name] = self.time_array(tcol, t)
+            boundary = boundary[order]
+            arrays[tcol.name] = self.time_array(tcol, t[order])
+            take = pa.array(order)
             if tp.measure:
-                arrays[tp.measure] = self.measure(chunk, k)
+                arrays[tp.measure] = self.measure(chunk, k).take(take)
             if tp.group_column:
-                arrays[tp.group_column] = self.groups(chunk, k)
+                arrays[tp.group_column] = self.groups(chunk, k).take(take)
         null_measure = (np.flatnonzero(arrays[tp.measure].is_null().to_numpy(zero_copy_only=False))
                         if tp.measure and tp.measure in arrays else None)
         for col in self.table.columns:
             if col.type == "foreign_key":
                 arrays[col.name] = self.foreign_keys(col, n, chunk, k, prefer=null_measure)
-        if tp.time_column:
+        if boundary is not None:
             # planted rows (NULL measures, missing parents) are flagged right after the boundary rows
             special = np.zeros(n, dtype=bool)
             if null_measure is not None:
@@ -264,14 +281,7 @@ class _TableGen:
             for name in self.rates:
                 arrays[name] = self.flags(chunk, k, boundary, special)
         for col in self.table.columns:
-            if col.name in arrays or (col.type == "int" and col.unique):
-                continue
-            arrays[col.name] = self.plain(col, n, k, chunk.offset)
-        if order is not None:
-            take = pa.array(order)
-            arrays = {name: a.take(take) for name, a in arrays.items()}
-        for col in self.table.columns:
-            if col.type == "int" and col.unique:
+            if col.name not in arrays:
                 arrays[col.name] = self.plain(col, n, k, chunk.offset)
         return pa.RecordBatch.from_arrays([arrays[f.name] for f in self.schema], schema=self.schema)
 
@@ -294,7 +304,9 @@ class _TableGen:
                 sign = signed[cell.label]
                 bound = col.max if sign > 0 else (-col.min if col.min is not None else None)
                 hi = to_units(bound, col.decimals) if bound is not None else NO_MAX_UNITS
-                part = sign * allocate(np.array([filled]), np.array([abs(cell.total)]), 1 if cell.total else 0, hi, rng)
+                # a movement smaller than its row count (a net of 0.01 over 4 rows) needs some zero amounts
+                floor = 1 if abs(cell.total) >= filled else 0
+                part = sign * allocate(np.array([filled]), np.array([abs(cell.total)]), floor, hi, rng)
             else:
                 lo = to_units(col.min, col.decimals) if col.min is not None else 1
                 hi = to_units(col.max, col.decimals) if col.max is not None else NO_MAX_UNITS
@@ -313,9 +325,10 @@ class _TableGen:
             labels = list(dict(self.tplan.sign_by_label)) or [c.label for c in self._month_cells()] or list(col.choices)
             # every group gets a row just outside the window, so a shifted edge shows in each group's answer
             picks = np.resize(rng.permutation(len(labels)), chunk.rows)
-            return pa.array(np.array(labels, dtype=object)[picks], pa.string())
+            return pc.take(pa.array(labels, pa.string()), pa.array(picks))
         labels = [c.label for c in chunk.cells]
-        return pa.array(np.repeat(np.array(labels, dtype=object), [c.rows for c in chunk.cells]), pa.string())
+        index = np.repeat(np.arange(len(labels)), [c.rows for c in chunk.cells])
+        return pc.take(pa.array(labels, pa.string()), pa.array(index))
 
     def _month_cells(self) -> tuple:
         return next((c.cells for c in self.tplan.chunks if c.kind == "month"), ())
@@ -350,7 +363,7 @@ class _TableGen:
             groups = max(1, min(parent_plan.rows, normal // 2))
             members = np.sort(rng.choice(parent_plan.rows, size=groups, replace=False))
         else:
-            groups = max(1, normal // 2)
+            groups = max(1, min(normal // 2, _group_values(self.table.column(led.group_column), normal)))
             members = np.arange(groups)
         sizes = 2 + rng.multinomial(normal - 2 * groups, np.full(groups, 1.0 / groups))
         orphan_sizes = [2] * (orphans // 2 - 1) + [2 + orphans % 2] if orphans else []
@@ -374,8 +387,11 @@ class _TableGen:
         led = self.tplan.ledger
         rng = self.rng(led.debit_column, k)
         debit_col = self.table.column(led.debit_column)
-        lo = max(to_units(debit_col.min, led.decimals) if debit_col.min is not None else 1, 1)
-        hi = to_units(debit_col.max, led.decimals) if debit_col.max is not None else lo + to_units(5000, led.decimals)
+        sides = (debit_col, self.table.column(led.credit_column))
+        # one amount range for both sides: every line's amount must fit the debit's and the credit's min/max
+        lo = max([1] + [to_units(c.min, led.decimals) for c in sides if c.min is not None])
+        maxes = [(to_units(c.max, led.decimals), c) for c in sides if c.max is not None]
+        hi, narrow = min(maxes, key=lambda m: m[0]) if maxes else (lo + to_units(5000, led.decimals), debit_col)
         n = int(sizes.sum())
         g = len(sizes)
         debits = 1 + (rng.random(g) * (sizes - 1)).astype(np.int64)
@@ -384,7 +400,10 @@ class _TableGen:
         few = np.minimum(debits, credits)
         low_total, high_total = many * lo, few * hi
         if np.any(low_total > high_total):
-            raise ValueError("ledger bounds too narrow")
+            size = int(sizes[np.argmax(low_total > high_total)])
+            raise SpecError(self.spec.path, narrow.line, f"tables.{self.table.name}.columns.{narrow.name}.max",
+                            f"a group of {size} lines (one {led.group_column}) cannot balance with amounts between "
+                            f"{from_units(lo, led.decimals)} and {from_units(hi, led.decimals)}; raise max")
         totals = low_total + (rng.random(g) * (high_total - low_total) * 0.5).astype(np.int64)
         cell_rows = np.stack([debits, credits], axis=1).reshape(-1)
         cell_totals = np.repeat(totals, 2)
@@ -430,9 +449,14 @@ class _TableGen:
                             keys.type, mask=~valid) if not valid.all() else keys
             arrays[group_col.name] = keys.take(pa.array(row_group))
         else:
-            arrays[group_col.name] = pa.array(np.arange(first_group, first_group + g)[row_group] + 1, pa.int64())
-            if group_col.type in ("text", "categorical"):
-                arrays[group_col.name] = arrays[group_col.name].cast(pa.string())
+            ids = np.arange(first_group, first_group + g)
+            if group_col.type == "categorical":  # groups are the choices
+                values = pa.array(np.array(group_col.choices, dtype=object)[ids], pa.string())
+            elif group_col.type == "int":  # ids from the column's min (the group count respects its max)
+                values = pa.array(ids + (math.ceil(group_col.min) if group_col.min is not None else 1), pa.int64())
+            else:
+                values = pa.array(ids + 1, pa.int64()).cast(pa.string())
+            arrays[group_col.name] = values.take(pa.array(row_group))
         empty = Chunk("block", None, n, offset)
         for col in self.table.columns:
             if col.name in arrays:

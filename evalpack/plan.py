@@ -386,6 +386,12 @@ class _Planner:
                 tuple(group_totals) if groups_decl else (),
             ))
         elif fall:
+            need = (len(fall.inflow_shares) + len(fall.outflow_shares)) * len(months)
+            if window_rows < need:
+                raise self.err(f"tables.{table.name}.rows", table.rows_line or table.line,
+                               f"{table.name} needs at least {need + zone_rows} rows for {len(months)} months of its "
+                               "waterfall (a row per movement type per month, plus rows outside the window); "
+                               "raise rows")
             month_cells, facts = self.waterfall_cells(table, fall, window_rows)
             falls.append(facts)
             group_column = fall.type_column
@@ -415,6 +421,13 @@ class _Planner:
                 tuple(flagged[index[m]] for m, _ in declared), tuple(rows[index[m]] for m, _ in declared),
             ))
 
+        for i, rel in enumerate(spec.relationships):  # missing parents go on rows inside the declared months
+            count = fk_nulls.get(rel.child_column, 0) if rel.child_table == table.name else 0
+            if count > sum(rows):
+                raise self.err(f"relationships[{i}]", rel.line,
+                               f"{count} rows without a parent do not fit the {sum(rows)} rows of {table.name} inside "
+                               f"its declared months ({months[0]:%Y-%m} to {months[-1]:%Y-%m}); lower nulls or raise "
+                               f"{table.name}'s rows")
         null_split = {name: apportion(count, rows) for name, count in fk_nulls.items()}
         chunks, offset = [], 0
         if before_rows:
@@ -548,7 +561,9 @@ class _Planner:
             if col.max is not None and lo + span - 1 > col.max:
                 raise self.err(f"tables.{k.parent_table}.columns.{k.parent_column}.max", col.line,
                                f"room is needed for {count} deleted parent ids beside {rows} rows; raise max")
-            picked = sorted(int(x) for x in rng.choice(np.arange(1, span - 1), size=count, replace=False) + lo)
+            # gaps inside the key range; a parent table of one row leaves too few inner ids, so use them all
+            pool = np.arange(1, span - 1) if span - 2 >= count else np.arange(span)
+            picked = sorted(int(x) for x in rng.choice(pool, size=count, replace=False) + lo)
             plan = out[k.parent_table]
             existing = dict(plan.deleted_keys)
             existing[k.parent_column] = tuple(sorted(set(existing.get(k.parent_column, ())) | set(picked)))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
@@ -11,7 +12,12 @@ from evalpack.generate import arrow_schema, table_batches
 from evalpack.plan import RotationPlan
 from evalpack.spec import Spec
 
-PARQUET_OPTIONS = {"compression": "zstd", "write_statistics": True, "use_dictionary": True}
+PARQUET_OPTIONS = {"compression": "zstd", "compression_level": 1, "write_statistics": True, "use_dictionary": True}
+# Row groups of whole chunks (a month of a time-planned table), merged up to at least this many
+# rows: readers that size batches by the first row group (datasets) stay fast, and DuckDB skips
+# the row groups outside a queried window by their statistics.
+MIN_ROW_GROUP = 100_000
+MAX_ROW_GROUP = 1 << 20
 
 
 def rotation_dir(seed: int) -> str:
@@ -33,10 +39,16 @@ def write_rotation(spec: Spec, plan: RotationPlan, pack_dir: Path, progress=None
         count = 0
         with pq.ParquetWriter(out / f"{table.name}.parquet", schema, **PARQUET_OPTIONS) as pw, \
                 pacsv.CSVWriter(out / f"{table.name}.csv", schema) as cw:
+            pending: list[pa.RecordBatch] = []
             for batch in table_batches(spec, plan, table.name):
-                pw.write_batch(batch, row_group_size=1 << 20)
                 cw.write_batch(batch)
                 count += batch.num_rows
+                pending.append(batch)
+                if sum(b.num_rows for b in pending) >= MIN_ROW_GROUP:
+                    pw.write_table(pa.Table.from_batches(pending, schema), row_group_size=MAX_ROW_GROUP)
+                    pending = []
+            if pending or not count:
+                pw.write_table(pa.Table.from_batches(pending, schema), row_group_size=MAX_ROW_GROUP)
         rows[table.name] = count
         if progress:
             progress(plan.seed, table.name, count)

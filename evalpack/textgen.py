@@ -59,8 +59,19 @@ def uuids(stream: int, rows: np.ndarray) -> pa.Array:
     return pa.Array.from_buffers(pa.string(), len(rows), [None, pa.py_buffer(offsets), pa.py_buffer(out.tobytes())])
 
 
+POOL = 4096
+
+
 def text_values(kind: str, stream: int, rows: np.ndarray, unique: bool) -> pa.Array:
-    """Text of ``kind`` for the given row indices; unique kinds carry the row index."""
+    """Text of ``kind`` for the given row indices; unique kinds carry the row index.
+
+    Non-unique sentences come from a pool of 4,096 per stream: as varied as a reader needs,
+    and cheap to make, store and compress at millions of rows.
+    """
+    if kind == "sentence" and not unique and len(rows) > POOL:
+        pool = text_values(kind, stream, np.arange(POOL), False)
+        picks = splitmix(rows.astype(np.uint64) + np.uint64((stream ^ 0x5EED) & 0xFFFFFFFFFFFFFFFF)) % np.uint64(POOL)
+        return pc.take(pool, pa.array(picks.astype(np.int64)))
     if kind == "uuid":
         return uuids(stream, rows)
     h = splitmix(rows.astype(np.uint64) + np.uint64(stream & 0xFFFFFFFFFFFFFFFF))
