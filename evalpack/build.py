@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from evalpack.attest import now_utc, write_attestation
+from evalpack.audit import audit_pack
 from evalpack.certify import certificate, dumps, manifest
 from evalpack.errors import EvalpackError
 from evalpack.nearmiss import run_study
@@ -38,6 +39,7 @@ class BuildResult:
     rows: dict[str, dict[str, int]]
     near_miss: dict
     warnings: tuple[str, ...]
+    audit: tuple = ()
 
     @property
     def shipped(self) -> list[Question]:
@@ -130,10 +132,11 @@ def build_pack(spec_path: str | Path, out: str | Path, *, seed: int | None = Non
                                 f"(drop reasons: {dict(reasons)})", exit_code=1)
         near_miss = run_study(spec, plans, tuple(v.question for v in verdicts if v.ships), staging)
         write_pack_files(staging, spec, plans, verdicts, rows, near_miss)
+        findings = tuple(audit_pack(staging))  # the same audit `evalpack audit` runs on any pack
         write_attestation(staging, spec, started=started, finished=now_utc(), signing_key=signing_key)
         publish_dir(staging, out)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
     warnings = tuple(dict.fromkeys(w for p in plans for w in p.warnings))
-    return BuildResult(out, spec, verdicts, rows, near_miss, warnings)
+    return BuildResult(out, spec, verdicts, rows, near_miss, warnings, findings)

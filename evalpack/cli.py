@@ -46,6 +46,12 @@ def cmd_build(args: argparse.Namespace) -> int:
           f"{study['match_any_rate']:.2%} on at least one (manifest.json -> near_miss_study)")
     for warning in result.warnings:
         print(f"  warning: {warning}")
+    from evalpack.attest import signature_note
+
+    print(f"  attestation: {signature_note(result.path) or 'signed (check it with evalpack verify --public-key KEY)'}")
+    print(f"  audit: {len(result.audit)} finding(s)" + ("" if not result.audit else "; run `evalpack audit PACK`"))
+    for finding in result.audit:
+        print(f"    {finding.question} {finding.kind}: {finding.message}")
     return 0
 
 
