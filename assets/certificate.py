@@ -1,0 +1,77 @@
+"""Stage 6: questions.jsonl, certificate.json, manifest.json and verify.py, written from the verified results."""
+
+import json
+from pathlib import Path
+
+from dagster import (
+    AssetCheckResult,
+    AssetCheckSeverity,
+    AssetExecutionContext,
+    MaterializeResult,
+    MetadataValue,
+    asset,
+)
+
+from assets.common import CODE_VERSION, GROUP, PACKS, EvalpackResource, pack_check
+from evalpack.audit import audit_pack
+from evalpack.build import write_pack_files
+from evalpack.plan import plan_pack
+from evalpack.scoring import run_gold
+from evalpack.spec import Spec
+
+PACK_FILES = ("questions.jsonl", "certificate.json", "manifest.json", "verify.py")
+
+
+def files_markdown(folder: Path, names: tuple[str, ...]) -> str:
+    lines = ["| file | bytes |", "|---|---:|"]
+    lines += [f"| {n} | {(folder / n).stat().st_size:,} |" for n in names if (folder / n).exists()]
+    return "\n".join(lines)
+
+
+def cell(text: object) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def audit_markdown(findings: list) -> str:
+    if not findings:
+        return "The audit (`evalpack audit`) found nothing."
+    lines = ["| question | kind | rotation | finding | do |", "|---|---|---|---|---|"]
+    lines += [f"| {f.question or '(pack)'} | {f.kind} | {f.rotation or ''} | {cell(f.message)} | {cell(f.action)} |"
+              for f in findings[:50]]
+    return "\n".join(lines)
+
+
+@asset(partitions_def=PACKS, group_name=GROUP, code_version=CODE_VERSION, kinds={"json"})
+def certificate(context: AssetExecutionContext, spec: Spec, rotation_tables: dict, verification: tuple,
+                near_miss: dict, evalpack: EvalpackResource) -> MaterializeResult:
+    """The shipped questions, the verification certificate and the manifest (with the near-miss study), audited."""
+    folder = evalpack.require_work_dir(context.partition_key)
+    write_pack_files(folder, spec, plan_pack(spec), verification, rotation_tables, near_miss)
+    findings = audit_pack(folder)  # the audit `evalpack build` runs too (it reads, writes nothing)
+    cert = json.loads((folder / "certificate.json").read_text(encoding="utf-8"))
+    manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
+    return MaterializeResult(metadata={
+        "folder": MetadataValue.path(str(folder)),
+        "files": MetadataValue.md(files_markdown(folder, PACK_FILES)),
+        "shipped": manifest.get("questions", {}).get("shipped"),
+        "dropped": manifest.get("questions", {}).get("dropped"),
+        "all_match": cert.get("all_match"),
+        "warnings": MetadataValue.json(manifest.get("warnings", [])),
+        "spec_sha256": spec.sha256,
+        "audit_findings": len(findings),
+        "audit": MetadataValue.md(audit_markdown(findings)),
+    })
+
+
+@pack_check(asset=certificate, blocking=True)
+def shipped_questions_verify_on_every_rotation(context, evalpack: EvalpackResource) -> AssetCheckResult:
+    """Reruns every question of the written questions.jsonl on every rotation's tables as they are on disk now,
+    with the same code a consumer's verify.py runs (evalpack.scoring.run_gold): all must match."""
+    folder = evalpack.current_dir(context.partition_key)
+    passed, total, lines = run_gold(folder)
+    failing = [line for line in lines if not line.startswith("PASS")]
+    return AssetCheckResult(
+        passed=bool(total) and passed == total, severity=AssetCheckSeverity.ERROR,
+        description=f"{passed}/{total} shipped questions verify on every rotation of {folder}",
+        metadata={"passed": passed, "total": total, "folder": MetadataValue.path(str(folder)),
+                  "failures": MetadataValue.md("\n".join(f"- {line}" for line in failing[:50]) or "none")})

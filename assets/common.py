@@ -1,0 +1,91 @@
+"""What every evalpack asset shares: the pack partitions, the settings resource and the pack folders.
+
+The partitions definition lives here, not in ``pipelines/``, because the asset decorators need it
+and imports only go down the layers (assets -> pipelines, never back); ``pipelines.partitions``
+re-exports it.
+"""
+
+import os
+import re
+import warnings
+from pathlib import Path
+
+from dagster import ConfigurableResource, DynamicPartitionsDefinition, PreviewWarning, asset_check
+from pydantic import Field
+
+from evalpack import __version__
+
+REPO = Path(__file__).resolve().parents[1]
+GROUP = "evalpack"
+CODE_VERSION = __version__
+WORK = ".work"
+
+#: One partition per spec file ``schemas/<key>.yaml``; the sensor adds them, the UI can too.
+PACKS = DynamicPartitionsDefinition(name="packs")
+
+#: A spec file stem that can be a partition key and a folder name.
+PACK_KEY = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
+
+
+def checked_key(pack: str) -> str:
+    """``pack`` when it can name a spec file and a folder (a partition added by hand could be anything)."""
+    if not PACK_KEY.fullmatch(pack):
+        raise ValueError(f"pack partition {pack!r}: a pack key is letters, digits, '_', '.', '-' and starts with a "
+                         "letter, digit or '_' (it names schemas/<key>.yaml and packs/<key>)")
+    return pack
+
+
+class EvalpackResource(ConfigurableResource):
+    """Where specs are read and packs are written, and the keys and thresholds of a build."""
+
+    schemas_dir: str = Field(default=str(REPO / "schemas"),
+                             description="Folder of pack specs; partition <key> reads <schemas_dir>/<key>.yaml")
+    packs_dir: str = Field(default=str(REPO / "packs"),
+                           description="Finished packs: <packs_dir>/<key>; working folders: <packs_dir>/.work/<key>")
+    near_miss_threshold: float | None = Field(
+        default=None, description="Highest acceptable share of near-miss mutants matching on every rotation; "
+                                  "default: the threshold the near-miss study reports")
+    signing_key: str | None = Field(default=None,
+                                    description="Private key (PEM) signing attestations; default $EVALPACK_SIGNING_KEY")
+    public_key: str | None = Field(default=None,
+                                   description="Public key (PEM) the attestation check demands; unset: not checked")
+
+    def spec_path(self, pack: str) -> Path:
+        return Path(self.schemas_dir) / f"{checked_key(pack)}.yaml"
+
+    def work_dir(self, pack: str) -> Path:
+        """The working folder a pack is assembled in, step by step (a sibling of the finished packs)."""
+        return Path(self.packs_dir) / WORK / checked_key(pack)
+
+    def pack_dir(self, pack: str) -> Path:
+        return Path(self.packs_dir) / checked_key(pack)
+
+    def current_dir(self, pack: str) -> Path:
+        """The working folder while a build is under way, else the finished pack (checks rerun later)."""
+        work = self.work_dir(pack)
+        return work if work.is_dir() else self.pack_dir(pack)
+
+    def require_work_dir(self, pack: str) -> Path:
+        work = self.work_dir(pack)
+        if not work.is_dir():
+            raise FileNotFoundError(f"{work}: no working folder for pack {pack!r}; materialise rotation_tables "
+                                    "(or the whole build_pack job) for this partition first")
+        return work
+
+    def signing_key_path(self) -> str | None:
+        return self.signing_key or os.environ.get("EVALPACK_SIGNING_KEY") or None
+
+
+def pack_check(*, asset, blocking: bool):
+    """``@asset_check`` partitioned by pack, so every pack has its own check status.
+
+    Partitioned asset checks are a preview feature of Dagster 1.13 (pinned exactly in pyproject.toml);
+    the PreviewWarning is silenced for these decorations only.
+    """
+
+    def decorate(fn):
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", category=PreviewWarning, message=".*partitions_def on an AssetCheckSpec")
+            return asset_check(asset=asset, blocking=blocking, partitions_def=PACKS)(fn)
+
+    return decorate

@@ -1,0 +1,1 @@
+"""Dagster wiring for evalpack: Definitions, partitions, jobs, sensor, schedule, resources, executors."""
