@@ -14,7 +14,10 @@ Scalar questions: ``answer_type`` is ``number``, ``integer`` or ``string`` and
 rotation folder: ``{"seed_42": ..., "seed_43": ...}``. ``round_decimals`` (optional) applies to
 every number of the question. For the ``spider`` rule a result-set question is compared in
 row order exactly when its ``gold_sql`` has a top-level ORDER BY (decided by DuckDB's own
-parser, ``json_serialize_sql``).
+parser, ``json_serialize_sql``). A missing ``answer_type`` is implied by the answer (a list:
+rows, text: string, a whole number: integer, else number). Records whose ``gold_sql`` or
+``expected_answer`` is null (imported packs keep criteria-only or answer-only items) are not
+scored, in either mode.
 
 Comparison (COMPARISON_RULE below, written into certificate.json)
 ----------------------------------------------------------------
@@ -38,7 +41,8 @@ mapping id to SQL (a null value declines). ``{"id": "q001", "declined": true}`` 
 explicitly; a question with no candidate is declined too. A candidate is correct only when it
 matches on every rotation; an error, a rejected statement or a timeout is wrong. Malformed
 input, an empty file or a duplicate id is refused (exit 2) with the file and line; ids the pack
-does not have are reported and not scored.
+does not have, and ids of questions that cannot be scored, are reported and not scored. Accuracy
+is correct / questions and wrong-rate is wrong / questions, overall, by ``kind`` and by ``split``.
 
 Sandbox
 -------
@@ -48,9 +52,9 @@ Then spilling, extension install/load and file/network access are switched off
 (``enable_external_access=false``), a memory limit and a thread count are set, and the
 configuration is locked (``lock_configuration=true``). Each candidate must be exactly one
 statement of type SELECT (DuckDB's ``extract_statements``: SELECT, WITH ... SELECT, VALUES,
-FROM-first); it runs inside a transaction that is always rolled back, under a time limit
-enforced by ``interrupt()`` from a timer thread, and at most a bounded number of rows is
-fetched.
+FROM-first); it runs under a time limit enforced by ``interrupt()`` from a timer thread, and at
+most a bounded number of rows is fetched. The catalog (tables and their sizes, views, sequences,
+indexes, types, databases) must be the same after a rotation's candidates as before, or the run stops.
 
 Integrity
 ---------
@@ -112,6 +116,7 @@ DEFAULT_TIMEOUT = 10.0  # seconds per query per rotation
 DEFAULT_MEMORY_MB = 1024  # working memory per rotation, on top of the loaded tables
 DEFAULT_THREADS = 2
 MAX_FETCH_ROWS = 100_000  # a bird candidate may repeat rows; beyond this many it is wrong
+MAX_RESULT_BYTES = 256 * 2**20  # text fetched from one result before it is wrong
 _SEARCH_BUDGET = 200_000  # column-mapping steps tried before a spider comparison gives up (wrong)
 
 
@@ -194,7 +199,8 @@ def cell_key(value: Any, round_decimals: int | None = None) -> Any:
         if number is None:  # NaN, Infinity, -Infinity
             text = str(value).lower().lstrip("+")
             return ("float", "nan" if "nan" in text else text.replace("infinity", "inf"))
-        return ("num", _round(number, round_decimals))
+        rounded = _round(number, round_decimals)
+        return ("num", number if rounded is None else rounded)
     if isinstance(value, str):
         return ("str", value)
     if isinstance(value, (dt.date, dt.time)):
@@ -425,10 +431,25 @@ class Outcome:
     timed_out: bool = False
 
 
+def catalog_state(con: duckdb.DuckDBPyConnection) -> tuple:
+    """Everything a statement could have changed in the sandbox: databases, tables (and their sizes),
+    views, sequences, indexes, user types. Equal before and after a rotation's candidates, or the
+    sandbox was not read-only."""
+    queries = ("SELECT database_name FROM duckdb_databases() ORDER BY ALL",
+               "SELECT database_name, schema_name, table_name, estimated_size, column_count FROM duckdb_tables() "
+               "ORDER BY ALL",
+               "SELECT database_name, schema_name, view_name FROM duckdb_views() WHERE NOT internal ORDER BY ALL",
+               "SELECT database_name, schema_name, sequence_name FROM duckdb_sequences() ORDER BY ALL",
+               "SELECT database_name, schema_name, index_name FROM duckdb_indexes() ORDER BY ALL",
+               "SELECT database_name, schema_name, type_name FROM duckdb_types() WHERE NOT internal ORDER BY ALL")
+    return tuple(tuple(con.execute(q).fetchall()) for q in queries)
+
+
 def run_query(con: duckdb.DuckDBPyConnection, sql: str, timeout: float = DEFAULT_TIMEOUT,
-              max_rows: int = MAX_FETCH_ROWS) -> Outcome:
-    """Run one untrusted query on a sandbox connection: one SELECT statement, in a transaction that
-    is rolled back, interrupted after ``timeout`` seconds, at most ``max_rows`` + 1 rows fetched."""
+              max_rows: int = MAX_FETCH_ROWS, max_bytes: int = MAX_RESULT_BYTES) -> Outcome:
+    """Run one untrusted query on a sandbox connection: one SELECT statement, interrupted after
+    ``timeout`` seconds; at most ``max_rows`` + 1 rows and about ``max_bytes`` of text are fetched
+    (the rest of a streamed result is never computed)."""
     started = time.perf_counter()
     if not isinstance(sql, str):
         return Outcome(None, "rejected: the SQL is not text", 0.0)
@@ -451,21 +472,28 @@ def run_query(con: duckdb.DuckDBPyConnection, sql: str, timeout: float = DEFAULT
 
     timer = threading.Timer(timeout, stop)
     timer.daemon = True
-    con.begin()
     timer.start()
     rows, error = None, None
     try:
         cursor = con.execute(statement)
-        rows = cursor.fetchmany(max_rows + 1)
+        rows, size = [], 0
+        while len(rows) <= max_rows:
+            want = min(256, max_rows + 1 - len(rows))
+            chunk = cursor.fetchmany(want)
+            rows += chunk
+            size += sum(len(v) if isinstance(v, (str, bytes)) else 16 for row in chunk for v in row)
+            if size > max_bytes:
+                error = f"result too large: more than {max_bytes // 2**20} MiB"
+                break
+            if len(chunk) < want:
+                break
     except duckdb.Error as exc:
         error = _first_line(exc)
     finally:
         timer.cancel()
         timer.join()
-        with contextlib.suppress(duckdb.Error):
-            con.rollback()
     seconds = time.perf_counter() - started
-    if fired.is_set() and rows is None:
+    if fired.is_set() and error is not None and not error.startswith("result too large"):
         return Outcome(None, f"timeout: stopped after {timeout:g} s", seconds, timed_out=True)
     if error is not None:
         return Outcome(None, error, seconds)
@@ -907,6 +935,7 @@ def score_pack(pack: Path, sql_by_id: dict[str, str | None], *, rule: str = "spi
     for rotation in names:
         con = open_sandbox(_tables_dir(pack, rotation), limits)
         try:
+            before = catalog_state(con)
             for q in questions:
                 sql = sql_by_id.get(q["id"])
                 if sql is None:
@@ -923,6 +952,9 @@ def score_pack(pack: Path, sql_by_id: dict[str, str | None], *, rule: str = "spi
                     entry["match"] = answer_matches(q, expected, outcome.rows, rule, ordered.get(q["id"], False))
                     entry["observed"] = _report_value(observed(outcome.rows), outcome.rows)
                 per_rotation[q["id"]][rotation] = entry
+            if catalog_state(con) != before:
+                raise RuntimeError(f"{rotation}: the sandbox database changed while candidates ran; "
+                                   "scores from this run cannot be trusted")
         finally:
             con.close()
     results = []

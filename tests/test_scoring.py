@@ -1,0 +1,347 @@
+"""The scorer: whole-result comparison, candidate files, three-way scoring and its report."""
+
+from __future__ import annotations
+
+import datetime as dt
+import io
+import json
+import shutil
+from collections import Counter
+from decimal import Decimal
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from evalpack.scoring import (
+    InputError,
+    answer_matches,
+    load_candidates,
+    load_questions,
+    normalize,
+    result_sets_match,
+    scalar_matches,
+    score_command,
+    score_pack,
+    top_level_order_by,
+)
+
+# --------------------------------------------------------------------------- scalar comparison
+
+
+def test_scalar_needs_exactly_one_row_and_one_column():
+    assert scalar_matches(5, "integer", None, [(5,)])
+    assert not scalar_matches(5, "integer", None, [(5,), (5,)])
+    assert not scalar_matches(5, "integer", None, [(5, 5)])
+    assert not scalar_matches(5, "integer", None, [(5, None)])
+    assert not scalar_matches(5, "integer", None, [])
+
+
+def test_numbers_round_half_even_as_exact_decimals():
+    assert scalar_matches(980000.37, "number", 2, [(Decimal("980000.3712"),)])
+    assert scalar_matches(0.3, "number", 2, [(0.1 + 0.2,)])
+    # 2.675 is 2.67499999... in binary: rounding the float's decimal text gives 2.68 (Python's round gives 2.67)
+    assert round(2.675, 2) == 2.67
+    assert scalar_matches(2.68, "number", 2, [(2.675,)])
+    assert scalar_matches(0.12, "number", 2, [(Decimal("0.125"),)])  # half to even
+    assert not scalar_matches(0.13, "number", 2, [(Decimal("0.125"),)])
+    assert scalar_matches(0.0, "number", 2, [(-0.001,)])  # negative zero is zero
+    assert not scalar_matches(980000.37, "number", 2, [(980000.38,)])
+    assert not scalar_matches(980000.37, "number", 2, [("980000.37",)])  # text is not a number
+    assert not scalar_matches(1, "number", 0, [(True,)])  # a boolean is not a number
+    assert scalar_matches(1e300, "number", 2, [(1e300,)])  # large values keep their digits
+
+
+def test_number_without_round_decimals_is_exact():
+    assert scalar_matches(1.5, "number", None, [(Decimal("1.50"),)])
+    assert not scalar_matches(1.5, "number", None, [(1.5000001,)])
+    assert normalize(2.5, "number", None) == Decimal("2.5")
+
+
+def test_integers_and_strings():
+    assert scalar_matches(2946, "integer", None, [(2946.0,)])
+    assert not scalar_matches(2946, "integer", None, [(2946.5,)])
+    assert not scalar_matches(2946, "integer", None, [(2947,)])
+    assert scalar_matches("2025-12", "string", None, [("2025-12",)])
+    assert not scalar_matches("web", "string", None, [("Web",)])
+    assert not scalar_matches("web", "string", None, [("web ",)])
+    assert not scalar_matches("1", "string", None, [(1,)])
+    assert scalar_matches("2025-03-14", "string", None, [(dt.date(2025, 3, 14),)])
+
+
+def test_null_never_equals_a_value():
+    assert not scalar_matches(None, "number", 2, [(None,)])
+    assert not scalar_matches(0, "integer", None, [(None,)])
+    assert not scalar_matches("", "string", None, [(None,)])
+
+
+# --------------------------------------------------------------------------- result sets
+
+
+def test_spider_matches_columns_by_value_and_rows_as_a_multiset():
+    gold = [("web", 10), ("app", 5), ("app", 5)]
+    assert result_sets_match(gold, [(5, "app"), (10, "web"), (5, "app")], "spider")
+    assert not result_sets_match(gold, [("web", 10), ("app", 5)], "spider")  # multiplicity counts
+    assert not result_sets_match(gold, [("web", 10), ("app", 5), ("app", 5), ("app", 5)], "spider")
+    assert not result_sets_match(gold, [("web", 10, 1), ("app", 5, 1), ("app", 5, 1)], "spider")  # extra column
+    assert not result_sets_match(gold, [("web",), ("app",), ("app",)], "spider")  # missing column
+    assert not result_sets_match(gold, [("web", 5), ("app", 10), ("app", 5)], "spider")  # cells moved rows
+    assert result_sets_match([], [], "spider")
+
+
+def test_spider_order_counts_only_when_the_gold_orders():
+    gold = [("a", 1), ("b", 2)]
+    assert result_sets_match(gold, [(2, "b"), (1, "a")], "spider", ordered=False)
+    assert not result_sets_match(gold, [(2, "b"), (1, "a")], "spider", ordered=True)
+    assert result_sets_match(gold, [(1, "a"), (2, "b")], "spider", ordered=True)
+
+
+def test_spider_column_search_with_repeated_and_identical_columns():
+    gold = [(1, 1, 2, 2, 3, 3, 4, 4), (2, 2, 3, 3, 4, 4, 1, 1), (3, 3, 4, 4, 1, 1, 2, 2)]
+    got = [tuple(row[i] for i in (7, 1, 5, 3, 0, 6, 2, 4)) for row in gold]
+    assert result_sets_match(gold, got, "spider")
+    broken = [got[0], got[1], tuple(reversed(got[2]))]
+    assert not result_sets_match(gold, broken, "spider")
+
+
+def test_bird_compares_sets_of_rows_by_position():
+    gold = [("web", 10), ("app", 5)]
+    assert result_sets_match(gold, [("app", 5), ("web", 10), ("web", 10)], "bird")
+    assert not result_sets_match(gold, [(10, "web"), (5, "app")], "bird")  # columns by position
+    assert not result_sets_match(gold, [("web", 10)], "bird")
+
+
+def test_result_set_cells():
+    assert result_sets_match([(None, 1)], [(None, 1)], "spider")  # NULL equals NULL inside result sets
+    assert not result_sets_match([(None,)], [(0,)], "spider")
+    assert not result_sets_match([(None,)], [("",)], "bird")
+    assert result_sets_match([(1.25,)], [(Decimal("1.2500"),)], "spider")
+    assert result_sets_match([(1.24,)], [(1.2449,)], "spider", round_decimals=2)
+    assert not result_sets_match([(1,)], [(True,)], "bird")
+    with pytest.raises(ValueError):
+        result_sets_match([], [], "sql")
+
+
+def test_rows_answer_type_dispatch():
+    record = {"answer_type": "rows", "round_decimals": 1}
+    assert answer_matches(record, [["web", 10.04]], [(10.0, "web")], "spider")
+    assert not answer_matches(record, [["web", 10.04]], [(10.0, "web")], "bird")
+    assert not answer_matches(record, 10.0, [(10.0,)], "spider")  # a rows question needs a list of rows
+
+
+@pytest.mark.parametrize(("sql", "ordered"), [
+    ("SELECT a FROM t ORDER BY a", True),
+    ("SELECT a FROM t", False),
+    ("WITH x AS (SELECT a FROM t ORDER BY a) SELECT a FROM x", False),
+    ("WITH x AS (SELECT a FROM t) SELECT a FROM x ORDER BY a DESC", True),
+    ("SELECT a, rank() OVER (ORDER BY a) FROM t", False),
+    ("SELECT a FROM t UNION SELECT a FROM u ORDER BY 1", True),
+    ("SELECT a FROM (SELECT a FROM t ORDER BY a) s", False),
+    ("not sql at all", False),
+])
+def test_top_level_order_by(sql, ordered):
+    con = duckdb.connect()
+    try:
+        assert top_level_order_by(con, sql) is ordered
+    finally:
+        con.close()
+
+
+# --------------------------------------------------------------------------- candidate files
+
+
+def _write(tmp_path: Path, name: str, text: str) -> Path:
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_three_input_forms_and_declines(tmp_path):
+    jsonl = _write(tmp_path, "a.jsonl", '{"id": "q001", "sql": "SELECT 1"}\n\n{"id": "q002", "declined": true}\n')
+    listed = _write(tmp_path, "b.json",
+                    '[\n  {"id": "q001", "sql": "SELECT 1"},\n  {"id": "q002", "declined": true}\n]')
+    mapping = _write(tmp_path, "c.json", '{\n  "q001": "SELECT 1",\n  "q002": null\n}\n')
+    one_line_map = _write(tmp_path, "d.json", '{"q001": "SELECT 1", "q002": null}')
+    single = _write(tmp_path, "e.jsonl", '{"id": "q001", "sql": "SELECT 1"}')
+    forms = [load_candidates(p) for p in (jsonl, listed, mapping, one_line_map)]
+    assert [c.form for c in forms] == ["jsonl", "json-list", "json-object", "json-object"]
+    for c in forms:
+        assert c.sql == {"q001": "SELECT 1", "q002": None}
+    assert forms[0].lines == {"q001": 1, "q002": 3}
+    assert forms[1].lines == {"q001": 2, "q002": 3}
+    assert forms[2].lines == {"q001": 2, "q002": 3}
+    assert load_candidates(single).sql == {"q001": "SELECT 1"}
+
+
+@pytest.mark.parametrize(("name", "text", "message"), [
+    ("empty.jsonl", "", "empty file"),
+    ("blank.jsonl", "  \n\n", "empty file"),
+    ("bad.jsonl", '{"id": "q001", "sql": "SELECT 1"}\n{"id": "q002", "sql": \n', ":2: not valid JSON"),
+    ("dup.jsonl", '{"id": "q001", "sql": "SELECT 1"}\n{"id": "q002", "sql": "SELECT 2"}\n{"id": "q001", "sql": "x"}\n',
+     ":3: duplicate id 'q001' (first at line 1)"),
+    ("dup.json", '[\n {"id": "q001", "sql": "a"},\n {"id": "q001", "sql": "b"}\n]', ":3: duplicate id 'q001'"),
+    ("dupmap.json", '{\n "q001": "a",\n "q002": "b",\n "q001": "c"\n}', ":4: duplicate id 'q001' (first at line 2)"),
+    ("badlist.json", '[\n {"id": "q001", "sql": "a"},\n {"id": "q002" "sql": "b"}\n]', ":3: not valid JSON"),
+    ("badmap.json", '{\n "q001": "a",\n "q002": 7\n}', ":3: the SQL of q002 must be text"),
+    ("noid.jsonl", '{"sql": "SELECT 1"}\n', ':1: a candidate needs an "id"'),
+    ("nosql.jsonl", '{"id": "q001"}\n', ':1: candidate q001 needs "sql"'),
+    ("both.jsonl", '{"id": "q001", "sql": "SELECT 1", "declined": true}\n', 'both "sql" and "declined"'),
+    ("notobj.jsonl", '{"id": "q001", "sql": "a"}\n[1, 2]\n', ":2: expected an object"),
+    ("trailing.json", '[{"id": "q001", "sql": "a"}]\n{"id": "q002"}\n', ":2: unexpected text"),
+])
+def test_bad_candidate_files_name_the_file_and_line(tmp_path, name, text, message):
+    path = _write(tmp_path, name, text)
+    with pytest.raises(InputError) as caught:
+        load_candidates(path)
+    assert str(path) in str(caught.value)
+    assert message in str(caught.value)
+
+
+def test_bad_input_exits_2_with_the_message(tmp_path, retail_pack):
+    path = _write(tmp_path, "dup.jsonl", '{"id": "q001", "sql": "SELECT 1"}\n{"id": "q001", "declined": true}\n')
+    out, err = io.StringIO(), io.StringIO()
+    assert score_command(retail_pack, path, out=out, err=err) == 2
+    assert f"{path}:2: duplicate id 'q001'" in err.getvalue()
+    assert out.getvalue() == ""
+    missing = tmp_path / "nope.jsonl"
+    assert score_command(retail_pack, missing, out=out, err=err) == 2
+    assert str(missing) in err.getvalue()
+
+
+# --------------------------------------------------------------------------- three-way scoring on a pack
+
+
+def test_three_way_scoring_report_and_json(tmp_path, retail_pack):
+    questions = load_questions(retail_pack)
+    expected_status = {}
+    lines = []
+    for i, q in enumerate(questions):
+        if i % 5 == 0:
+            lines.append({"id": q["id"], "declined": True})
+            expected_status[q["id"]] = "declined"
+        elif i % 5 == 1:
+            lines.append({"id": q["id"], "sql": "SELECT 180000.0"})
+            expected_status[q["id"]] = "wrong"
+        elif i % 5 == 2:
+            expected_status[q["id"]] = "declined"  # missing: declined
+        elif i % 5 == 3:
+            lines.append({"id": q["id"], "sql": f"SELECT * FROM ({q['gold_sql']}) AS g, (VALUES (1), (2)) AS v(x)"})
+            expected_status[q["id"]] = "wrong"  # more rows and columns than the answer
+        else:
+            lines.append({"id": q["id"], "sql": q["gold_sql"]})
+            expected_status[q["id"]] = "correct"
+    lines.append({"id": "q999", "sql": "SELECT 1"})
+    path = _write(tmp_path, "cands.jsonl", "".join(json.dumps(x) + "\n" for x in lines))
+    out, err = io.StringIO(), io.StringIO()
+    report_path = tmp_path / "report.json"
+    assert score_command(retail_pack, path, json_path=report_path, out=out, err=err) == 1
+    report = json.loads(report_path.read_text())
+    got_status = {r["id"]: r["status"] for r in report["questions"]}
+    assert got_status == expected_status
+    assert report["unknown_ids"] == ["q999"]
+    assert report["candidates"] == {"file": str(path), "form": "jsonl"}
+    # counts by kind and split, recomputed from questions.jsonl
+    for field, key in (("kind", "by_kind"), ("split", "by_split")):
+        for value, counts in report["summary"][key].items():
+            members = [q["id"] for q in questions if q[field] == value]
+            want = Counter(expected_status[m] for m in members)
+            assert counts["n"] == len(members)
+            assert (counts["correct"], counts["wrong"], counts["declined"]) == (want["correct"], want["wrong"],
+                                                                              want["declined"])
+            assert counts["accuracy"] == pytest.approx(want["correct"] / len(members))
+            assert counts["wrong_rate"] == pytest.approx(want["wrong"] / len(members))
+    assert set(report["summary"]["by_split"]) == {q["split"] for q in questions}
+    overall = report["summary"]["overall"]
+    assert overall["n"] == len(questions) == overall["correct"] + overall["wrong"] + overall["declined"]
+    text = out.getvalue()
+    assert "accuracy" in text and "wrong-rate" in text
+    assert "unknown ids (not in the pack, not scored): q999" in text
+    first_wrong = next(q for i, q in enumerate(questions) if i % 5 == 1)
+    assert f"WRONG    {first_wrong['id']}" in text and 'got "180000.0"' not in text
+    assert f"split {questions[0]['split']}" in text and f"kind  {questions[0]['kind']}" in text
+
+
+def test_every_gold_sql_is_correct_and_exits_0(tmp_path, retail_pack):
+    questions = load_questions(retail_pack)
+    path = _write(tmp_path, "gold.json", json.dumps({q["id"]: q["gold_sql"] for q in questions}))
+    out = io.StringIO()
+    assert score_command(retail_pack, path, rule="bird", out=out, err=io.StringIO()) == 0
+    assert f"{len(questions)}/{len(questions)} correct, 0 wrong, 0 declined" in out.getvalue()
+
+
+def _pack_with_rows_questions(tmp_path: Path, retail_pack: Path) -> tuple[Path, list[dict]]:
+    """A copy of the retail pack with result-set questions appended; answers computed here with plain DuckDB."""
+    pack = tmp_path / "rows_pack"
+    shutil.copytree(retail_pack, pack)
+    (pack / "attestation.intoto.json").unlink(missing_ok=True)
+    rotations = sorted(p.name for p in (pack / "rotations").iterdir())
+    golds = {
+        "r001": "SELECT channel, count(*) AS n FROM orders GROUP BY channel ORDER BY n DESC, channel",
+        "r002": "SELECT channel, round(sum(amount), 2) AS total FROM orders WHERE refunded GROUP BY channel",
+        "r003": "SELECT segment FROM customers GROUP BY segment",
+    }
+    records = []
+    for ident, sql in golds.items():
+        answers = {}
+        for rotation in rotations:
+            con = duckdb.connect()
+            source = pack / "rotations" / rotation / "tables"
+            direct = (sql.replace("FROM orders", f"FROM read_parquet('{source}/orders.parquet')")
+                      .replace("FROM customers", f"FROM read_parquet('{source}/customers.parquet')"))
+            rows = con.execute(direct).fetchall()
+            con.close()
+            answers[rotation] = [[float(v) if isinstance(v, Decimal) else v for v in row] for row in rows]
+        records.append({"id": ident, "question": ident, "gold_sql": sql, "expected_answer": answers,
+                        "answer_type": "rows", "round_decimals": 2, "kind": "result_set", "split": "dev",
+                        "question_sha256": "", "tags": []})
+    with open(pack / "questions.jsonl", "a", encoding="utf-8") as handle:
+        for record in records:
+            handle.write(json.dumps(record) + "\n")
+    return pack, records
+
+
+def test_result_set_questions_under_spider_and_bird(tmp_path, retail_pack):
+    pack, _ = _pack_with_rows_questions(tmp_path, retail_pack)
+    candidates = {
+        # r001: the gold orders by n DESC; the same rows in the same order (another spelling) -> correct for both
+        "r001": "SELECT channel, count(order_id) AS n FROM orders GROUP BY ALL ORDER BY 2 DESC, 1",
+        # r002: unrounded sums match at round_decimals 2; columns swapped: spider yes, bird (by position) no
+        "r002": "SELECT sum(amount) AS total, channel FROM orders WHERE refunded GROUP BY channel",
+        # r003: duplicates of the right set: bird yes, spider (multiset) no
+        "r003": "SELECT segment FROM customers",
+    }
+    spider = score_pack(pack, candidates, rule="spider")
+    bird = score_pack(pack, candidates, rule="bird")
+    status = {rule: {r["id"]: r["status"] for r in rep["questions"] if r["id"].startswith("r")}
+              for rule, rep in (("spider", spider), ("bird", bird))}
+    assert status["spider"] == {"r001": "correct", "r002": "correct", "r003": "wrong"}
+    assert status["bird"] == {"r001": "correct", "r002": "wrong", "r003": "correct"}
+    reordered = {"r001": "SELECT channel, count(*) AS n FROM orders GROUP BY channel ORDER BY n ASC, channel"}
+    again = score_pack(pack, reordered, rule="spider")
+    assert {r["id"]: r["status"] for r in again["questions"]}["r001"] == "wrong"  # the gold orders: order counts
+    again_bird = score_pack(pack, reordered, rule="bird")
+    assert {r["id"]: r["status"] for r in again_bird["questions"]}["r001"] == "correct"
+
+
+def test_records_without_gold_sql_or_answer_are_skipped(tmp_path, retail_pack):
+    pack = tmp_path / "imported_like"
+    shutil.copytree(retail_pack, pack)
+    (pack / "attestation.intoto.json").unlink(missing_ok=True)
+    extra = [{"id": "x1", "question": "criteria only", "gold_sql": None, "expected_answer": None, "answer_type": None,
+              "kind": "imported", "split": "dev", "status": "criteria"},
+             {"id": "x2", "question": "answer alone", "gold_sql": None, "expected_answer": 5, "answer_type": "integer",
+              "kind": "imported", "split": "dev", "status": "provisional"},
+             {"id": "x3", "question": "query alone", "gold_sql": "SELECT 1", "expected_answer": None,
+              "kind": "imported", "split": "dev", "status": "provisional"},
+             {"id": "x4", "question": "no answer_type", "gold_sql": "SELECT 'web'", "expected_answer": "web",
+              "kind": "imported", "split": "holdout", "status": "scorable"}]
+    with open(pack / "questions.jsonl", "a", encoding="utf-8") as handle:
+        handle.writelines(json.dumps(r) + "\n" for r in extra)
+    report = score_pack(pack, {"x1": "SELECT 1", "x3": "SELECT 1", "x4": "SELECT 'web'"})
+    assert report["not_scored"] == ["x1", "x2", "x3"]
+    assert report["unscored_candidates"] == ["x1", "x3"]
+    assert report["unknown_ids"] == []
+    status = {r["id"]: r["status"] for r in report["questions"]}
+    assert "x1" not in status and "x2" not in status and "x3" not in status
+    assert status["x4"] == "correct"
+    assert report["summary"]["overall"]["n"] == len(load_questions(retail_pack)) + 1

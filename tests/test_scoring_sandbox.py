@@ -1,0 +1,198 @@
+"""Candidate SQL is untrusted: attacks are scored wrong or rejected, touch nothing outside the
+pack's tables, and the run finishes."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from evalpack.scoring import Limits, catalog_state, load_questions, open_sandbox, run_query, score_command
+
+SECRET = "s3cr3t-never-leaves-this-file"
+
+
+def _snapshot(folder: Path) -> dict[str, str]:
+    """Every path under ``folder`` (files with their SHA-256, folders as 'dir')."""
+    out = {}
+    for path in sorted(folder.rglob("*")):
+        rel = path.relative_to(folder).as_posix()
+        out[rel] = hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else "dir"
+    return out
+
+
+@pytest.fixture()
+def arena(tmp_path: Path, retail_pack: Path, monkeypatch) -> dict[str, Path]:
+    pack = tmp_path / "pack"
+    shutil.copytree(retail_pack, pack)
+    (pack / "attestation.intoto.json").unlink(missing_ok=True)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    secret = outside / "secret.csv"
+    secret.write_text(f"token\n{SECRET}\n")
+    work = tmp_path / "cwd"
+    work.mkdir()
+    monkeypatch.chdir(work)  # DuckDB would spill an in-memory database to ./.tmp
+    return {"pack": pack, "outside": outside, "secret": secret, "cwd": work, "tmp": tmp_path}
+
+
+def attacks(a: dict[str, Path]) -> dict[str, str]:
+    out, pack, secret = a["outside"], a["pack"], a["secret"]
+    orders = pack / "rotations" / "seed_43" / "tables" / "orders.parquet"
+    return {
+        "copy_to": f"COPY orders TO '{out}/copied.csv'",
+        "copy_query_into_pack": f"COPY (SELECT 1) TO '{pack}/planted.csv'",
+        "export_database": f"EXPORT DATABASE '{out}/exported'",
+        "attach_file": f"ATTACH '{out}/attached.duckdb' AS x",
+        "attach_memory": "ATTACH ':memory:' AS scratch",
+        "read_csv_outside": f"SELECT token FROM read_csv('{secret}')",
+        "read_text_outside": f"SELECT content FROM read_text('{secret}')",
+        "replacement_scan_outside": f"SELECT * FROM '{secret}'",
+        "read_answer_key": f"SELECT expected_answer FROM read_json('{pack}/questions.jsonl') LIMIT 1",
+        "read_other_rotation": f"SELECT count(*) FROM read_parquet('{orders}')",
+        "read_blob_etc": "SELECT content FROM read_blob('/etc/passwd')",
+        "glob_root": "SELECT count(*) FROM glob('/*')",
+        "install": "INSTALL httpfs",
+        "load": "LOAD httpfs",
+        "set_external_access": "SET enable_external_access = true",
+        "unlock_configuration": "SET lock_configuration = false",
+        "pragma": "PRAGMA threads = 64",
+        "create": "CREATE TABLE planted AS SELECT 1 AS x",
+        "insert": "INSERT INTO orders SELECT * FROM orders",
+        "drop": "DROP TABLE orders",
+        "with_insert": "WITH x AS (SELECT * FROM orders) INSERT INTO orders SELECT * FROM x",
+        "two_statements": "SELECT 1; DROP TABLE customers",
+        "call_checkpoint": "CHECKPOINT",
+        "recursive_cte": "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r) SELECT count(*) FROM r",
+        "cross_join": "SELECT count(*) FROM orders a, orders b, orders c",
+        "memory_bomb": "SELECT list(a.order_id) FROM orders a, orders b",
+        "getenv": "SELECT getenv('HOME')",
+        "url": "SELECT * FROM read_csv('https://example.com/x.csv')",
+    }
+
+
+def test_attacks_are_wrong_or_rejected_and_nothing_leaks(arena):
+    pack = arena["pack"]
+    questions = load_questions(pack)
+    attack = attacks(arena)
+    assert len(attack) >= 12
+    ids = [q["id"] for q in questions]
+    candidates = dict(zip(ids, attack.values(), strict=False))
+    gold_after = {q["id"]: q["gold_sql"] for q in questions[len(attack):len(attack) + 5]}
+    file = arena["tmp"] / "candidates.json"
+    file.write_text(json.dumps({**candidates, **gold_after}))
+    before_pack, before_outside = _snapshot(pack), _snapshot(arena["outside"])
+    report_path = arena["tmp"] / "report.json"
+    code = score_command(pack, file, json_path=report_path, timeout=0.5, memory_mb=256)
+    assert code == 1
+    report = json.loads(report_path.read_text())
+    by_id = {r["id"]: r for r in report["questions"]}
+    for (name, _), qid in zip(attack.items(), ids, strict=False):
+        result = by_id[qid]
+        assert result["status"] == "wrong", name
+        for rotation, run in result["rotations"].items():
+            assert run["match"] is False and "error" in run, (name, rotation, run)
+    # the tables were intact after every attack: gold SQL that ran later on the same connections is correct
+    assert all(by_id[qid]["status"] == "correct" for qid in gold_after)
+    assert _snapshot(pack) == before_pack
+    assert _snapshot(arena["outside"]) == before_outside
+    assert list(arena["cwd"].iterdir()) == []
+    assert SECRET not in report_path.read_text()
+    timeouts = {name: by_id[qid]["rotations"]["seed_42"]["error"] for (name, _), qid in zip(attack.items(), ids,
+                                                                                             strict=False)}
+    assert timeouts["recursive_cte"].startswith("timeout")
+    assert timeouts["cross_join"].startswith("timeout")
+    assert timeouts["two_statements"].startswith("rejected: expected exactly one statement")
+    assert timeouts["drop"].startswith("rejected: only a query")
+    assert "Permission" in timeouts["read_answer_key"] or "disabled" in timeouts["read_answer_key"]
+
+
+def test_runaway_recursive_cte_stops_within_the_limit(arena):
+    con = open_sandbox(arena["pack"] / "rotations" / "seed_42" / "tables", Limits(timeout=0.5))
+    try:
+        outcome = run_query(con, "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r) "
+                                 "SELECT max(n) FROM r", timeout=0.5)
+        streamed = run_query(con, "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r) "
+                                  "SELECT n FROM r WHERE n < 0", timeout=0.5)
+        after = run_query(con, "SELECT count(*) FROM orders", timeout=0.5)
+    finally:
+        con.close()
+    assert outcome.timed_out and outcome.rows is None
+    assert outcome.seconds < 5  # the limit is 0.5 s; generous slack for a loaded machine
+    assert streamed.timed_out and streamed.seconds < 5
+    assert after.rows == [(40000,)]  # the connection is usable after an interrupt
+
+
+def test_sandbox_is_locked_and_holds_the_rotation(arena):
+    con = open_sandbox(arena["pack"] / "rotations" / "seed_42" / "tables", Limits(memory_mb=128, threads=1))
+    try:
+        settings = dict(con.execute("SELECT name, value FROM duckdb_settings() WHERE name IN "
+                                    "('enable_external_access', 'lock_configuration', 'threads', "
+                                    "'temp_directory', 'autoload_known_extensions', "
+                                    "'autoinstall_known_extensions')").fetchall())
+        tables = sorted(r[0] for r in con.execute("SELECT table_name FROM duckdb_tables()").fetchall())
+        views = con.execute("SELECT count(*) FROM duckdb_views() WHERE NOT internal").fetchone()[0]
+    finally:
+        con.close()
+    assert settings["enable_external_access"] == "false"
+    assert settings["lock_configuration"] == "true"
+    assert settings["threads"] == "1"
+    assert settings["temp_directory"] == ""
+    assert settings["autoload_known_extensions"] == "false"
+    assert settings["autoinstall_known_extensions"] == "false"
+    assert tables == ["customers", "orders"] and views == 0
+
+
+@pytest.mark.parametrize("sql", ["", "   ", "-- only a comment", "SELEC 1", "SELECT 1;;SELECT 2",
+                                 "PIVOT orders ON channel"])
+def test_unrunnable_sql_is_an_error_not_a_crash(arena, sql):
+    con = open_sandbox(arena["pack"] / "rotations" / "seed_42" / "tables")
+    try:
+        outcome = run_query(con, sql)
+    finally:
+        con.close()
+    assert outcome.rows is None and outcome.error
+
+
+def test_the_lock_holds_even_without_the_statement_filter(arena):
+    """Second layer: statements the filter would reject fail inside DuckDB too when run directly."""
+    import duckdb
+
+    out = arena["outside"]
+    con = open_sandbox(arena["pack"] / "rotations" / "seed_42" / "tables")
+    failed = []
+    try:
+        for sql in [f"COPY orders TO '{out}/raw.csv'", f"EXPORT DATABASE '{out}/raw_export'",
+                    f"ATTACH '{out}/raw.duckdb' AS x", "INSTALL httpfs", "LOAD httpfs",
+                    "SET enable_external_access = true", "SET lock_configuration = false", "RESET threads",
+                    "SET temp_directory = '.'", f"SELECT * FROM read_csv('{arena['secret']}')"]:
+            try:
+                con.execute(sql)
+            except duckdb.Error:
+                failed.append(sql)
+        locked = con.execute("SELECT current_setting('enable_external_access')").fetchone()[0]
+        before = catalog_state(con)
+        con.execute("CREATE TEMP TABLE planted AS SELECT 1 AS x")  # what the statement filter keeps out
+        tripped = catalog_state(con) != before
+    finally:
+        con.close()
+    assert tripped  # the per-rotation catalog check would stop the run
+    assert len(failed) == 10
+    assert locked is False
+    assert list(out.iterdir()) == [arena["secret"]]
+
+
+def test_huge_results_are_cut_off_not_fetched(arena):
+    con = open_sandbox(arena["pack"] / "rotations" / "seed_42" / "tables")
+    try:
+        wide = run_query(con, "SELECT repeat('x', 100000) AS big FROM range(100000)", max_bytes=8 * 2**20)
+        endless = run_query(con, "SELECT range FROM range(10000000000)", max_rows=1000)
+        exact = run_query(con, "SELECT range FROM range(1000)", max_rows=1000)
+    finally:
+        con.close()
+    assert wide.rows is None and wide.error.startswith("result too large")
+    assert endless.rows is None and endless.error == "too many rows: more than 1000"
+    assert exact.error is None and len(exact.rows) == 1000

@@ -1,0 +1,142 @@
+"""verify.py is the scorer, runs isolated with only the standard library and duckdb, and
+`evalpack score` runs the same code; rotated answers are scored per rotation."""
+
+from __future__ import annotations
+
+import io
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from evalpack.build import build_pack
+from evalpack.cli import main as cli_main
+from evalpack.scoring import load_questions, score_command
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _imports_after_site(stderr: str) -> list[tuple[int, str]]:
+    """(depth, module) for every import that ``-X importtime`` logged after interpreter start-up."""
+    entries = []
+    for line in stderr.splitlines():
+        if not line.startswith("import time:") or "|" not in line:
+            continue
+        name_part = line.rsplit("|", 1)[1]
+        if name_part.strip() == "imported package":
+            continue
+        depth = (len(name_part) - len(name_part.lstrip(" ")) - 1) // 2
+        entries.append((depth, name_part.strip()))
+    starts = [i for i, (depth, name) in enumerate(entries) if depth == 0 and name == "site"]
+    assert starts, "no start-up 'site' import in the importtime log"
+    return entries[starts[-1] + 1:]
+
+
+def test_verify_py_is_the_scorer_byte_for_byte(retail_pack):
+    assert (retail_pack / "verify.py").read_bytes() == (ROOT / "evalpack" / "scoring.py").read_bytes()
+
+
+def test_verify_py_runs_isolated_and_imports_only_stdlib_and_duckdb(tmp_path, retail_pack):
+    pack = tmp_path / "pack"
+    shutil.copytree(retail_pack, pack)
+    run = subprocess.run([sys.executable, "-I", "-X", "importtime", str(pack / "verify.py")], cwd=tmp_path,
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stdout + run.stderr[-2000:]
+    questions = load_questions(pack)
+    assert f"{len(questions)}/{len(questions)} questions verify on every rotation" in run.stdout
+    assert run.stdout.count("\nPASS ") == len(questions)
+    imported = _imports_after_site(run.stderr)
+    direct = {name.split(".")[0] for depth, name in imported if depth == 0}
+    allowed = set(sys.stdlib_module_names) | {"duckdb", "_duckdb"}
+    assert "duckdb" in direct and "json" in direct and "hashlib" in direct
+    assert direct <= allowed, direct - allowed
+    assert not any(name.split(".")[0] in {"evalpack", "sqlglot", "cryptography", "numpy", "pyarrow", "yaml"}
+                   for _, name in imported)
+
+
+def test_verify_py_candidate_mode_in_a_subprocess(tmp_path, retail_pack):
+    pack = tmp_path / "pack"
+    shutil.copytree(retail_pack, pack)
+    questions = load_questions(pack)
+    cands = tmp_path / "cands.json"
+    cands.write_text(json.dumps([{"id": q["id"], "sql": q["gold_sql"]} for q in questions[:3]]
+                                + [{"id": questions[3]["id"], "sql": "SELECT 180000.0"}]))
+    report = tmp_path / "report.json"
+    run = subprocess.run([sys.executable, "-I", str(pack / "verify.py"), "--candidates", str(cands), "--json",
+                          str(report), "--rule", "bird", "--timeout", "5"], cwd=tmp_path, capture_output=True,
+                         text=True, timeout=300)
+    assert run.returncode == 1, run.stderr
+    data = json.loads(report.read_text())
+    assert data["rule"] == "bird" and data["candidates"]["form"] == "json-list"
+    overall = data["summary"]["overall"]
+    assert (overall["correct"], overall["wrong"], overall["declined"]) == (3, 1, len(questions) - 4)
+    assert "accuracy" in run.stdout and "wrong-rate" in run.stdout
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    bad = subprocess.run([sys.executable, "-I", str(pack / "verify.py"), "--candidates", str(empty)], cwd=tmp_path,
+                         capture_output=True, text=True, timeout=300)
+    assert bad.returncode == 2 and f"{empty}: empty file" in bad.stderr
+
+
+def test_evalpack_score_runs_the_same_scorer(tmp_path, retail_pack, capsys):
+    questions = load_questions(retail_pack)
+    cands = tmp_path / "cands.jsonl"
+    cands.write_text("".join(json.dumps({"id": q["id"], "sql": q["gold_sql"]}) + "\n" for q in questions[:5]))
+    via_cli = tmp_path / "cli.json"
+    code = cli_main(["score", str(retail_pack), "--candidates", str(cands), "--json", str(via_cli)])
+    direct = tmp_path / "direct.json"
+    assert code == score_command(retail_pack, cands, json_path=direct, out=io.StringIO(), err=io.StringIO()) == 1
+    a, b = json.loads(via_cli.read_text()), json.loads(direct.read_text())
+    for report in (a, b):
+        report.pop("timing")
+        for q in report["questions"]:
+            for run in q["rotations"].values():
+                run.pop("seconds")
+    assert a == b
+    assert "5/" in capsys.readouterr().out
+
+
+@pytest.fixture(scope="module")
+def rotated_pack(tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("rotated")
+    spec = (ROOT / "schemas" / "retail.yaml").read_text(encoding="utf-8")
+    assert "answers: shared" in spec
+    path = folder / "retail_rotated.yaml"
+    path.write_text(spec.replace("answers: shared", "answers: rotated"), encoding="utf-8")
+    out = folder / "pack"
+    build_pack(path, out, rotations=2)
+    return out
+
+
+def test_rotated_answers_use_each_rotations_own_answer(tmp_path, rotated_pack):
+    questions = load_questions(rotated_pack)
+    assert all(isinstance(q["expected_answer"], dict) for q in questions)
+    rotations = sorted(questions[0]["expected_answer"])
+    assert len(rotations) == 2
+    differing = [q for q in questions if q["expected_answer"][rotations[0]] != q["expected_answer"][rotations[1]]]
+    assert len(differing) >= 10
+    copied = {q["id"]: q for q in differing[:10]}
+    cands = {}
+    for q in questions:
+        if q["id"] in copied:
+            value = q["expected_answer"][rotations[0]]  # the answer of the first rotation, as a constant
+            cands[q["id"]] = f"SELECT {value!r}" if isinstance(value, str) else f"SELECT {value}"
+        else:
+            cands[q["id"]] = q["gold_sql"]
+    path = tmp_path / "cands.json"
+    path.write_text(json.dumps(cands))
+    report_path = tmp_path / "report.json"
+    assert score_command(rotated_pack, path, json_path=report_path, out=io.StringIO(), err=io.StringIO()) == 1
+    report = json.loads(report_path.read_text())
+    for r in report["questions"]:
+        if r["id"] in copied:
+            assert r["status"] == "wrong"
+            assert r["rotations"][rotations[0]]["match"] is True  # right on the rotation it was copied from
+            assert r["rotations"][rotations[1]]["match"] is False
+        else:
+            assert r["status"] == "correct", r
+    overall = report["summary"]["overall"]
+    assert (overall["correct"], overall["wrong"]) == (len(questions) - 10, 10)
