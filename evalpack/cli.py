@@ -58,7 +58,8 @@ def cmd_build(args: argparse.Namespace) -> int:
 def cmd_score(args: argparse.Namespace) -> int:
     from evalpack.scoring import score_command
 
-    return score_command(args.pack, args.candidates, json_path=args.json, rule=args.rule)
+    return score_command(args.pack, args.candidates, json_path=args.json, rule=args.rule,
+                         public_key=args.public_key, timeout=args.timeout)
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
@@ -111,6 +112,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--candidates", required=True, help="JSONL, JSON list, or JSON object of id -> SQL")
     s.add_argument("--json", help="write the full report as JSON to this file")
     s.add_argument("--rule", choices=("spider", "bird"), default="spider", help="rule for result-set questions")
+    s.add_argument("--public-key", help="public key (PEM) to check the attestation's signature with")
+    s.add_argument("--timeout", type=float, default=10.0, help="seconds allowed per candidate query")
     s.set_defaults(func=cmd_score)
 
     v = sub.add_parser("verify", help="check a pack's attestation, file hashes and gold SQL")
