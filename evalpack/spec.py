@@ -174,6 +174,7 @@ class BalancedLedger:
     credit_column: str
     decimals: int
     line: int
+    path: tuple = ()  # where it is declared: ("tables", t, "constraints", i) or ("constraints", i)
 
 
 @dataclass(frozen=True)
@@ -499,6 +500,7 @@ def _read_ledger(r: _Reader, raw: Any, path: tuple, table: str | None) -> Balanc
         credit_column=r.ident(m.get("credit_column", "credit"), path + ("credit_column",)),
         decimals=r.integer(m.get("decimals", 2), path + ("decimals",), 0, 6),
         line=r.line(path),
+        path=path,
     )
 
 
@@ -822,9 +824,11 @@ def _check_references(r: _Reader, spec: Spec) -> None:
             raise r.err(p, f"{g.table}.{g.column} is the time column of a curve; a time_grid there would move "
                         "rows across period boundaries. Put the grid on another datetime column")
     for i, led in enumerate(spec.ledgers):
-        p = ("constraints", led.name)
+        p = led.path or ("constraints", i)
         for col in led.group_by:
-            need(led.table, col, p + ("group_by",), ("int", "text", "foreign_key", "categorical"))
+            if need(led.table, col, p + ("group_by",), ("int", "text", "foreign_key", "categorical")).unique:
+                raise r.err(p + ("group_by",), f"{led.table}.{col} is unique, so no two lines could share a "
+                            "group; group a ledger by a column that repeats")
         need(led.table, led.debit_column, p + ("debit_column",), ("float",))
         need(led.table, led.credit_column, p + ("credit_column",), ("float",))
         if len(led.group_by) != 1:
@@ -846,9 +850,9 @@ def _check_references(r: _Reader, spec: Spec) -> None:
                             f"{col.decimals}")
         if t.rows < 2:
             raise r.err(p, f"a balanced ledger needs at least 2 rows in {led.table}")
-        for rel in spec.relationships:
+        for j, rel in enumerate(spec.relationships):
             if (rel.child_table, rel.child_column) == (led.table, led.group_by[0]) and 1 in (rel.orphans, rel.nulls):
-                raise r.err(("relationships",), f"{led.table}.{led.group_by[0]} groups a balanced ledger: "
+                raise r.err(("relationships", j), f"{led.table}.{led.group_by[0]} groups a balanced ledger: "
                             "orphans and nulls there must be 0 or at least 2 (each group balances)")
 
 
