@@ -162,6 +162,9 @@ def main(argv: list[str] | None = None) -> int:
         return exc.exit_code
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # output piped into a reader that stopped early (e.g. head)
+        sys.stderr.close()
+        return 1
 
 
 if __name__ == "__main__":

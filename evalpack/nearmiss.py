@@ -34,10 +34,21 @@ MAX_SURVIVORS_LISTED = 50
 
 
 @dataclass(frozen=True)
+class _Batchable:
+    """A mutant of the form SELECT f(aggregates) FROM table [WHERE cond], rewritten so that many
+    of them are computed in one scan: every aggregate gets FILTER (WHERE cond)."""
+
+    table: str
+    projection: str  # the projection with filtered aggregates, as SQL
+    bounds: tuple[str, str | None, str | None] | None  # (column, lower literal SQL, upper literal SQL)
+
+
+@dataclass(frozen=True)
 class Mutant:
     question_id: str
     operator: str
     sql: str
+    batch: _Batchable | None = None
 
 
 # --------------------------------------------------------------------------- column types
@@ -308,43 +319,147 @@ def build_mutants(spec: Spec, questions: tuple[Question, ...], types: dict[str, 
         rotated = dict(q.expected) if spec.answers == "rotated" else None
         for op, tree in mutants_of(q, types, nullable, rotated):
             sql = tree.sql(dialect=DIALECT)
+            batch = batchable(tree)
             canon = _canonical(tree)
             if canon in seen:
                 equivalent[op] += 1
                 continue
             seen.add(canon)
-            mutants.append(Mutant(q.id, op, sql))
+            mutants.append(Mutant(q.id, op, sql, batch))
     return mutants, equivalent
 
 
+AGGREGATES = (exp.Sum, exp.Avg, exp.Min, exp.Max, exp.Count, exp.CountIf)
+
+
+def _bounds(where: exp.Expression | None) -> tuple[str, exp.Expression | None, exp.Expression | None] | None:
+    """The column and literal bounds (either may be missing) of a top-level AND-chain window."""
+    if where is None:
+        return None
+    found: dict[str, list] = {}
+    for term in (where.flatten() if isinstance(where, exp.And) else [where]):
+        term = term.unnest()
+        if isinstance(term, exp.And):
+            inner = _bounds(term)
+            if inner:
+                slot = found.setdefault(inner[0], [None, None])
+                slot[0], slot[1] = slot[0] or inner[1], slot[1] or inner[2]
+            continue
+        if isinstance(term, (exp.GTE, exp.GT, exp.LT, exp.LTE)) and isinstance(term.this, exp.Column) \
+                and isinstance(term.expression, exp.Cast):
+            slot = found.setdefault(term.this.name, [None, None])
+            slot[0 if isinstance(term, (exp.GTE, exp.GT)) else 1] = term.expression
+    if len(found) != 1:
+        return None
+    column, (lower, upper) = next(iter(found.items()))
+    return column, lower, upper
+
+
+def batchable(query: str | exp.Expression) -> _Batchable | None:
+    """The batch form of a single-table scalar aggregate query (SQL or AST, not modified), or None."""
+    tree = parse_gold(query) if isinstance(query, str) else query
+    if not isinstance(tree, exp.Select) or len(tree.expressions) != 1:
+        return None
+    if any(tree.args.get(k) for k in ("joins", "group", "having", "order", "limit", "offset", "distinct", "with",
+                                      "qualify", "windows")):
+        return None
+    source = tree.args.get("from_") or tree.args.get("from")
+    table = source.this if source else None
+    if not isinstance(table, exp.Table) or table.args.get("alias"):
+        return None
+    projection = tree.expressions[0].copy()
+    if isinstance(projection, exp.Alias):
+        projection = projection.this
+    aggregates = [a for a in projection.find_all(AGGREGATES)]
+    if not aggregates or any(isinstance(n, (exp.Subquery, exp.Select, exp.Window, exp.Filter))
+                             for n in projection.find_all(exp.Expression)):
+        return None
+    # a column outside every aggregate would make the query invalid (or a per-row result)
+    if any(not c.find_ancestor(*AGGREGATES) for c in projection.find_all(exp.Column)):
+        return None
+    where = tree.args.get("where")
+    cond = where.this if where else None
+    holder = exp.Paren(this=projection)  # so that a bare aggregate can be replaced too
+    if cond is not None:
+        for agg in list(projection.find_all(AGGREGATES)):
+            agg.replace(exp.Filter(this=agg.copy(), expression=exp.Where(this=cond.copy())))
+    bounds = _bounds(cond)
+    if bounds is not None:
+        bounds = (bounds[0], *(None if b is None else b.sql(dialect=DIALECT) for b in bounds[1:]))
+    return _Batchable(table.name, holder.this.sql(dialect=DIALECT), bounds)
+
+
+BATCH_WIDTH = 64
+
+
+def _batches(mutants: list[Mutant]) -> tuple[list[tuple[str, list[int]]], list[int]]:
+    """(batch SQL, mutant indices) groups, and the indices of mutants that run one by one.
+
+    Mutants of one question that bound the same column on the same sides share a scan restricted
+    to the union of their windows, so zone maps still skip the rest of the table."""
+    groups: dict[tuple, list[tuple[int, _Batchable]]] = {}
+    alone = []
+    for i, m in enumerate(mutants):
+        b = m.batch
+        if b is None:
+            alone.append(i)
+            continue
+        column, lower, upper = b.bounds or (None, None, None)
+        groups.setdefault((b.table, m.question_id, column, lower is not None, upper is not None), []).append((i, b))
+    out = []
+    for (table, _, column, has_lower, has_upper), members in groups.items():
+        for start in range(0, len(members), BATCH_WIDTH):
+            part = members[start:start + BATCH_WIDTH]
+            sql = f'SELECT {", ".join(b.projection for _, b in part)} FROM "{table}"'
+            # LEAST/GREATEST of the members' literals: a superset of their rows; each FILTER does the rest
+            limits = []
+            if has_lower:
+                limits.append(f'"{column}" >= LEAST({", ".join(b.bounds[1] for _, b in part)})')
+            if has_upper:
+                limits.append(f'"{column}" <= GREATEST({", ".join(b.bounds[2] for _, b in part)})')
+            if limits:
+                sql += " WHERE " + " AND ".join(limits)
+            out.append((sql, [i for i, _ in part]))
+    return out, alone
+
+
 def _run_rotation(folder: Path, rotation: str, mutants: list[Mutant], questions: dict[str, Question],
-                  workers: int = 2) -> dict[int, bool | None]:
+                  plan: tuple[list[tuple[str, list[int]]], list[int]], workers: int = 2) -> dict[int, bool | None]:
     """Each mutant's outcome on one rotation: True/False (matches the expected answer), None (error).
 
-    Mutants are small queries, so two cursors submit them side by side with one DuckDB thread
-    each; that keeps both cores busy where one multi-threaded cursor mostly waits on Python."""
+    Single-table aggregate mutants run many to a scan (their aggregates FILTERed by their own
+    WHERE, which gives exactly the standalone result); the rest run one by one. Two cursors
+    with one DuckDB thread each keep both cores busy."""
     con = materialize(connect_tables(folder))  # the study runs many queries per table
-    con.execute(f"SET threads = {workers}")
+    batches, alone = plan
 
-    def run(indices: range) -> dict[int, bool | None]:
+    def judge(i: int, rows: list[tuple]) -> bool:
+        q = questions[mutants[i].question_id]
+        return scalar_matches(q.expected_for(rotation), q.answer_type, q.round_decimals, rows)
+
+    def one(cursor, i: int) -> bool | None:
+        try:
+            return judge(i, cursor.execute(mutants[i].sql).fetchall())
+        except duckdb.Error:
+            return None
+
+    def run(worker: int) -> dict[int, bool | None]:
         cursor = con.cursor()
         cursor.execute("SET threads = 1")
         out: dict[int, bool | None] = {}
-        for i in indices:
-            m = mutants[i]
-            q = questions[m.question_id]
+        for sql, members in batches[worker::workers]:
             try:
-                rows = cursor.execute(m.sql).fetchall()
-            except duckdb.Error:
-                out[i] = None
+                row = cursor.execute(sql).fetchone()
+            except duckdb.Error:  # one member does not bind or run: fall back to each on its own
+                out.update({i: one(cursor, i) for i in members})
                 continue
-            out[i] = scalar_matches(q.expected_for(rotation), q.answer_type, q.round_decimals, rows)
+            out.update({i: judge(i, [(value,)]) for i, value in zip(members, row)})
+        out.update({i: one(cursor, i) for i in alone[worker::workers]})
         return out
 
     try:
         with ThreadPoolExecutor(max_workers=workers) as pool:
-            parts = pool.map(run, [range(w, len(mutants), workers) for w in range(workers)])
-            return {i: r for part in parts for i, r in part.items()}
+            return {i: r for part in pool.map(run, range(workers)) for i, r in part.items()}
     finally:
         con.close()
 
@@ -362,7 +477,8 @@ def run_study(spec: Spec, plans: tuple[RotationPlan, ...], questions: tuple[Ques
     rotations = [f"seed_{p.seed}" for p in plans]
     dirs = [folder / rotation_dir(p.seed) / "tables" for p in plans]
     # one rotation at a time: DuckDB already uses every core, and only one rotation is in memory
-    per_rotation = [_run_rotation(folder_, rotation, mutants, by_id) for folder_, rotation in zip(dirs, rotations)]
+    plan = _batches(mutants)
+    per_rotation = [_run_rotation(folder_, rotation, mutants, by_id, plan) for folder_, rotation in zip(dirs, rotations)]
     table = {op: {"mutants": 0, "equivalent": equivalent[op], "errored": 0, "match_any": 0, "match_all": 0}
              for op in OPERATORS}
     survivors = []

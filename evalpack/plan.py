@@ -357,6 +357,13 @@ class _Planner:
                                    f"{table.name} needs at least {min_rows * len(months) + zone_rows} rows for "
                                    f"{len(months)} months of its outcome curve; raise rows")
                 rows = self._rows_per_month(window_rows, totals, min_rows)
+            low, high = curve.rows_per_period
+            for month, n in zip(months, rows):
+                if (low is not None and n < low) or (high is not None and n > high):
+                    raise self.err(f"outcome_curves[{spec.outcome_curves.index(curve)}]", curve.line,
+                                   f"{month:%Y-%m} plans {n} rows of {table.name}, outside the declared "
+                                   f"{low or 1} to {high or 'any'} transactions per period; change the table's "
+                                   "rows or the bounds")
             null_rate = mcol.nullable
             shares = groups_decl.shares if groups_decl else ((None, 1.0),)
             group_column = groups_decl.group_column if groups_decl else None

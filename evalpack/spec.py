@@ -108,6 +108,7 @@ class OutcomeCurve:
     points: tuple[CurvePoint, ...]
     line: int
     avg_transaction_value: float | None = None
+    rows_per_period: tuple[int | None, int | None] = (None, None)  # Misata's min/max_transactions_per_period
 
 
 @dataclass(frozen=True)
@@ -559,9 +560,9 @@ def _curve_month(r: _Reader, point: dict, path: tuple, start: dt.date | None) ->
 
 def _read_outcome_curve(r: _Reader, raw: Any, path: tuple, tables: dict[str, Table]) -> OutcomeCurve:
     keys = ("table", "column", "time_column", "start_date", "curve_points", "avg_transaction_value",
-            "time_unit", "value_mode", "pattern_type", "description")
-    m = r.mapping(raw, path, keys, ("intra_period_pattern", "min_transactions_per_period",
-                                    "max_transactions_per_period", "concentration"), "outcome curve key")
+            "min_transactions_per_period", "max_transactions_per_period", "time_unit", "value_mode", "pattern_type",
+            "description")
+    m = r.mapping(raw, path, keys, ("intra_period_pattern", "concentration"), "outcome curve key")
     table = r.string(r.required(m, "table", path), path + ("table",))
     time_column = r.string(m.get("time_column", "date"), path + ("time_column",))
     if m.get("time_unit", "month") != "month":
@@ -598,6 +599,9 @@ def _read_outcome_curve(r: _Reader, raw: Any, path: tuple, tables: dict[str, Tab
         points=tuple(points),
         line=r.line(path),
         avg_transaction_value=None if avg is None else r.number(avg, path + ("avg_transaction_value",), lo=0.01),
+        rows_per_period=tuple(
+            None if m.get(key) is None else r.integer(m[key], path + (key,), lo=1)
+            for key in ("min_transactions_per_period", "max_transactions_per_period")),
     )
 
 
