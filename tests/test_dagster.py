@@ -147,8 +147,9 @@ def test_pack_keys_cannot_leave_the_schemas_or_packs_folder():
 def test_executor_is_chosen_by_name():
     assert executor("in_process").name == "in_process"
     assert executor("multiprocess").name == "multiprocess"
+    assert executor("dask").name == "dask"
     with pytest.raises(ValueError, match="unknown executor"):
-        executor("dask")  # issue 10 adds it to pipelines.executors.EXECUTORS
+        executor("kubernetes")
 
 
 # --------------------------------------------------------------------------- a whole build
