@@ -1,7 +1,7 @@
 """Dagster software-defined assets over the evalpack engine: one module per stage of a pack build.
 
 spec -> rotation_tables (one step per rotation) -> questions -> verification -> near_miss
-     -> certificate (questions.jsonl, certificate.json, manifest.json, verify.py) -> attestation -> pack
+     -> certificate (questions.jsonl, certificate.json, manifest.json, README.md, verify.py) -> attestation -> pack
 """
 
 from assets.attestation import attestation, attestation_verifies

@@ -1,4 +1,5 @@
-"""Stage 6: questions.jsonl, certificate.json, manifest.json and verify.py, written from the verified results."""
+"""Stage 6: questions.jsonl, certificate.json, manifest.json, README.md (the dataset card) and verify.py, written
+from the verified results."""
 
 import json
 from pathlib import Path
@@ -19,7 +20,7 @@ from evalpack.plan import plan_pack
 from evalpack.scoring import run_gold
 from evalpack.spec import Spec
 
-PACK_FILES = ("questions.jsonl", "certificate.json", "manifest.json", "verify.py")
+PACK_FILES = ("questions.jsonl", "certificate.json", "manifest.json", "README.md", "verify.py")
 
 
 def files_markdown(folder: Path, names: tuple[str, ...]) -> str:

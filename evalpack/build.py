@@ -81,12 +81,15 @@ def verify_pack_tables(spec: Spec, questions: tuple[Question, ...], folder: Path
 
 def write_pack_files(folder: Path, spec: Spec, plans: tuple[RotationPlan, ...], verdicts: tuple[Verdict, ...],
                      rows: dict[str, dict[str, int]], near_miss: dict | None = None) -> None:
-    """questions.jsonl, certificate.json, manifest.json and verify.py, from verified results."""
+    """questions.jsonl, certificate.json, manifest.json, README.md (the dataset card) and verify.py."""
+    from evalpack.card import write_card
+
     shipped = [v.question for v in verdicts if v.ships]
     lines = [json.dumps(q.to_record(spec.answers), ensure_ascii=False, separators=(",", ":")) for q in shipped]
     (folder / "questions.jsonl").write_text("".join(line + "\n" for line in lines), encoding="utf-8")
     (folder / "certificate.json").write_bytes(dumps(certificate(verdicts, [f"seed_{p.seed}" for p in plans])))
     (folder / "manifest.json").write_bytes(dumps(manifest(spec, plans, verdicts, rows, duckdb_types(spec), near_miss)))
+    write_card(folder)  # from the three files above; deterministic, and attested with the rest
     shutil.copyfile(SCORER, folder / "verify.py")
 
 
@@ -132,7 +135,7 @@ def build_pack(spec_path: str | Path, out: str | Path, *, seed: int | None = Non
                                 f"(drop reasons: {dict(reasons)})", exit_code=1)
         near_miss = run_study(spec, plans, tuple(v.question for v in verdicts if v.ships), staging)
         write_pack_files(staging, spec, plans, verdicts, rows, near_miss)
-        findings = tuple(audit_pack(staging))  # the same audit `evalpack audit` runs on any pack
+        findings = tuple(audit_pack(staging, trusted=True))  # the audit `evalpack audit` runs, on SQL we wrote
         write_attestation(staging, spec, started=started, finished=now_utc(), signing_key=signing_key)
         publish_dir(staging, out)
     except BaseException:

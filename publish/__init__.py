@@ -9,8 +9,10 @@ For code (the Dagster publish asset)::
     result = publish_pack(Path("packs/retail"), "owner/retail-evalpack")   # token: HF_TOKEN or login
     result.repo_url, result.tag, result.commit_sha, result.tag_url
 
-Modules: ``layout`` (pack -> repo files and configs), ``card`` (README.md), ``check`` (re-verification
-before anything is sent), ``hub`` (create repo, one commit, tag), ``cli`` (``evalpack publish``).
+Modules: ``layout`` (pack -> repo files; configs and splits from ``evalpack.card.hub_configs``), ``card``
+(the pack's own README.md, rendered by ``evalpack.card`` at build time and attested, goes up unchanged),
+``check`` (re-verification before anything is sent), ``hub`` (create repo, one commit, tag), ``cli``
+(``evalpack publish``).
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@
    huggingface_hub login) without any request;
 2. the pack is re-verified (``publish.check.verify_pack``); a pack that fails is refused with
    ``PackRefused`` (exit code 1) naming every failure, and nothing is sent;
-3. the layout and card are built (``publish.layout.build_layout``);
+3. the layout is built (``publish.layout.build_layout``), with the pack's own README.md as the card;
 4. ``create_repo(repo_type="dataset", exist_ok=True)``; asking for ``private`` on an existing public
    repo is refused rather than silently publishing in public;
 5. if the tag ``v<version>`` exists: same content (every path, git blob SHA-1 or LFS SHA-256) is a

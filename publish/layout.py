@@ -2,7 +2,7 @@
 
 The repo a pack becomes::
 
-    README.md                               the dataset card (publish.card), YAML header + body
+    README.md                               the pack's own dataset card (evalpack.card), unchanged: it is attested
     data/<table>/seed_<n>.parquet           one config per table, one split per rotation
                                             (byte for byte the pack's rotations/seed_<n>/tables/<table>.parquet)
     data/questions/test.parquet             the `questions` config (default): one split with shared answers,
@@ -16,6 +16,10 @@ tables are configs and rotations are splits; split names must match ``\\w+(\\.\\
 as Parquet too (``questions.jsonl`` stays beside them as a plain file); the card's ``configs:`` block is
 what makes ``load_dataset`` read these files and no others. On the Hub the Parquet tables are stored
 once: LFS/Xet address content by hash, so ``data/`` and ``rotations/`` share their bytes.
+
+The configs and splits come from ``evalpack.card.hub_configs`` (the same function that wrote the card's
+``configs:`` block at build time), so the files uploaded here are exactly the files the card names;
+``publish.card.hub_card`` refuses a pack whose card says otherwise.
 
 Questions in Parquet (one schema for every answer type): ``expected_answer`` is the JSON text of
 the answer on that split's rotation (exactly as ``questions.jsonl`` has it, so nothing is lost), and
@@ -38,17 +42,16 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from evalpack.card import CARD, QUESTIONS_CONFIG, Config, hub_configs, rotated_answers, total_rows
 from evalpack.errors import EvalpackError
 from evalpack.scoring import load_questions
 
 DEFAULT_ENDPOINT = "https://huggingface.co"
-QUESTIONS_CONFIG = "questions"
-SHARED_SPLIT = "test"
 SPLIT_NAME = re.compile(r"^\w+(\.\w+)*$")
 CONFIG_NAME = re.compile(r"^[A-Za-z0-9_][\w.-]*$")
 REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]{0,95}/[A-Za-z0-9][\w.-]{0,95}$")
 PARQUET_OPTIONS = {"compression": "zstd", "use_dictionary": True, "write_statistics": True}
-PACK_README = "README.md"
+PACK_README = CARD
 
 QUESTION_SCHEMA = pa.schema([
     ("id", pa.string()),
@@ -94,24 +97,6 @@ class HubFile:
 
 
 @dataclass(frozen=True)
-class Split:
-    name: str
-    path: str
-    rows: int
-
-
-@dataclass(frozen=True)
-class Config:
-    name: str
-    splits: tuple[Split, ...]
-    default: bool = False
-
-    @property
-    def rows(self) -> int:
-        return sum(s.rows for s in self.splits)
-
-
-@dataclass(frozen=True)
 class HubLayout:
     """Everything that goes up for one pack version, and what the card says about it."""
 
@@ -142,7 +127,7 @@ class HubLayout:
     @property
     def total_rows(self) -> int:
         """Rows across every config and split that ``load_dataset`` can return (tables + questions)."""
-        return sum(c.rows for c in self.configs)
+        return total_rows(self.configs)
 
     @property
     def total_bytes(self) -> int:
@@ -225,8 +210,8 @@ def _pack_files(pack: Path) -> list[tuple[str, Path]]:
 
 
 def build_layout(pack: str | Path, repo_id: str, endpoint: str | None = None) -> HubLayout:
-    """The repo layout of a built pack, with its dataset card. Raises PublishError on a pack that cannot go up."""
-    from publish.card import render_card
+    """The repo layout of a built pack (its own README.md is the card). Raises PublishError if it cannot go up."""
+    from publish.card import hub_card
 
     pack = Path(pack)
     repo_id = check_repo_id(repo_id)
@@ -242,56 +227,44 @@ def build_layout(pack: str | Path, repo_id: str, endpoint: str | None = None) ->
         questions = load_questions(pack)
     except (OSError, ValueError) as exc:
         raise PublishError(f"{pack}/questions.jsonl: unreadable ({exc}); rebuild the pack") from exc
-
-    files: list[HubFile] = []
-    configs: list[Config] = []
-    rotated = manifest["answers"] == "rotated" or any(isinstance(q.get("expected_answer"), dict) for q in questions)
-    if rotated:
-        splits = []
-        for rotation in rotations:
-            data = questions_parquet(questions, rotation)
-            path = f"data/{QUESTIONS_CONFIG}/{rotation}.parquet"
-            files.append(HubFile(path, len(data), content=data))
-            splits.append(Split(rotation, path, len(questions)))
-    else:
-        data = questions_parquet(questions)
-        path = f"data/{QUESTIONS_CONFIG}/{SHARED_SPLIT}.parquet"
-        files.append(HubFile(path, len(data), content=data))
-        splits = [Split(SHARED_SPLIT, path, len(questions))]
-    configs.append(Config(QUESTIONS_CONFIG, tuple(splits), default=True))
-
-    for table, info in manifest["tables"].items():
+    rotated = rotated_answers(manifest)
+    if not rotated and any(isinstance(q.get("expected_answer"), dict) for q in questions):
+        raise PublishError(f"{pack}: questions.jsonl has per-rotation answers but manifest.json says answers are "
+                           f"{manifest['answers']!r}; rebuild the pack")
+    for table in manifest["tables"]:
         if table == QUESTIONS_CONFIG:
             raise PublishError(f"{pack}: a table named {table!r} would clash with the questions config on the "
                                f"Hub; rename the table in the spec and rebuild")
         if not CONFIG_NAME.match(table):
             raise PublishError(f"{pack}: table name {table!r} is not usable as a Hub config name")
-        splits = []
-        for rotation in rotations:
-            source = pack / "rotations" / rotation / "tables" / f"{table}.parquet"
+
+    configs = hub_configs(manifest)  # the layout the card's configs block states, computed the same way
+    files: list[HubFile] = []
+    for config in configs:
+        for split in config.splits:
+            if config.name == QUESTIONS_CONFIG:
+                if split.rows != len(questions):
+                    raise PublishError(f"{pack}/questions.jsonl: {len(questions)} questions, manifest.json says "
+                                       f"{split.rows} shipped; rebuild the pack")
+                data = questions_parquet(questions, split.name if rotated else None)
+                files.append(HubFile(split.path, len(data), content=data))
+                continue
+            source = pack / "rotations" / split.name / "tables" / f"{config.name}.parquet"
             if not source.is_file():
                 raise PublishError(f"{source}: missing; the pack is incomplete (rebuild it)")
-            path = f"data/{table}/{rotation}.parquet"
-            files.append(HubFile(path, source.stat().st_size, source=source))
-            splits.append(Split(rotation, path, int(info["rows"][rotation])))
-        configs.append(Config(table, tuple(splits)))
+            files.append(HubFile(split.path, source.stat().st_size, source=source))
 
-    generated = {f.path for f in files} | {PACK_README}
+    generated = {f.path for f in files}
     for rel, source in _pack_files(pack):
-        if rel == PACK_README:
-            continue  # the dataset card takes its place
         if rel in generated or rel.split("/")[0] == "data":
             raise PublishError(f"{pack}/{rel}: clashes with the Hub layout's data/ folder; remove it")
         files.append(HubFile(rel, source.stat().st_size, source=source))
+    hub_card(pack, configs)  # the pack's README.md goes up unchanged; refuse one that names other files
 
     name = repo_id.split("/")[1]
     for f in files:
         if "/" not in f.path and f.path.endswith(".py") and f.path[:-3] == name:
             raise PublishError(f"--repo {repo_id}: a root file {f.path} named like the repo makes `datasets` refuse "
                                f"to load it; choose another repo name")
-
-    layout = HubLayout(pack, repo_id, endpoint, manifest, tuple(questions), tuple(configs), tuple(files))
-    card = render_card(layout).encode("utf-8")
-    readme = HubFile(PACK_README, len(card), content=card)
-    return HubLayout(pack, repo_id, endpoint, manifest, tuple(questions), tuple(configs),
-                     tuple(sorted([readme, *files], key=lambda f: f.path)))
+    return HubLayout(pack, repo_id, endpoint, manifest, tuple(questions), configs,
+                     tuple(sorted(files, key=lambda f: f.path)))

@@ -8,6 +8,7 @@ in temporary folders, and routes every other host to a dead proxy: nothing can r
 
 from __future__ import annotations
 
+import base64
 import io
 import json
 import os
@@ -23,9 +24,10 @@ import pytest
 import yaml
 from fakehub import FakeHub, git_blob_sha1
 
+from evalpack.attest import ATTESTATION
 from evalpack.build import build_pack
-from publish.card import size_category
-from publish.layout import QUESTION_SCHEMA, build_layout
+from evalpack.card import REPO_PLACEHOLDER, hub_configs, render_card, size_category, write_card
+from publish.layout import QUESTION_SCHEMA, PublishError, build_layout
 
 ROOT = Path(__file__).resolve().parents[1]
 REPO = "tester/retail-evalpack"
@@ -106,7 +108,72 @@ def test_size_categories_follow_the_hub_bounds(rows, label):
     assert size_category(rows) == label
 
 
-def test_layout_and_card_of_the_retail_pack(retail_pack):
+def card_header(card: str) -> dict:
+    assert card.startswith("---\n")
+    return yaml.safe_load(card.split("---\n")[1])
+
+
+def test_the_card_is_rendered_from_the_pack_alone(retail_pack):
+    """evalpack.card.render_card: the README.md `evalpack build` wrote, from the pack's files, no Hub repo id."""
+    card = render_card(retail_pack)
+    assert (retail_pack / "README.md").read_text(encoding="utf-8") == card  # what the build wrote
+    m = manifest(retail_pack)
+    header = card_header(card)
+
+    # size_categories from the real rows: every table's Parquet on every rotation plus the question rows
+    rows = sum(pq.ParquetFile(retail_pack / "rotations" / r / "tables" / f"{t}.parquet").metadata.num_rows
+               for t in m["tables"] for r in m["rotations"])
+    questions = len((retail_pack / "questions.jsonl").read_text(encoding="utf-8").splitlines())
+    assert header["size_categories"] == [size_category(rows + questions)] == ["100K<n<1M"]
+    assert header["license"] == m["license"]
+    assert header["task_categories"] == ["table-question-answering"]
+    assert {"text-to-sql", "evaluation", "synthetic"} <= set(header["tags"])
+
+    # configs: questions first and default, one per table with a split per rotation, naming exactly the
+    # data/ files the Hub layout uploads
+    configs = {c["config_name"]: c for c in header["configs"]}
+    assert header["configs"][0]["config_name"] == "questions" and configs["questions"]["default"] is True
+    assert [c for c in configs if configs[c].get("default")] == ["questions"]
+    assert configs["questions"]["data_files"] == [{"split": "test", "path": "data/questions/test.parquet"}]
+    assert list(configs) == ["questions", *m["tables"]]
+    for table in m["tables"]:
+        assert configs[table]["data_files"] == [{"split": r, "path": f"data/{table}/{r}.parquet"}
+                                                for r in m["rotations"]]
+    layout = build_layout(retail_pack, REPO)
+    named = {d["path"] for c in header["configs"] for d in c["data_files"]}
+    assert named == {f.path for f in layout.files if f.path.startswith("data/")}
+    assert [c.name for c in layout.configs] == list(configs)  # one function lays both out
+    assert layout.configs == hub_configs(m)
+
+    # the body: no repo id, a clearly named placeholder, pinned to the version tag
+    assert REPO not in card and "tester" not in card
+    assert f'REPO = "{REPO_PLACEHOLDER}"  # this dataset\'s id on the Hub' in card
+    assert 'load_dataset(REPO, "questions", revision="v1.0.0")' in card
+    for needed in ("verify.py", "### The pass rule", "all 3 rotations", "## Tables", "## Questions",
+                   "## Near misses", "| operator |", "## Verify the attestation", "UNSIGNED", "--public-key",
+                   "```bibtex", "40,000", "group_period_total", "every rotation"):
+        assert needed in card, needed
+    for field in QUESTION_SCHEMA.names:  # the question fields it documents are the Parquet columns
+        assert f"`{field}`" in card, field
+
+    from huggingface_hub import DatasetCard  # the card parses as the Hub client parses it
+
+    data = DatasetCard(card).data
+    assert data.license == m["license"] and data.size_categories == ["100K<n<1M"]
+
+
+def test_the_card_is_byte_identical_across_two_builds(retail_pack, tmp_path):
+    """Same spec, same seed and rotations: the same README.md bytes (no timestamps), and it is attested."""
+    again = tmp_path / "again"
+    build_pack(ROOT / "schemas" / "retail.yaml", again, rotations=3)
+    assert (again / "README.md").read_bytes() == (retail_pack / "README.md").read_bytes()
+    assert render_card(again) == render_card(retail_pack)
+    envelope = json.loads((retail_pack / ATTESTATION).read_text(encoding="utf-8"))
+    subjects = {s["name"] for s in json.loads(base64.b64decode(envelope["payload"]))["subject"]}
+    assert "README.md" in subjects
+
+
+def test_the_layout_uploads_every_pack_file_unchanged_and_the_card_as_built(retail_pack):
     layout = build_layout(retail_pack, REPO)
     m = manifest(retail_pack)
     paths = {f.path for f in layout.files}
@@ -116,31 +183,29 @@ def test_layout_and_card_of_the_retail_pack(retail_pack):
             assert layout.file(f"data/{table}/{rotation}.parquet").read_bytes() == source.read_bytes()
     assert "data/questions/test.parquet" in paths
     pack_files = {p.relative_to(retail_pack).as_posix() for p in retail_pack.rglob("*") if p.is_file()}
-    assert pack_files - {"README.md"} <= paths  # every other pack file beside them, unchanged
-    for rel in pack_files - {"README.md"}:
+    assert "README.md" in pack_files and pack_files <= paths  # every pack file, the card included, unchanged
+    for rel in pack_files:
         assert layout.file(rel).read_bytes() == (retail_pack / rel).read_bytes()
-
-    card = layout.file("README.md").read_bytes().decode()
-    header = yaml.safe_load(card.split("---\n")[1])
+    assert paths - pack_files == {p for p in paths if p.startswith("data/")}
     total = sum(sum(t["rows"].values()) for t in m["tables"].values()) + m["questions"]["shipped"]
     assert layout.total_rows == total
-    assert header["size_categories"] == [size_category(total)] == ["100K<n<1M"]
-    assert header["license"] == m["license"]
-    assert header["task_categories"] == ["table-question-answering"]
-    assert {"text-to-sql", "evaluation", "synthetic"} <= set(header["tags"])
-    configs = {c["config_name"]: c for c in header["configs"]}
-    assert header["configs"][0]["config_name"] == "questions" and configs["questions"]["default"] is True
-    assert [d["split"] for d in configs["orders"]["data_files"]] == m["rotations"]
-    assert configs["orders"]["data_files"][0]["path"] == f"data/orders/{m['rotations'][0]}.parquet"
-    for needed in ('revision="v1.0.0"', "verify.py", "## Tables", "## Questions", "## Near misses",
-                   "## Verify the attestation", "```bibtex", "40,000", "group_period_total", "every rotation"):
-        assert needed in card, needed
+    assert card_header(layout.file("README.md").read_bytes().decode())["size_categories"] == [size_category(total)]
 
-    from huggingface_hub import DatasetCard  # the card parses as the Hub client parses it
 
-    data = DatasetCard(card).data
-    assert data.license == m["license"] and data.size_categories == ["100K<n<1M"]
-    assert build_layout(retail_pack, REPO).file("README.md").read_bytes() == card.encode()  # deterministic
+def test_a_pack_without_a_card_or_with_a_card_naming_other_files_is_refused(retail_pack, tmp_path):
+    pack = tmp_path / "no-card"
+    shutil.copytree(retail_pack, pack)
+    (pack / "README.md").unlink()
+    with pytest.raises(PublishError, match="README.md: missing.*rebuild"):
+        build_layout(pack, REPO)
+
+    pack = tmp_path / "stale-card"
+    shutil.copytree(retail_pack, pack)
+    card = (pack / "README.md").read_text(encoding="utf-8")
+    (pack / "README.md").write_text(card.replace("data/orders/seed_43.parquet", "data/orders/other.parquet"),
+                                    encoding="utf-8")
+    with pytest.raises(PublishError, match="configs.*does not name"):
+        build_layout(pack, REPO)
 
 
 def test_questions_parquet_holds_every_answer_type(retail_pack):
@@ -174,6 +239,12 @@ def test_rotated_answers_give_one_questions_split_per_rotation(retail_pack, tmp_
         else:
             record["expected_answer"] = {r: record["expected_answer"] for r in m["rotations"]}
     (pack / "questions.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    with pytest.raises(PublishError, match="configs"):  # the card still says one shared split
+        build_layout(pack, REPO)
+    write_card(pack)
+    header = card_header((pack / "README.md").read_text(encoding="utf-8"))
+    assert header["configs"][0]["data_files"] == [{"split": r, "path": f"data/questions/{r}.parquet"}
+                                                  for r in m["rotations"]]
     layout = build_layout(pack, REPO)
     questions = layout.configs[0]
     assert questions.name == "questions" and [s.name for s in questions.splits] == m["rotations"]
@@ -357,20 +428,25 @@ def test_the_cards_download_and_verify_steps_work(hub, hub_env, published, retai
     """Follow the published card: download the tag without the Hub-only files, then verify and score."""
     card = hub.files(REPO, "v1.0.0")["README.md"].decode()
     block = card.split("## How to score", 1)[1].split("```bash\n", 1)[1].split("```", 1)[0]
+    assert f'REPO="{REPO_PLACEHOLDER}"' in block  # the card does not know the repo: the reader sets it
     download = next(line for line in block.splitlines() if line.startswith("hf download"))
-    local = shlex.split(download)[shlex.split(download).index("--local-dir") + 1]
+    args = [REPO if arg == "$REPO" else arg for arg in shlex.split(download)[1:]]
+    assert REPO in args
+    local = args[args.index("--local-dir") + 1]
     assert "rm -rf " + local + "/.cache" in block
-    run = subprocess.run([sys.executable, "-m", "huggingface_hub.cli.hf", *shlex.split(download)[1:]],
+    run = subprocess.run([sys.executable, "-m", "huggingface_hub.cli.hf", *args],
                          env=hub_env, cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stdout + run.stderr
     shutil.rmtree(tmp_path / local / ".cache", ignore_errors=True)
     got = {p.relative_to(tmp_path / local).as_posix() for p in (tmp_path / local).rglob("*") if p.is_file()}
     assert got == {p.relative_to(retail_pack).as_posix() for p in retail_pack.rglob("*") if p.is_file()}
+    assert "README.md" in got and (tmp_path / local / "README.md").read_text() == card  # the Hub card is the pack's
     for rel in got:
         assert (tmp_path / local / rel).read_bytes() == (retail_pack / rel).read_bytes()
     verify = subprocess.run([sys.executable, "-m", "evalpack.cli", "verify", local], env=hub_env, cwd=tmp_path,
                             capture_output=True, text=True, timeout=300)
     assert verify.returncode == 0, verify.stdout + verify.stderr
+    assert "FAIL" not in verify.stdout and f"verified {local}" in verify.stdout  # README.md re-hashed with the rest
     score = subprocess.run([sys.executable, f"{local}/verify.py"], env=hub_env, cwd=tmp_path, capture_output=True,
                            text=True, timeout=300)
     assert score.returncode == 0, score.stdout + score.stderr
