@@ -29,6 +29,8 @@ from evalpack.verify import Link, Verdict, verify_rotations
 
 SCORER = Path(__file__).with_name("scoring.py")
 Progress = Callable[[int, str, int], None]
+# below this many rows per rotation, starting worker processes costs more than it saves
+PARALLEL_MIN_ROWS = 250_000
 
 
 @dataclass(frozen=True)
@@ -59,7 +61,8 @@ def _write_one(args: tuple) -> tuple[str, dict[str, int]]:
 def write_rotations(spec: Spec, plans: tuple[RotationPlan, ...], folder: Path, jobs: int = 1,
                     progress: Progress | None = None) -> dict[str, dict[str, int]]:
     """Write every rotation's tables (in parallel processes when ``jobs`` > 1)."""
-    if jobs <= 1 or len(plans) == 1:
+    rows_per_rotation = sum(t.rows for t in plans[0].tables)
+    if jobs <= 1 or len(plans) == 1 or rows_per_rotation < PARALLEL_MIN_ROWS:
         return {f"seed_{p.seed}": write_rotation(spec, p, folder, progress) for p in plans}
     rows = {}
     with ProcessPoolExecutor(max_workers=min(jobs, len(plans))) as pool:
