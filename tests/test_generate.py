@@ -606,6 +606,7 @@ def _build(spec: Path, out: Path, *extra: str) -> None:
 
 def test_same_spec_and_seed_give_byte_identical_packs(tmp_path: Path, capsys, monkeypatch) -> None:
     monkeypatch.setenv("SOURCE_DATE_EPOCH", "1767225600")  # reproducible build: fixed attestation times
+    monkeypatch.setattr("evalpack.build.PARALLEL_MIN_ROWS", 0)  # use worker processes even for a small spec
     spec = tmp_path / "small.yaml"
     spec.write_text(SMALL, encoding="utf-8")
     _build(spec, tmp_path / "a", "--jobs", "1")
