@@ -1,0 +1,298 @@
+"""The Hub release from Dagster: ``hub_release`` (job ``publish_pack``) against the fake Hub of tests/fakehub.py.
+
+The pack is built by the code location's real ``build_pack`` job and released by its real ``publish_pack`` job,
+each run with ``dagster job execute -m pipelines.definitions`` in a subprocess whose environment configures the
+resources the way a deployment does (``EVALPACK_PACKS_DIR``, ``EVALPACK_HUB_REPO``, ``HF_TOKEN``, ``HF_ENDPOINT``).
+As in test_publish.py, ``HF_ENDPOINT`` is set before huggingface_hub is imported (it reads it at import time),
+its caches live in a temporary folder and every other host goes to a dead proxy. The runs share one
+``DAGSTER_HOME``, which the test then reads: the materialisation's metadata, the event log, and every byte
+the instance stored (the token must be in none of them).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from dagster import (
+    AssetKey,
+    AssetRecordsFilter,
+    DagsterInstance,
+    DagsterRunStatus,
+    EnvVar,
+    Failure,
+    FilesystemIOManager,
+    RunsFilter,
+    instance_for_test,
+    materialize,
+)
+from dagster._core.definitions.metadata import UrlMetadataValue
+from dagster_duckdb import DuckDBResource
+from fakehub import FakeHub, git_blob_sha1
+
+from assets import ALL_ASSETS, ALL_CHECKS, EvalpackResource
+from assets.publish import HUB_GROUP, HubResource, hub_release
+from pipelines.definitions import defs
+from pipelines.resources import hub_resource
+from pipelines.schedules import weekly_rebuild
+from pipelines.sensors import spec_file_sensor
+from publish.layout import build_layout
+
+ROOT = Path(__file__).resolve().parents[1]
+SCHEMAS = ROOT / "schemas"
+REPO_TEMPLATE = "tester/{pack}-evalpack"
+REPO = "tester/retail-evalpack"
+DEAD_PROXY = "http://127.0.0.1:9"
+EPOCH = "1767225600"
+
+
+@pytest.fixture(scope="module")
+def hub():
+    fake = FakeHub()
+    fake.start()
+    yield fake
+    fake.stop()
+
+
+@pytest.fixture(scope="module")
+def deployment(hub, tmp_path_factory) -> dict:
+    """A deployment's folders and environment: its own DAGSTER_HOME and packs folder, the Hub configured."""
+    base = tmp_path_factory.mktemp("dagster_publish")
+    home, packs, hf_home = base / "dagster_home", base / "packs", base / "hf_home"
+    home.mkdir()
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("HF_", "HUGGINGFACE_", "EVALPACK_", "DAGSTER_"))}
+    env.update({
+        "DAGSTER_HOME": str(home),
+        "EVALPACK_SCHEMAS_DIR": str(SCHEMAS),
+        "EVALPACK_PACKS_DIR": str(packs),
+        "EVALPACK_EXECUTOR": "in_process",
+        "EVALPACK_HUB_REPO": REPO_TEMPLATE,
+        "SOURCE_DATE_EPOCH": EPOCH,
+        "HF_ENDPOINT": hub.url,
+        "HF_TOKEN": hub.token,
+        "HF_HOME": str(hf_home),
+        "HF_HUB_DISABLE_XET": "1",
+        "HF_HUB_DISABLE_TELEMETRY": "1",
+        "HF_HUB_DISABLE_PROGRESS_BARS": "1",
+        "HTTP_PROXY": DEAD_PROXY, "HTTPS_PROXY": DEAD_PROXY, "ALL_PROXY": DEAD_PROXY,
+        "http_proxy": DEAD_PROXY, "https_proxy": DEAD_PROXY, "all_proxy": DEAD_PROXY,
+        "NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost",
+        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep),
+    })
+    with DagsterInstance.from_config(str(home)) as instance:
+        instance.add_dynamic_partitions("packs", ["retail"])
+    config = base / "build.yaml"
+    config.write_text(json.dumps({"ops": {"spec": {"config": {"rotations": 2}}}}), encoding="utf-8")
+    return {"env": env, "home": home, "packs": packs, "build_config": config}
+
+
+def run_job(deployment: dict, job: str, *args: str) -> subprocess.CompletedProcess:
+    """``dagster job execute`` of the code location's job for partition ``retail``, as an operator would."""
+    return subprocess.run([sys.executable, "-m", "dagster", "job", "execute", "-m", "pipelines.definitions",
+                           "-j", job, "--tags", json.dumps({"dagster/partition": "retail"}), *args],
+                          cwd=ROOT, env=deployment["env"], capture_output=True, text=True, timeout=300)
+
+
+def runs_of(instance: DagsterInstance, job: str) -> list:
+    return sorted(instance.get_runs(RunsFilter(job_name=job)), key=lambda r: instance.get_run_record_by_id(
+        r.run_id).create_timestamp)
+
+
+def stored_with(folder: Path, text: str) -> list[str]:
+    """The files the Dagster instance keeps (run and event databases, compute logs, storage) that hold ``text``."""
+    return [p.relative_to(folder).as_posix() for p in sorted(folder.rglob("*"))
+            if p.is_file() and text.encode() in p.read_bytes()]
+
+
+def commits_and_tags(requests: list) -> tuple[int, int]:
+    """(commits, tags) created by these fake Hub requests."""
+    posts = [r for r in requests if r.method == "POST"]
+    return sum("/commit/" in r.path for r in posts), sum("/tag/" in r.path for r in posts)
+
+
+# --------------------------------------------------------------------------- the release, through the code location
+
+
+@pytest.fixture(scope="module")
+def released(hub, deployment):
+    """retail built by build_pack (the Hub configured, yet untouched), then released by publish_pack."""
+    build = run_job(deployment, "build_pack", "-c", str(deployment["build_config"]))
+    assert build.returncode == 0, build.stdout[-3000:] + build.stderr[-6000:]
+    build_requests = list(hub.requests)
+    hub.clear_requests()
+    release = run_job(deployment, "publish_pack")
+    assert release.returncode == 0, release.stdout[-3000:] + release.stderr[-6000:]
+    release_requests = list(hub.requests)
+    return {"build": build, "release": release, "build_requests": build_requests,
+            "release_requests": release_requests}
+
+
+def test_publish_pack_job_releases_the_pack_build_pack_built(hub, deployment, released):
+    assert released["build_requests"] == []  # building never talks to the Hub, even with the Hub configured
+    pack = deployment["packs"] / "retail"
+    assert (pack / "attestation.intoto.json").is_file()
+
+    # the fake Hub: the repo from the template, one commit with the whole layout, the tag v1.0.0 on it
+    repo = hub.repos[("dataset", REPO)]
+    assert set(repo.tags) == {"v1.0.0"}
+    assert commits_and_tags(released["release_requests"]) == (1, 1)
+    history = hub.history(REPO)
+    assert [c.oid for c in history] == [repo.tags["v1.0.0"], history[1].oid] and history[1].parent is None
+    expected = {f.path: git_blob_sha1(f.read_bytes()) for f in build_layout(pack, REPO, hub.url).files}
+    assert {p: git_blob_sha1(b) for p, b in hub.files(REPO, "v1.0.0").items() if p != ".gitattributes"} == expected
+    assert "data/orders/seed_43.parquet" in expected and "README.md" in expected
+
+    # what the asset's page shows
+    with DagsterInstance.from_config(str(deployment["home"])) as instance:
+        [build_run] = runs_of(instance, "build_pack")
+        [release_run] = runs_of(instance, "publish_pack")
+        assert build_run.status == release_run.status == DagsterRunStatus.SUCCESS
+        assert release_run.tags["dagster/partition"] == "retail"
+        assert instance.fetch_materializations(AssetKey("hub_release"), limit=10).records[0].run_id == \
+            release_run.run_id
+        built = {e.asset_materialization.asset_key.to_user_string()
+                 for e in instance.all_logs(build_run.run_id) if e.asset_materialization}
+        assert "pack" in built and "hub_release" not in built  # the build job leaves the Hub alone
+        records = instance.fetch_materializations(
+            AssetRecordsFilter(asset_key=AssetKey("hub_release"), asset_partitions=["retail"]), limit=10).records
+        assert len(records) == 1
+        metadata = records[0].asset_materialization.metadata
+        logs = instance.all_logs(release_run.run_id)
+    assert isinstance(metadata["repo_url"], UrlMetadataValue)
+    assert metadata["repo_url"].value == f"{hub.url}/datasets/{REPO}"
+    assert metadata["repo"].value == REPO
+    assert metadata["tag"].value == "v1.0.0"
+    assert isinstance(metadata["tag_url"], UrlMetadataValue)
+    assert metadata["tag_url"].value == f"{hub.url}/datasets/{REPO}/tree/v1.0.0"
+    assert metadata["commit_sha"].value == repo.tags["v1.0.0"]
+    assert metadata["commit_url"].value.endswith(f"/commit/{repo.tags['v1.0.0']}")
+    assert metadata["files"].value == len(expected)
+    assert metadata["deleted"].value == 0 and metadata["deleted_files"].value == []
+    assert metadata["already_published"].value is False
+    assert metadata["private"].value is False
+    assert f'load_dataset("{REPO}", "questions", revision="v1.0.0")' in metadata["how_to_load"].value
+    messages = "\n".join(e.user_message for e in logs)
+    assert f"tagged v1.0.0 at {repo.tags['v1.0.0'][:12]}" in messages  # publish_pack's steps, in the run's log
+
+    # the token: in no event, no stored byte of the instance, no output; the repo id is (the scan sees them)
+    assert stored_with(deployment["home"], REPO) and stored_with(deployment["home"], repo.tags["v1.0.0"])
+    assert stored_with(deployment["home"], hub.token) == []
+    assert hub.token not in messages
+    assert all(hub.token not in repr(e) for e in logs)
+    for run in (released["build"], released["release"]):
+        assert hub.token not in run.stdout + run.stderr
+
+
+def test_releasing_the_same_pack_again_sends_no_commit(hub, deployment, released):
+    tag_commit = hub.repos[("dataset", REPO)].tags["v1.0.0"]
+    hub.clear_requests()
+    again = run_job(deployment, "publish_pack")
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-6000:]
+    assert commits_and_tags(hub.requests) == (0, 0)
+    assert hub.repos[("dataset", REPO)].tags == {"v1.0.0": tag_commit}
+    with DagsterInstance.from_config(str(deployment["home"])) as instance:
+        latest = instance.fetch_materializations(
+            AssetRecordsFilter(asset_key=AssetKey("hub_release"), asset_partitions=["retail"]), limit=1).records[0]
+        metadata = latest.asset_materialization.metadata
+    assert metadata["already_published"].value is True
+    assert metadata["commit_sha"].value == tag_commit and metadata["tag"].value == "v1.0.0"
+    assert stored_with(deployment["home"], hub.token) == []
+
+
+# --------------------------------------------------------------------------- in one run: the blocking checks first
+
+
+def add_one_to_an_amount(path: Path) -> None:
+    """Overwrite one order amount (an order of June 2025, inside every declared window), as test_dagster.py does."""
+    table = pq.read_table(path)
+    i = table.schema.get_field_index("amount")
+    values = table.column(i).to_pylist()
+    days = table.column("ordered_at").to_pylist()
+    k = next(j for j, (v, d) in enumerate(zip(values, days, strict=True))
+             if v is not None and d is not None and (d.year, d.month) == (2025, 6))
+    values[k] += type(values[k])(1)
+    pq.write_table(table.set_column(i, table.schema.field(i), pa.array(values, table.schema.field(i).type)), path)
+
+
+def test_a_failing_blocking_check_stops_the_release_before_any_request(hub, tmp_path):
+    """Build and release in one run: a rotation corrupted after generation fails rotations_hold_the_answer_key,
+    so neither pack nor hub_release materialises and nothing reaches the Hub."""
+    resources = {"evalpack": EvalpackResource(schemas_dir=str(SCHEMAS), packs_dir=str(tmp_path / "packs")),
+                 "duckdb": DuckDBResource(database=":memory:"),
+                 "io_manager": FilesystemIOManager(base_dir=str(tmp_path / "io")),
+                 "hub": HubResource(repo="tester/blocked", token=hub.token, endpoint=hub.url)}
+    everything = [*ALL_ASSETS, hub_release, *ALL_CHECKS]
+    config = {"ops": {"spec": {"config": {"rotations": 2}}}}
+    with instance_for_test() as instance:
+        instance.add_dynamic_partitions("packs", ["retail"])
+        first = materialize(everything, selection=["spec", "rotation_tables"], instance=instance,
+                            partition_key="retail", resources=resources, run_config=config)
+        assert first.success
+        add_one_to_an_amount(tmp_path / "packs" / ".work" / "retail" / "rotations" / "seed_43" / "tables" /
+                             "orders.parquet")
+        hub.clear_requests()
+        rest = materialize(everything, selection=["questions", "verification", "near_miss", "certificate",
+                                                  "attestation", "pack", "hub_release"],
+                           instance=instance, partition_key="retail", resources=resources, raise_on_error=False)
+    assert not rest.success
+    failed = [e.event_specific_data for e in rest.all_events if e.event_type_value == "ASSET_CHECK_EVALUATION"]
+    assert [c.check_name for c in failed if not c.passed] == ["rotations_hold_the_answer_key"]
+    done = {e.asset_key.to_user_string() for e in rest.get_asset_materialization_events()}
+    assert done == {"questions", "verification"}
+    assert hub.requests == [] and ("dataset", "tester/blocked") not in hub.repos
+
+
+# --------------------------------------------------------------------------- wiring and configuration (no network)
+
+
+def test_hub_release_is_its_own_job_downstream_of_pack():
+    graph = defs.resolve_asset_graph()
+    node = graph.get(AssetKey("hub_release"))
+    assert {k.to_user_string() for k in node.parent_keys} == {"pack"}
+    assert node.partitions_def.name == "packs" and node.group_name == HUB_GROUP
+    assert set(defs.resolve_job_def("publish_pack").asset_layer.selected_asset_keys) == {AssetKey("hub_release")}
+    build = defs.resolve_job_def("build_pack").asset_layer.selected_asset_keys
+    assert AssetKey("pack") in build and AssetKey("hub_release") not in build
+    assert spec_file_sensor.job_name == weekly_rebuild.job_name == "build_pack"  # automation never publishes
+
+
+def test_the_hub_resource_is_read_from_the_environment(monkeypatch):
+    for name in ("EVALPACK_HUB_REPO", "HF_TOKEN", "HF_ENDPOINT", "EVALPACK_HUB_PRIVATE"):
+        monkeypatch.delenv(name, raising=False)
+    unset = hub_resource()
+    assert (unset.repo, unset.token, unset.endpoint, unset.private) == (None, None, None, False)
+    with pytest.raises(Failure, match="EVALPACK_HUB_REPO"):
+        unset.repo_for("retail")
+
+    monkeypatch.setenv("EVALPACK_HUB_REPO", REPO_TEMPLATE)
+    monkeypatch.setenv("HF_TOKEN", "hf_secret_value_0123456789")
+    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")
+    monkeypatch.setenv("EVALPACK_HUB_PRIVATE", "true")
+    wired = hub_resource()
+    # the definitions hold the variables' names, resolved in the run's process, never the values
+    assert [type(v) for v in (wired.repo, wired.token, wired.endpoint)] == [EnvVar] * 3
+    assert (wired.repo, wired.token, wired.endpoint) == ("EVALPACK_HUB_REPO", "HF_TOKEN", "HF_ENDPOINT")
+    assert "hf_secret_value_0123456789" not in repr(wired)
+    assert wired.private is True
+    assert HubResource(repo=REPO_TEMPLATE).repo_for("finance") == "tester/finance-evalpack"
+
+
+def test_without_a_repo_the_release_fails_saying_what_to_set(hub, tmp_path):
+    resources = {"evalpack": EvalpackResource(schemas_dir=str(SCHEMAS), packs_dir=str(tmp_path / "packs")),
+                 "duckdb": DuckDBResource(database=":memory:"), "hub": HubResource(endpoint=hub.url)}
+    hub.clear_requests()
+    with instance_for_test() as instance:
+        instance.add_dynamic_partitions("packs", ["retail"])
+        result = materialize([*ALL_ASSETS, hub_release], selection=["hub_release"], instance=instance,
+                             partition_key="retail", resources=resources, raise_on_error=False)
+    assert not result.success
+    [failure] = [e for e in result.all_events if e.event_type_value == "STEP_FAILURE"]
+    assert "EVALPACK_HUB_REPO" in failure.event_specific_data.error.message
+    assert hub.requests == []
