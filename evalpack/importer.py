@@ -70,6 +70,7 @@ import duckdb
 import pyarrow as pa
 
 from evalpack import __version__
+from evalpack.attest import sha256_file
 from evalpack.audit import (
     Golden,
     LinkCount,
@@ -482,11 +483,6 @@ class Source:
     warnings: list[str] = field(default_factory=list)
 
 
-def _sha256(path: Path) -> str:
-    with open(path, "rb") as handle:
-        return hashlib.file_digest(handle, "sha256").hexdigest()
-
-
 def _literal(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
@@ -637,7 +633,7 @@ def _from_folder(path: Path, out: Path, source: Source) -> None:
                 _write(con, f"SELECT * FROM {reader}({_literal(str(file))}{options})", name, out, source, file.name)
             except duckdb.Error as exc:
                 raise EvalpackError(f"{file}: cannot read the table ({str(exc).splitlines()[0]})") from None
-            source.digests[file.name] = _sha256(file)
+            source.digests[file.name] = sha256_file(file)
     finally:
         con.close()
 
@@ -653,10 +649,10 @@ def write_source(data: str | Path, out: Path) -> Source:
         with open(data, "rb") as handle:
             head = handle.read(16)
         if head.startswith(b"SQLite format 3\x00"):
-            source = Source("sqlite", data.name, {data.name: _sha256(data)})
+            source = Source("sqlite", data.name, {data.name: sha256_file(data)})
             _from_sqlite(data, out, source)
         elif head[8:12] == b"DUCK":
-            source = Source("duckdb", data.name, {data.name: _sha256(data)})
+            source = Source("duckdb", data.name, {data.name: sha256_file(data)})
             _from_duckdb(data, out, source)
         else:
             raise EvalpackError(f"{data}: not a DuckDB or SQLite database file; --data takes one of those, or a "

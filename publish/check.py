@@ -18,7 +18,6 @@ as many questions as shipped, ``certificate.json`` says ``all_match``).
 from __future__ import annotations
 
 import base64
-import hashlib
 import io
 import json
 from contextlib import redirect_stderr, redirect_stdout
@@ -27,6 +26,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
+from evalpack.attest import sha256_file
 from evalpack.errors import EvalpackError
 
 ATTESTATION = "attestation.intoto.json"
@@ -45,14 +45,6 @@ class Verification:
         if self.ok:
             return f"verified ({self.method})"
         return f"{len(self.failures)} check(s) failed ({self.method})"
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def check_consistency(pack: Path, manifest: dict) -> list[str]:
@@ -105,7 +97,7 @@ def check_subjects(pack: Path) -> tuple[list[str], list[str]]:
     failures = [f"{name}: listed in {ATTESTATION} but missing" for name in sorted(set(subjects) - on_disk)]
     failures += [f"{name}: not listed in {ATTESTATION} (extra file)" for name in sorted(on_disk - set(subjects))]
     for name in sorted(set(subjects) & on_disk):
-        if _sha256(pack / name) != subjects[name]:
+        if sha256_file(pack / name) != subjects[name]:
             failures.append(f"{name}: SHA-256 differs from {ATTESTATION}")
     signed = bool(envelope.get("signatures"))
     notes = [f"{ATTESTATION}: {len(subjects)} subjects re-hashed; "
