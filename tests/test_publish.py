@@ -398,10 +398,7 @@ def test_dry_run_prints_the_layout_and_makes_no_request(hub, hub_env, retail_pac
     assert hub.requests == []
     assert ("dataset", "tester/dry-run") not in hub.repos
     assert "nothing was sent" in out and "tag v1.0.0" in out
-    import evalpack.attest
-
-    method = "evalpack verify" if hasattr(evalpack.attest, "verify_command") else "gold SQL rerun"
-    assert f"verified ({method}" in out  # re-verified first, with the engine's check when it has one
+    assert "verified (evalpack verify)" in out  # re-verified first, with the engine's check
     assert f"questions [default]: test ({manifest(retail_pack)['questions']['shipped']} rows)" in out
     assert "orders: seed_42 (40,000 rows), seed_43 (40,000 rows), seed_44 (40,000 rows)" in out
     for path in ("README.md", "data/orders/seed_42.parquet", "data/questions/test.parquet", "questions.jsonl",
@@ -452,25 +449,22 @@ def test_the_cards_download_and_verify_steps_work(hub, hub_env, published, retai
     assert score.returncode == 0, score.stdout + score.stderr
 
 
-def test_fallback_verification_without_the_engine_verify_command(retail_pack, tmp_path, monkeypatch):
-    """Until/unless evalpack.attest.verify_command exists: subjects re-hashed, gold SQL rerun, consistency."""
-    import evalpack.attest
+def test_reverification_names_every_problem(retail_pack, tmp_path):
+    """Consistency with the manifest, then evalpack verify: a tampered pack fails, naming each file."""
     from publish.check import verify_pack
 
-    monkeypatch.delattr(evalpack.attest, "verify_command", raising=False)
     clean = verify_pack(retail_pack, manifest(retail_pack))
-    assert clean.ok and clean.method.startswith("gold SQL rerun"), clean.failures
-    assert any("gold SQL:" in note for note in clean.notes)
+    assert clean.ok and clean.method == "evalpack verify", clean.failures
+    assert any("gold SQL" in note for note in clean.notes)
 
     pack = tmp_path / "tampered"
     shutil.copytree(retail_pack, pack)
-    qid = _tamper_answer(pack)
+    _tamper_answer(pack)
     with open(pack / "verify.py", "a", encoding="utf-8") as handle:
         handle.write("# edited\n")
     table = _drop_a_row(pack)
     result = verify_pack(pack, manifest(pack))
     assert not result.ok
     text = "\n".join(result.failures)
-    assert f"FAIL {qid}" in text and f"{table}: " in text
-    if (retail_pack / "attestation.intoto.json").is_file():
-        assert "verify.py: SHA-256 differs" in text and "questions.jsonl: SHA-256 differs" in text
+    assert f"{table}: " in text  # the row count no longer agrees with the manifest
+    assert "FAIL verify.py" in text and "FAIL questions.jsonl" in text
