@@ -16,7 +16,7 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from evalpack.attest import now_utc, write_attestation
+from evalpack.attest import load_signer, now_utc, write_attestation
 from evalpack.audit import audit_pack
 from evalpack.certify import certificate, dumps, manifest
 from evalpack.errors import EvalpackError
@@ -125,6 +125,8 @@ def build_pack(spec_path: str | Path, out: str | Path, *, seed: int | None = Non
     """Build the pack of ``spec_path`` at ``out``. Raises EvalpackError (2: bad input, 1: no question ships)."""
     started = now_utc()
     spec = load_spec(spec_path, seed=seed, rotations=rotations)
+    if signing_key:
+        load_signer(signing_key)  # an unreadable or wrong key fails now, not after the whole build
     out = Path(out)
     staging = staging_dir(out, force)
     try:

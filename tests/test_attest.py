@@ -434,3 +434,18 @@ def test_bad_source_date_epoch_is_a_user_error(monkeypatch):
     monkeypatch.setenv("SOURCE_DATE_EPOCH", str(EPOCH))
     assert source_date_epoch().isoformat() == "2026-01-01T00:00:00+00:00"
 
+
+
+def test_a_bad_signing_key_fails_before_the_build_starts(spec_path, tmp_path, monkeypatch):
+    """An unreadable key is refused with exit 2 before any rotation is generated: nothing is written."""
+    from evalpack import build
+
+    def no_generation(*args, **kwargs):
+        raise AssertionError("rotations were generated before the key was checked")
+
+    monkeypatch.setattr(build, "write_rotations", no_generation)
+    key = tmp_path / "not-a-key.pem"
+    key.write_text("not a key\n")
+    out = tmp_path / "packs" / "pack"
+    assert main(["build", str(spec_path), "-o", str(out), "--signing-key", str(key)]) == 2
+    assert not out.parent.exists() or list(out.parent.iterdir()) == []
