@@ -24,7 +24,7 @@ from evalpack.nearmiss import run_study
 from evalpack.plan import RotationPlan, plan_pack
 from evalpack.questions import Question, derive_questions
 from evalpack.spec import Spec, load_spec
-from evalpack.tables import duckdb_types, rotation_dir, write_rotation
+from evalpack.tables import duckdb_types, rotation_dir, write_rotation, write_table
 from evalpack.verify import Link, Verdict, verify_rotations
 
 SCORER = Path(__file__).with_name("scoring.py")
@@ -53,25 +53,30 @@ def links_of(spec: Spec) -> tuple[Link, ...]:
     return tuple(Link(r.child_table, r.child_column, r.parent_table, r.parent_column) for r in spec.relationships)
 
 
-def _write_one(args: tuple) -> tuple[str, dict[str, int]]:
-    spec, plan, folder = args
-    return f"seed_{plan.seed}", write_rotation(spec, plan, Path(folder))
+def _write_one(args: tuple) -> tuple[int, str, int]:
+    spec, plan, table, folder = args
+    return plan.seed, table, write_table(spec, plan, table, Path(folder))
 
 
 def write_rotations(spec: Spec, plans: tuple[RotationPlan, ...], folder: Path, jobs: int = 1,
                     progress: Progress | None = None) -> dict[str, dict[str, int]]:
-    """Write every rotation's tables (in parallel processes when ``jobs`` > 1)."""
+    """Write every rotation's tables, in ``jobs`` worker processes for large packs.
+
+    Each (rotation, table) is one task, largest first, so that three rotations keep two cores busy
+    to the end; every file depends only on its own plan, so the bytes do not depend on the order."""
     rows_per_rotation = sum(t.rows for t in plans[0].tables)
     if jobs <= 1 or len(plans) == 1 or rows_per_rotation < PARALLEL_MIN_ROWS:
         return {f"seed_{p.seed}": write_rotation(spec, p, folder, progress) for p in plans}
-    rows = {}
-    with ProcessPoolExecutor(max_workers=min(jobs, len(plans))) as pool:
-        for name, counts in pool.map(_write_one, [(spec, p, str(folder)) for p in plans]):
-            rows[name] = counts
+    tasks = sorted(((spec, p, t.name, str(folder)) for p in plans for t in p.tables),
+                   key=lambda task: -task[1].table(task[2]).rows)
+    rows: dict[str, dict[str, int]] = {f"seed_{p.seed}": {} for p in plans}
+    with ProcessPoolExecutor(max_workers=jobs) as pool:
+        for seed, table, count in pool.map(_write_one, tasks):
+            rows[f"seed_{seed}"][table] = count
             if progress:
-                for table, n in counts.items():
-                    progress(int(name.split("_")[1]), table, n)
-    return rows
+                progress(seed, table, count)
+    # the manifest lists tables in spec order
+    return {name: {t.name: counts[t.name] for t in spec.tables} for name, counts in rows.items()}
 
 
 def verify_pack_tables(spec: Spec, questions: tuple[Question, ...], folder: Path, connect=None,

@@ -29,29 +29,34 @@ def table_path(seed: int, table: str, fmt: str = "parquet") -> str:
     return f"{rotation_dir(seed)}/tables/{table}.{fmt}"
 
 
-def write_rotation(spec: Spec, plan: RotationPlan, pack_dir: Path, progress=None) -> dict[str, int]:
-    """Generate and write every table of one rotation; returns rows written per table."""
+def write_table(spec: Spec, plan: RotationPlan, table: str, pack_dir: Path) -> int:
+    """Generate one table of one rotation into its Parquet and CSV files; returns the rows written."""
     out = pack_dir / rotation_dir(plan.seed) / "tables"
     out.mkdir(parents=True, exist_ok=True)
+    schema = arrow_schema(spec, spec.table(table))
+    count = 0
+    with pq.ParquetWriter(out / f"{table}.parquet", schema, **PARQUET_OPTIONS) as pw, \
+            pacsv.CSVWriter(out / f"{table}.csv", schema) as cw:
+        pending: list[pa.RecordBatch] = []
+        for batch in table_batches(spec, plan, table):
+            cw.write_batch(batch)
+            count += batch.num_rows
+            pending.append(batch)
+            if sum(b.num_rows for b in pending) >= MIN_ROW_GROUP:
+                pw.write_table(pa.Table.from_batches(pending, schema), row_group_size=MAX_ROW_GROUP)
+                pending = []
+        if pending or not count:
+            pw.write_table(pa.Table.from_batches(pending, schema), row_group_size=MAX_ROW_GROUP)
+    return count
+
+
+def write_rotation(spec: Spec, plan: RotationPlan, pack_dir: Path, progress=None) -> dict[str, int]:
+    """Generate and write every table of one rotation; returns rows written per table."""
     rows: dict[str, int] = {}
     for table in spec.tables:
-        schema = arrow_schema(spec, table)
-        count = 0
-        with pq.ParquetWriter(out / f"{table.name}.parquet", schema, **PARQUET_OPTIONS) as pw, \
-                pacsv.CSVWriter(out / f"{table.name}.csv", schema) as cw:
-            pending: list[pa.RecordBatch] = []
-            for batch in table_batches(spec, plan, table.name):
-                cw.write_batch(batch)
-                count += batch.num_rows
-                pending.append(batch)
-                if sum(b.num_rows for b in pending) >= MIN_ROW_GROUP:
-                    pw.write_table(pa.Table.from_batches(pending, schema), row_group_size=MAX_ROW_GROUP)
-                    pending = []
-            if pending or not count:
-                pw.write_table(pa.Table.from_batches(pending, schema), row_group_size=MAX_ROW_GROUP)
-        rows[table.name] = count
+        rows[table.name] = write_table(spec, plan, table.name, pack_dir)
         if progress:
-            progress(plan.seed, table.name, count)
+            progress(plan.seed, table.name, rows[table.name])
     return rows
 
 
