@@ -54,18 +54,12 @@ class Mutant:
 # --------------------------------------------------------------------------- column types
 
 
-def _family(duck_type: str) -> str:
-    t = duck_type.upper()
-    if t.startswith("DECIMAL"):
-        return t  # money of one scale swaps only with money of the same scale
-    return t
-
-
 class _Columns:
-    """Column -> type family per table, and the alias -> table map of one query."""
+    """Column -> DuckDB type per table (money swaps only with money of the same scale), and the
+    alias -> table map of one query."""
 
     def __init__(self, types: dict[str, dict[str, str]], tree: exp.Expression) -> None:
-        self.types = {t: {c: _family(v) for c, v in cols.items()} for t, cols in types.items()}
+        self.types = {t: {c: v.upper() for c, v in cols.items()} for t, cols in types.items()}
         self.alias = {}
         self.default = None
         for table in tree.find_all(exp.Table):
