@@ -25,10 +25,6 @@ def rotation_dir(seed: int) -> str:
     return f"rotations/seed_{seed}"
 
 
-def table_path(seed: int, table: str, fmt: str = "parquet") -> str:
-    return f"{rotation_dir(seed)}/tables/{table}.{fmt}"
-
-
 def write_table(spec: Spec, plan: RotationPlan, table: str, pack_dir: Path) -> int:
     """Generate one table of one rotation into its Parquet and CSV files; returns the rows written."""
     out = pack_dir / rotation_dir(plan.seed) / "tables"
