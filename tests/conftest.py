@@ -26,3 +26,14 @@ def finance_pack(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("packs") / "finance"
     build_pack(SCHEMAS / "finance.yaml", out, rotations=3)
     return out
+
+
+def build_variant(tmp_path_factory, name: str, old: str, new: str) -> Path:
+    """schemas/retail.yaml with one text edit (which must apply), built with 3 rotations."""
+    text = (SCHEMAS / "retail.yaml").read_text()
+    assert old in text, f"{old!r} is not in schemas/retail.yaml"
+    spec_path = tmp_path_factory.mktemp("spec") / f"{name}.yaml"
+    spec_path.write_text(text.replace(old, new))
+    out = tmp_path_factory.mktemp("packs") / name
+    build_pack(spec_path, out, rotations=3)
+    return out

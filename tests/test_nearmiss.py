@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+from conftest import build_variant
 
 from evalpack.build import build_pack
 from evalpack.nearmiss import OPERATORS, build_mutants, mutants_of, run_study, study_markdown
@@ -115,13 +116,8 @@ def test_example_packs_let_at_most_one_percent_survive(retail_pack, finance_pack
 
 @pytest.fixture(scope="module")
 def datetime_pack(tmp_path_factory) -> Path:
-    text = (SCHEMAS / "retail.yaml").read_text().replace("ordered_at:  {type: date,", "ordered_at:  {type: datetime,")
-    assert "ordered_at:  {type: datetime," in text
-    spec = tmp_path_factory.mktemp("spec") / "retail_datetime.yaml"
-    spec.write_text(text)
-    out = tmp_path_factory.mktemp("packs") / "retail_datetime"
-    build_pack(spec, out, rotations=3)
-    return out
+    return build_variant(tmp_path_factory, "retail_datetime", "ordered_at:  {type: date,",
+                         "ordered_at:  {type: datetime,")
 
 
 def test_datetime_curve_column_still_catches_window_mistakes(datetime_pack):

@@ -13,8 +13,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
+from conftest import build_variant
 
-from evalpack.build import build_pack, links_of, verify_pack_tables
+from evalpack.build import links_of, verify_pack_tables
 from evalpack.plan import plan_pack
 from evalpack.questions import Question, derive_questions
 from evalpack.scoring import connect_tables
@@ -202,12 +203,7 @@ def test_empty_result_is_a_failed_check(retail_pack):
 
 @pytest.fixture(scope="module")
 def rotated_pack(tmp_path_factory) -> Path:
-    text = (SCHEMAS / "retail.yaml").read_text().replace("answers: shared", "answers: rotated")
-    spec_path = tmp_path_factory.mktemp("spec") / "retail_rotated.yaml"
-    spec_path.write_text(text)
-    out = tmp_path_factory.mktemp("packs") / "rotated"
-    build_pack(spec_path, out, rotations=3)
-    return out
+    return build_variant(tmp_path_factory, "retail_rotated", "answers: shared", "answers: rotated")
 
 
 def test_rotated_answers_differ_across_rotations_and_all_verify(rotated_pack):
