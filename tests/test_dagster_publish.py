@@ -17,8 +17,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 from dagster import (
     AssetKey,
@@ -35,6 +33,7 @@ from dagster import (
 from dagster._core.definitions.metadata import UrlMetadataValue
 from dagster_duckdb import DuckDBResource
 from fakehub import FakeHub, git_blob_sha1
+from test_dagster import add_one_to_an_amount
 
 from assets import ALL_ASSETS, ALL_CHECKS, EvalpackResource
 from assets.publish import HUB_GROUP, HubResource, hub_release
@@ -207,18 +206,6 @@ def test_releasing_the_same_pack_again_sends_no_commit(hub, deployment, released
 
 
 # --------------------------------------------------------------------------- in one run: the blocking checks first
-
-
-def add_one_to_an_amount(path: Path) -> None:
-    """Overwrite one order amount (an order of June 2025, inside every declared window), as test_dagster.py does."""
-    table = pq.read_table(path)
-    i = table.schema.get_field_index("amount")
-    values = table.column(i).to_pylist()
-    days = table.column("ordered_at").to_pylist()
-    k = next(j for j, (v, d) in enumerate(zip(values, days, strict=True))
-             if v is not None and d is not None and (d.year, d.month) == (2025, 6))
-    values[k] += type(values[k])(1)
-    pq.write_table(table.set_column(i, table.schema.field(i), pa.array(values, table.schema.field(i).type)), path)
 
 
 def test_a_failing_blocking_check_stops_the_release_before_any_request(hub, tmp_path):
