@@ -31,11 +31,13 @@ import base64
 import hashlib
 import itertools
 import json
+import os
 import re
 import threading
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from urllib.parse import parse_qs, unquote, urlsplit
 
 import yaml
@@ -564,3 +566,32 @@ class _Handler(BaseHTTPRequestHandler):
             return 206
         self._send(method, 200, data, headers, "application/octet-stream")
         return 200
+
+
+DEAD_PROXY = "http://127.0.0.1:9"  # every host but loopback goes here, so nothing reaches the real Hub
+
+
+def client_env(hub: FakeHub, hf_home: Path, drop: tuple[str, ...] = ()) -> dict[str, str]:
+    """An environment for subprocesses whose huggingface_hub and datasets clients talk only to ``hub``.
+
+    Variables starting with HF_, HUGGINGFACE_ or any prefix in ``drop`` are removed from this
+    process's environment first; the project root is put on PYTHONPATH."""
+    root = Path(__file__).resolve().parents[1]
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "HUGGINGFACE_", *drop))}
+    env.update({
+        "HF_ENDPOINT": hub.url,
+        "HF_TOKEN": hub.token,
+        "HF_HOME": str(hf_home),
+        "HF_DATASETS_CACHE": str(hf_home / "datasets"),
+        "HF_HUB_OFFLINE": "0",
+        "HF_DATASETS_OFFLINE": "0",
+        "HF_HUB_DISABLE_XET": "1",
+        "HF_HUB_DISABLE_TELEMETRY": "1",
+        "HF_HUB_DISABLE_PROGRESS_BARS": "1",
+        "HF_DATASETS_DISABLE_PROGRESS_BARS": "1",
+        "HTTP_PROXY": DEAD_PROXY, "HTTPS_PROXY": DEAD_PROXY, "ALL_PROXY": DEAD_PROXY,
+        "http_proxy": DEAD_PROXY, "https_proxy": DEAD_PROXY, "all_proxy": DEAD_PROXY,
+        "NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost",
+        "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep),
+    })
+    return env

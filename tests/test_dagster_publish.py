@@ -12,7 +12,6 @@ the instance stored (the token must be in none of them).
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -32,7 +31,7 @@ from dagster import (
 )
 from dagster._core.definitions.metadata import UrlMetadataValue
 from dagster_duckdb import DuckDBResource
-from fakehub import FakeHub, git_blob_sha1
+from fakehub import FakeHub, client_env, git_blob_sha1
 from test_dagster import add_one_to_an_amount
 
 from assets import ALL_ASSETS, ALL_CHECKS, EvalpackResource
@@ -47,7 +46,6 @@ ROOT = Path(__file__).resolve().parents[1]
 SCHEMAS = ROOT / "schemas"
 REPO_TEMPLATE = "tester/{pack}-evalpack"
 REPO = "tester/retail-evalpack"
-DEAD_PROXY = "http://127.0.0.1:9"
 EPOCH = "1767225600"
 
 
@@ -65,8 +63,7 @@ def deployment(hub, tmp_path_factory) -> dict:
     base = tmp_path_factory.mktemp("dagster_publish")
     home, packs, hf_home = base / "dagster_home", base / "packs", base / "hf_home"
     home.mkdir()
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("HF_", "HUGGINGFACE_", "EVALPACK_", "DAGSTER_"))}
+    env = client_env(hub, hf_home, drop=("EVALPACK_", "DAGSTER_"))
     env.update({
         "DAGSTER_HOME": str(home),
         "EVALPACK_SCHEMAS_DIR": str(SCHEMAS),
@@ -74,16 +71,6 @@ def deployment(hub, tmp_path_factory) -> dict:
         "EVALPACK_EXECUTOR": "in_process",
         "EVALPACK_HUB_REPO": REPO_TEMPLATE,
         "SOURCE_DATE_EPOCH": EPOCH,
-        "HF_ENDPOINT": hub.url,
-        "HF_TOKEN": hub.token,
-        "HF_HOME": str(hf_home),
-        "HF_HUB_DISABLE_XET": "1",
-        "HF_HUB_DISABLE_TELEMETRY": "1",
-        "HF_HUB_DISABLE_PROGRESS_BARS": "1",
-        "HTTP_PROXY": DEAD_PROXY, "HTTPS_PROXY": DEAD_PROXY, "ALL_PROXY": DEAD_PROXY,
-        "http_proxy": DEAD_PROXY, "https_proxy": DEAD_PROXY, "all_proxy": DEAD_PROXY,
-        "NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost",
-        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep),
     })
     with DagsterInstance.from_config(str(home)) as instance:
         instance.add_dynamic_partitions("packs", ["retail"])

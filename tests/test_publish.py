@@ -11,7 +11,6 @@ from __future__ import annotations
 import base64
 import io
 import json
-import os
 import shlex
 import shutil
 import subprocess
@@ -22,7 +21,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 import yaml
-from fakehub import FakeHub, git_blob_sha1
+from fakehub import DEAD_PROXY, FakeHub, client_env, git_blob_sha1
 
 from evalpack.attest import ATTESTATION
 from evalpack.build import build_pack
@@ -31,7 +30,6 @@ from publish.layout import QUESTION_SCHEMA, PublishError, build_layout
 
 ROOT = Path(__file__).resolve().parents[1]
 REPO = "tester/retail-evalpack"
-DEAD_PROXY = "http://127.0.0.1:9"
 
 
 @pytest.fixture(scope="session")
@@ -44,25 +42,7 @@ def hub():
 
 @pytest.fixture(scope="session")
 def hub_env(hub, tmp_path_factory) -> dict[str, str]:
-    home = tmp_path_factory.mktemp("hf_home")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "HUGGINGFACE_"))}
-    env.update({
-        "HF_ENDPOINT": hub.url,
-        "HF_TOKEN": hub.token,
-        "HF_HOME": str(home),
-        "HF_DATASETS_CACHE": str(home / "datasets"),
-        "HF_HUB_OFFLINE": "0",
-        "HF_DATASETS_OFFLINE": "0",
-        "HF_HUB_DISABLE_XET": "1",
-        "HF_HUB_DISABLE_TELEMETRY": "1",
-        "HF_HUB_DISABLE_PROGRESS_BARS": "1",
-        "HF_DATASETS_DISABLE_PROGRESS_BARS": "1",
-        "HTTP_PROXY": DEAD_PROXY, "HTTPS_PROXY": DEAD_PROXY, "ALL_PROXY": DEAD_PROXY,
-        "http_proxy": DEAD_PROXY, "https_proxy": DEAD_PROXY, "all_proxy": DEAD_PROXY,
-        "NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost",
-        "PYTHONPATH": os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep),
-    })
-    return env
+    return client_env(hub, tmp_path_factory.mktemp("hf_home"))
 
 
 def publish_cli(env: dict, pack: Path, *args: str, repo: str = REPO) -> subprocess.CompletedProcess:
