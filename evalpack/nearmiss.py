@@ -11,7 +11,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import duckdb
@@ -20,6 +20,7 @@ from sqlglot.optimizer.simplify import simplify
 
 from evalpack.plan import RotationPlan
 from evalpack.questions import DIALECT, Question, parse_gold
+from evalpack.rollup import Need, Rollup, aggregate_types, create_rollups, need_of, plan_rollups, rollup_form
 from evalpack.scoring import connect_tables, scalar_matches
 from evalpack.spec import Spec
 from evalpack.tables import duckdb_types, rotation_dir
@@ -49,6 +50,8 @@ class Mutant:
     operator: str
     sql: str
     batch: _Batchable | None = None
+    need: Need | None = None  # what a rollup must hold to answer it
+    rollup_sql: str | None = None  # the same query over its table's rollup
 
 
 # --------------------------------------------------------------------------- column types
@@ -304,7 +307,7 @@ def nullable_columns(spec: Spec) -> dict[str, set[str]]:
 def build_mutants(spec: Spec, questions: tuple[Question, ...], types: dict[str, dict[str, str]]
                   ) -> tuple[list[Mutant], dict[str, int]]:
     """Non-equivalent mutants of every question, and the count of equivalent ones per operator."""
-    mutants: list[Mutant] = []
+    candidates: list[tuple[Mutant, exp.Expression | None]] = []
     equivalent = dict.fromkeys(OPERATORS, 0)
     nullable = nullable_columns(spec)
     for q in questions:
@@ -313,13 +316,22 @@ def build_mutants(spec: Spec, questions: tuple[Question, ...], types: dict[str, 
         rotated = dict(q.expected) if spec.answers == "rotated" else None
         for op, tree in mutants_of(q, types, nullable, rotated):
             sql = tree.sql(dialect=DIALECT)
-            batch = batchable(tree)
+            need = need_of(tree, types)
+            # a rollup is small enough to run its queries one by one: batch only the others
+            batch = None if need else batchable(tree)
+            kept = tree.copy() if need else None
             canon = _canonical(tree)
             if canon in seen:
                 equivalent[op] += 1
                 continue
             seen.add(canon)
-            mutants.append(Mutant(q.id, op, sql, batch))
+            candidates.append((Mutant(q.id, op, sql, batch, need), kept))
+    result_types = aggregate_types(types, [m.need for m, _ in candidates if m.need])
+    mutants = []
+    for m, tree in candidates:
+        if tree is not None:
+            m = replace(m, rollup_sql=rollup_form(tree, m.need, result_types).sql(dialect=DIALECT))
+        mutants.append(m)
     return mutants, equivalent
 
 
@@ -349,6 +361,24 @@ def _bounds(where: exp.Expression | None) -> tuple[str, exp.Expression | None, e
     return column, lower, upper
 
 
+def _only_when(agg: exp.Expression, cond: exp.Expression) -> exp.Expression:
+    """``agg`` over the rows where ``cond`` holds: each argument becomes CASE WHEN cond THEN arg END.
+
+    The aggregates batched here ignore NULL arguments, so this equals ``agg FILTER (WHERE cond)``;
+    DuckDB evaluates it about three times faster than FILTER on wide batches."""
+    def when(arg: exp.Expression) -> exp.Expression:
+        return exp.Case(ifs=[exp.If(this=exp.Paren(this=cond.copy()), true=arg)])
+
+    arg = agg.this
+    if isinstance(arg, exp.Distinct):
+        arg.set("expressions", [when(e) for e in arg.expressions])
+    elif arg is None or isinstance(arg, exp.Star):  # COUNT(*): count the rows where cond holds
+        agg.set("this", when(exp.Literal.number(1)))
+    else:
+        agg.set("this", when(arg))
+    return agg
+
+
 def batchable(query: str | exp.Expression) -> _Batchable | None:
     """The batch form of a single-table scalar aggregate query (SQL or AST, not modified), or None."""
     tree = parse_gold(query) if isinstance(query, str) else query
@@ -376,7 +406,7 @@ def batchable(query: str | exp.Expression) -> _Batchable | None:
     holder = exp.Paren(this=projection)  # so that a bare aggregate can be replaced too
     if cond is not None:
         for agg in list(projection.find_all(AGGREGATES)):
-            agg.replace(exp.Filter(this=agg.copy(), expression=exp.Where(this=cond.copy())))
+            agg.replace(_only_when(agg.copy(), cond))
     bounds = _bounds(cond)
     if bounds is not None:
         bounds = (bounds[0], *(None if b is None else b.sql(dialect=DIALECT) for b in bounds[1:]))
@@ -386,26 +416,26 @@ def batchable(query: str | exp.Expression) -> _Batchable | None:
 BATCH_WIDTH = 64
 
 
-def _batches(mutants: list[Mutant]) -> tuple[list[tuple[str, list[int]]], list[int]]:
-    """(batch SQL, mutant indices) groups, and the indices of mutants that run one by one.
+def _batches(items: list[tuple[str, _Batchable | None]]) -> tuple[list[tuple[str, list[int]]], list[int]]:
+    """(batch SQL, item indices) groups, and the indices of items that run one by one.
 
-    Mutants of one question that bound the same column on the same sides share a scan restricted
-    to the union of their windows, so zone maps still skip the rest of the table."""
+    ``items`` are (question id, batch form or None). Mutants of one question that bound the same
+    column on the same sides share a scan restricted to the union of their windows, so zone maps
+    still skip the rest of the table."""
     groups: dict[tuple, list[tuple[int, _Batchable]]] = {}
     alone = []
-    for i, m in enumerate(mutants):
-        b = m.batch
+    for i, (question_id, b) in enumerate(items):
         if b is None:
             alone.append(i)
             continue
         column, lower, upper = b.bounds or (None, None, None)
-        groups.setdefault((b.table, m.question_id, column, lower is not None, upper is not None), []).append((i, b))
+        groups.setdefault((b.table, question_id, column, lower is not None, upper is not None), []).append((i, b))
     out = []
     for (table, _, column, has_lower, has_upper), members in groups.items():
         for start in range(0, len(members), BATCH_WIDTH):
             part = members[start:start + BATCH_WIDTH]
             sql = f'SELECT {", ".join(b.projection for _, b in part)} FROM "{table}"'
-            # LEAST/GREATEST of the members' literals: a superset of their rows; each FILTER does the rest
+            # LEAST/GREATEST of the members' literals: a superset of their rows; each CASE does the rest
             limits = []
             if has_lower:
                 limits.append(f'"{column}" >= LEAST({", ".join(b.bounds[1] for _, b in part)})')
@@ -417,45 +447,69 @@ def _batches(mutants: list[Mutant]) -> tuple[list[tuple[str, list[int]]], list[i
     return out, alone
 
 
-def _run_rotation(folder: Path, rotation: str, mutants: list[Mutant], questions: dict[str, Question],
-                  plan: tuple[list[tuple[str, list[int]]], list[int]], workers: int = 2) -> dict[int, bool | None]:
+@dataclass(frozen=True)
+class _Plan:
+    """How a rotation runs the study: the rollups to create, the SQL each mutant runs as (its own,
+    or its rewrite over a rollup), and the batches."""
+
+    rollups: tuple[Rollup, ...]
+    sql: tuple[str, ...]
+    batches: tuple[tuple[str, list[int]], ...]
+    alone: tuple[int, ...]
+
+
+def plan_runs(mutants: list[Mutant], rollups: tuple[Rollup, ...]) -> _Plan:
+    """Rewrite the mutants a rollup covers onto it, then batch everything that can share a scan."""
+    sql, items = [], []
+    for m in mutants:
+        if m.rollup_sql and any(r.covers(m.need) for r in rollups):
+            sql.append(m.rollup_sql)
+            items.append((m.question_id, None))
+        else:
+            sql.append(m.sql)
+            items.append((m.question_id, m.batch if m.need is None else batchable(m.sql)))
+    batches, alone = _batches(items)
+    return _Plan(rollups, tuple(sql), tuple(batches), tuple(alone))
+
+
+def _run_rotation(con: duckdb.DuckDBPyConnection, rotation: str, mutants: list[Mutant],
+                  questions: dict[str, Question], plan: _Plan, workers: int = 2) -> dict[int, bool | None]:
     """Each mutant's outcome on one rotation: True/False (matches the expected answer), None (error).
 
-    Single-table aggregate mutants run many to a scan (their aggregates FILTERed by their own
-    WHERE, which gives exactly the standalone result); the rest run one by one. Two cursors
-    with one DuckDB thread each keep both cores busy."""
-    con = materialize(connect_tables(folder))  # the study runs many queries per table
-    batches, alone = plan
+    Single-table aggregate mutants run many to a scan (each aggregate over its own WHERE's rows,
+    which gives exactly the standalone result); the rest run one by one. A rewrite over a rollup
+    that fails falls back to the mutant's own SQL, so only the mutant's own errors count. Two
+    cursors with one DuckDB thread each keep both cores busy."""
+    create_rollups(con, plan.rollups)
 
     def judge(i: int, rows: list[tuple]) -> bool:
         q = questions[mutants[i].question_id]
         return scalar_matches(q.expected_for(rotation), q.answer_type, q.round_decimals, rows)
 
     def one(cursor, i: int) -> bool | None:
-        try:
-            return judge(i, cursor.execute(mutants[i].sql).fetchall())
-        except duckdb.Error:
-            return None
+        for sql in dict.fromkeys((plan.sql[i], mutants[i].sql)):
+            try:
+                return judge(i, cursor.execute(sql).fetchall())
+            except duckdb.Error:
+                continue
+        return None
 
     def run(worker: int) -> dict[int, bool | None]:
         cursor = con.cursor()
         cursor.execute("SET threads = 1")
         out: dict[int, bool | None] = {}
-        for sql, members in batches[worker::workers]:
+        for sql, members in plan.batches[worker::workers]:
             try:
                 row = cursor.execute(sql).fetchone()
             except duckdb.Error:  # one member does not bind or run: fall back to each on its own
                 out.update({i: one(cursor, i) for i in members})
                 continue
             out.update({i: judge(i, [(value,)]) for i, value in zip(members, row)})
-        out.update({i: one(cursor, i) for i in alone[worker::workers]})
+        out.update({i: one(cursor, i) for i in plan.alone[worker::workers]})
         return out
 
-    try:
-        with ThreadPoolExecutor(max_workers=workers) as pool:
-            return {i: r for part in pool.map(run, range(workers)) for i, r in part.items()}
-    finally:
-        con.close()
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        return {i: r for part in pool.map(run, range(workers)) for i, r in part.items()}
 
 
 def run_study(spec: Spec, plans: tuple[RotationPlan, ...], questions: tuple[Question, ...], folder: Path,
@@ -471,8 +525,16 @@ def run_study(spec: Spec, plans: tuple[RotationPlan, ...], questions: tuple[Ques
     rotations = [f"seed_{p.seed}" for p in plans]
     dirs = [folder / rotation_dir(p.seed) / "tables" for p in plans]
     # one rotation at a time: DuckDB already uses every core, and only one rotation is in memory
-    plan = _batches(mutants)
-    per_rotation = [_run_rotation(folder_, rotation, mutants, by_id, plan) for folder_, rotation in zip(dirs, rotations)]
+    plan = None
+    per_rotation = []
+    for tables, rotation in zip(dirs, rotations):
+        con = materialize(connect_tables(tables))  # the study runs many queries per table
+        try:
+            if plan is None:  # rollups chosen on the first rotation's data serve every rotation
+                plan = plan_runs(mutants, plan_rollups(con, [m.need for m in mutants if m.need], types))
+            per_rotation.append(_run_rotation(con, rotation, mutants, by_id, plan))
+        finally:
+            con.close()
     table = {op: {"mutants": 0, "equivalent": equivalent[op], "errored": 0, "match_any": 0, "match_all": 0}
              for op in OPERATORS}
     survivors = []

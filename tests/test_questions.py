@@ -20,7 +20,7 @@ from evalpack.plan import plan_pack
 from evalpack.questions import Question, derive_questions
 from evalpack.scoring import connect_tables
 from evalpack.spec import load_spec
-from evalpack.verify import check_question, exclude_orphans
+from evalpack.verify import Link, check_question, exclude_orphans, live_links, orphan_key_tables
 
 SCHEMAS = Path(__file__).resolve().parents[1] / "schemas"
 
@@ -179,6 +179,29 @@ def test_orphan_check_catches_counting_through_the_child_table(retail_pack):
         assert dict(obs.checks)["orphan_independent"] is ok
     rewritten = exclude_orphans(naive, links)
     assert _scalar(con, rewritten) == joined_value
+
+
+def test_orphan_keys_exclude_the_same_rows_as_the_parent_table(retail_pack):
+    """Verification probes a table of orphan keys instead of the parent table: same answers."""
+    spec = load_spec(SCHEMAS / "retail.yaml")
+    con = connect_tables(retail_pack / "rotations" / "seed_42" / "tables")
+    links = links_of(spec)
+    assert live_links(con, links) == links  # retail declares orphans
+    keys = orphan_key_tables(con, links)
+    assert all(con.execute(f"SELECT COUNT(*) FROM {k}").fetchone()[0] > 0 for k in keys)
+    naive = "SELECT COUNT(DISTINCT customer_id) FROM orders WHERE customer_id IS NOT NULL"
+    checked = 0
+    for sql in [naive] + [q.gold_sql for q in derive_questions(spec, plan_pack(spec))]:
+        by_parent, by_keys = exclude_orphans(sql, links), exclude_orphans(sql, links, keys)
+        assert (by_parent is None) == (by_keys is None)
+        if by_parent is not None:
+            assert con.execute(by_keys).fetchall() == con.execute(by_parent).fetchall(), sql
+            checked += 1
+    assert checked > 10
+    assert con.execute(exclude_orphans(naive, links, keys)).fetchall() != con.execute(naive).fetchall()
+    # a link without orphan rows is not live: no rewrite can change an answer through it
+    fine = Link("orders", "customer_id", "orders", "customer_id")
+    assert live_links(con, (fine,)) == ()
 
 
 def test_tie_check_catches_order_by_limit_with_a_tie(retail_pack):

@@ -1,0 +1,276 @@
+"""Answer single-table aggregate queries from a rollup of their table instead of its rows.
+
+Most near-miss mutants read one table as ``SELECT f(aggregates) FROM t WHERE cond`` where
+``cond`` reads a few low-cardinality columns (a date, a channel, a flag). A rollup groups ``t``
+once by those columns, keeping the row count and each measure's SUM, COUNT, MIN and MAX; a
+query is then rewritten to re-aggregate the rollup's partial aggregates. The answer is the
+same value of the same type: sums are re-added only for exact types (integers and decimals),
+counts are re-summed, MIN of MINs is the MIN, and each re-aggregate is cast to the type the
+original aggregate has. A TIMESTAMP column is grouped by day (and whether it is exactly
+midnight) only for queries that compare it with midnight literals alone, for which every
+timestamp of one such group gives the same truth value.
+
+AVG and DISTINCT aggregates, joins, grouping and any column the rollup does not hold leave a
+query as it is: it runs on the table's rows.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+
+import duckdb
+from sqlglot import exp
+
+from evalpack.questions import DIALECT, parse_gold
+
+MAX_DIM_VALUES = 4096  # a column with more distinct values is not worth grouping by
+MIN_REDUCTION = 8  # a rollup must be at least this many times smaller than its table
+_EXACT_SUM_TYPES = ("DECIMAL", "TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT",
+                    "UINTEGER", "UBIGINT", "UHUGEINT")
+_COMPARISONS = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE)
+_SHAPE_BLOCKERS = ("joins", "group", "having", "order", "limit", "offset", "distinct", "with", "qualify", "windows")
+
+
+@dataclass(frozen=True)
+class Need:
+    """What one query needs from a rollup of its table: the columns it filters on (``dims``) and
+    the partial aggregates it re-aggregates (``measures``: ("sum" | "count" | "min" | "max", column
+    or "*"))."""
+
+    table: str
+    dims: frozenset[str]
+    measures: frozenset[tuple[str, str]]
+
+
+def rollup_name(table: str) -> str:
+    """The table (in the in-memory database, where every cursor sees it) holding ``table``'s rollup."""
+    return f"__rollup_{table}"
+
+
+@dataclass(frozen=True)
+class Rollup:
+    """One table's rollup: grouped by ``dims`` (``by_day``: TIMESTAMP dims grouped by day)."""
+
+    table: str
+    dims: tuple[str, ...]
+    by_day: tuple[str, ...]
+    measures: tuple[tuple[str, str], ...]
+
+    def covers(self, need: Need) -> bool:
+        return need.table == self.table and need.dims <= set(self.dims) and need.measures <= set(self.measures)
+
+    def create_sql(self) -> str:
+        """CREATE TABLE ... AS SELECT dims, partial aggregates FROM table GROUP BY dims."""
+        select, group = [], []
+        for dim in self.dims:
+            # any timestamp of a by-day group stands for all of them: MIN is one
+            select.append(f"MIN({_q(dim)}) AS {_q(dim)}" if dim in self.by_day else _q(dim))
+            group += _group_keys(dim, dim in self.by_day)
+        select += [f"{_aggregate_sql(m)} AS {_q(_partial(m))}" for m in self.measures]
+        sql = (f"CREATE OR REPLACE TABLE {_q(rollup_name(self.table))} AS SELECT {', '.join(select)} "
+               f"FROM {_q(self.table)}")
+        return sql + (f" GROUP BY {', '.join(group)}" if group else "")
+
+
+def rollup_form(tree: exp.Expression, need: Need, result_types: dict[tuple[str, tuple[str, str]], str]
+                ) -> exp.Expression:
+    """``tree`` (whose need is ``need``) rewritten over its table's rollup; ``tree`` is not modified.
+
+    ``result_types``: (table, measure) -> the DuckDB type of the aggregate on the table's rows,
+    which each re-aggregate is cast to (see :func:`aggregate_types`)."""
+
+    def swap(node: exp.Expression) -> exp.Expression:
+        if isinstance(node, exp.Table):
+            return exp.to_table(rollup_name(need.table))
+        measure = _measure_of(node)
+        if measure is None:
+            return node
+        partial = exp.column(_partial(measure))
+        if measure[0] in ("min", "max"):
+            return exp.Max(this=partial) if measure[0] == "max" else exp.Min(this=partial)
+        if isinstance(node, exp.CountIf):
+            partial = exp.Case(ifs=[exp.If(this=exp.Paren(this=node.this.copy()), true=partial)])
+        total = exp.Sum(this=partial)
+        if measure[0] == "count":
+            total = exp.Coalesce(this=total, expressions=[exp.Literal.number(0)])
+        return exp.Cast(this=total, to=exp.DataType.build(result_types[(need.table, measure)], dialect=DIALECT))
+
+    return tree.transform(swap, copy=True)
+
+
+def aggregate_types(types: dict[str, dict[str, str]], needs: list[Need]) -> dict[tuple[str, tuple[str, str]], str]:
+    """(table, measure) -> the DuckDB type of that aggregate over the table (asked of DuckDB on
+    empty tables of the declared types, so it is exactly what the raw query returns)."""
+    con = duckdb.connect(":memory:")
+    try:
+        out = {}
+        for table in sorted({n.table for n in needs}):
+            columns = ", ".join(f"{_q(c)} {t}" for c, t in types[table].items())
+            con.execute(f"CREATE TABLE {_q(table)} ({columns})")
+            measures = sorted(set().union(*(n.measures for n in needs if n.table == table)))
+            described = con.execute(f"DESCRIBE SELECT {', '.join(map(_aggregate_sql, measures))} "
+                                    f"FROM {_q(table)}").fetchall()
+            out.update({(table, m): row[1] for m, row in zip(measures, described)})
+        return out
+    finally:
+        con.close()
+
+
+def _q(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _partial(measure: tuple[str, str]) -> str:
+    kind, column = measure
+    return "__rows" if column == "*" else f"__{kind}_{column}"
+
+
+def _aggregate_sql(measure: tuple[str, str]) -> str:
+    kind, column = measure
+    return "COUNT(*)" if column == "*" else f"{kind.upper()}({_q(column)})"
+
+
+def _measure_of(node: exp.Expression) -> tuple[str, str] | None:
+    """The partial aggregate an aggregate node re-aggregates, or None for another node."""
+    if isinstance(node, exp.CountIf):
+        return ("count", "*")
+    kinds = {exp.Sum: "sum", exp.Min: "min", exp.Max: "max", exp.Count: "count"}
+    kind = kinds.get(type(node))
+    if kind is None:
+        return None
+    arg = node.this
+    if isinstance(arg, exp.Star) and kind == "count":
+        return ("count", "*")
+    return (kind, arg.name) if isinstance(arg, exp.Column) else None
+
+
+def _midnight(node: exp.Expression) -> bool:
+    """A DATE or TIMESTAMP literal at midnight (``CAST('2025-01-01' AS DATE)``, or a bare string)."""
+    if isinstance(node, exp.Cast):
+        if not node.to.is_type(exp.DataType.Type.DATE, exp.DataType.Type.TIMESTAMP, exp.DataType.Type.TIMESTAMPNTZ,
+                               exp.DataType.Type.DATETIME):
+            return False
+        node = node.this
+    if not (isinstance(node, exp.Literal) and node.is_string):
+        return False
+    try:
+        value = dt.datetime.fromisoformat(node.this)
+    except ValueError:
+        return False
+    return value.time() == dt.time(0) and value.tzinfo is None
+
+
+def _only_midnight_comparisons(col: exp.Column) -> bool:
+    parent = col.parent
+    while isinstance(parent, exp.Paren):
+        parent = parent.parent
+    if isinstance(parent, _COMPARISONS):
+        other = parent.expression if parent.this is col else parent.this
+        return _midnight(other.unnest())
+    if isinstance(parent, exp.Is):
+        return isinstance(parent.expression, exp.Null)
+    if isinstance(parent, exp.Between) and parent.this is col:
+        return _midnight(parent.args["low"]) and _midnight(parent.args["high"])
+    return False
+
+
+def need_of(query: str | exp.Expression, types: dict[str, dict[str, str]]) -> Need | None:
+    """What ``query`` needs from a rollup, or None when a rollup cannot answer it exactly."""
+    tree = parse_gold(query) if isinstance(query, str) else query
+    if not isinstance(tree, exp.Select) or any(tree.args.get(k) for k in _SHAPE_BLOCKERS):
+        return None
+    source = tree.args.get("from_") or tree.args.get("from")
+    table = source.this if source else None
+    if not isinstance(table, exp.Table) or table.args.get("alias") or table.name not in types:
+        return None
+    columns = {c: t.upper() for c, t in types[table.name].items()}
+    if any(isinstance(n, (exp.Subquery, exp.Window, exp.Filter, exp.Avg, exp.Distinct, exp.Star))
+           and not (isinstance(n, exp.Star) and isinstance(n.parent, exp.Count))
+           for n in tree.find_all(exp.Expression)):
+        return None
+    measures, dims = set(), set()
+    aggregates = [n for n in tree.find_all(exp.AggFunc)]
+    if not aggregates:
+        return None
+    for agg in aggregates:
+        measure = _measure_of(agg)
+        if measure is None or agg.find_ancestor(exp.AggFunc):
+            return None
+        kind, column = measure
+        if column != "*" and column not in columns:
+            return None
+        if kind == "sum" and not columns[column].startswith(_EXACT_SUM_TYPES):
+            return None
+        measures.add(measure)
+    for col in tree.find_all(exp.Column):
+        agg = col.find_ancestor(exp.AggFunc)
+        if agg is not None and not isinstance(agg, exp.CountIf):
+            continue  # a measured column
+        if agg is None and not col.find_ancestor(exp.Where):
+            return None  # a column outside every aggregate: a per-row result
+        if col.table and col.table != table.name or col.name not in columns:
+            return None
+        if columns[col.name] == "TIMESTAMP" and not _only_midnight_comparisons(col):
+            return None
+        if columns[col.name].startswith(("TIMESTAMP ", "TIMESTAMP_", "TIMESTAMPTZ")):
+            return None
+        dims.add(col.name)
+    return Need(table.name, frozenset(dims), frozenset(measures))
+
+
+def plan_rollups(con: duckdb.DuckDBPyConnection, needs: list[Need], types: dict[str, dict[str, str]]
+                 ) -> tuple[Rollup, ...]:
+    """One rollup per table that several needs share, grouped by the columns worth grouping by on
+    ``con``'s data (few distinct values, a rollup at least MIN_REDUCTION times smaller than the table)."""
+    rollups = []
+    for table in sorted({n.table for n in needs}):
+        mine = [n for n in needs if n.table == table]
+        wanted = sorted(set().union(*(n.dims for n in mine)))
+        by_day = {d for d in wanted if types[table][d].upper() == "TIMESTAMP"}
+        keys = {d: _group_keys(d, d in by_day) for d in wanted}
+        try:
+            rows, *distinct = con.execute(
+                "SELECT COUNT(*)" + "".join(f", approx_count_distinct(hash({', '.join(keys[d])}))" for d in wanted)
+                + f" FROM {_q(table)}").fetchone()
+        except duckdb.Error:  # a table or column the data does not have: its queries fail as written
+            continue
+        candidates = sorted((d for d, n in zip(wanted, distinct) if (n or 0) < MAX_DIM_VALUES),
+                            key=lambda d: (dict(zip(wanted, distinct))[d], d))
+        dims = _widest_fitting(con, table, candidates, keys, rows)
+        covered = [n for n in mine if n.dims <= set(dims)]
+        if len(covered) < 2:
+            continue
+        measures = tuple(sorted(set().union(*(n.measures for n in covered))))
+        rollups.append(Rollup(table, tuple(dims), tuple(sorted(by_day & set(dims))), measures))
+    return tuple(rollups)
+
+
+def _group_keys(dim: str, by_day: bool) -> list[str]:
+    if not by_day:
+        return [_q(dim)]
+    day = f"CAST({_q(dim)} AS DATE)"
+    return [day, f"({_q(dim)} = CAST({day} AS TIMESTAMP))"]
+
+
+def _widest_fitting(con: duckdb.DuckDBPyConnection, table: str, dims: list[str], keys: dict[str, list[str]],
+                    rows: int) -> list[str]:
+    """The longest prefix of ``dims`` (fewest values first) whose groups number at most
+    rows / MIN_REDUCTION (estimated in one scan)."""
+    if not dims:
+        return []
+    prefixes = [[k for d in dims[:i + 1] for k in keys[d]] for i in range(len(dims))]
+    groups = con.execute("SELECT " + ", ".join(f"approx_count_distinct(hash({', '.join(p)}))" for p in prefixes)
+                         + f" FROM {_q(table)}").fetchone()
+    fitting = [i for i, n in enumerate(groups) if (n or 0) * MIN_REDUCTION <= rows]
+    return dims[:fitting[-1] + 1] if fitting and fitting[0] == 0 else []
+
+
+def create_rollups(con: duckdb.DuckDBPyConnection, rollups: tuple[Rollup, ...]) -> None:
+    """Create every rollup on ``con`` (one scan of each table)."""
+    for rollup in rollups:
+        con.execute(rollup.create_sql())
+
+
+__all__ = ["Need", "Rollup", "aggregate_types", "create_rollups", "need_of", "plan_rollups", "rollup_form",
+           "rollup_name"]
