@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import binascii
 import datetime as dt
-import hashlib
 import json
 import os
 import re
@@ -40,6 +39,7 @@ from securesystemslib.signer import CryptoSigner, Signature, SSlibKey
 
 from evalpack import __version__
 from evalpack.errors import EvalpackError
+from evalpack.scoring import sha256_files
 
 ATTESTATION = "attestation.intoto.json"
 PAYLOAD_TYPE = "application/vnd.in-toto+json"
@@ -85,12 +85,6 @@ def rfc3339(moment: dt.datetime) -> str:
 # --------------------------------------------------------------------------- files and subjects
 
 
-def sha256_file(path: Path) -> str:
-    """SHA-256 (hex) of a file's bytes, read in chunks."""
-    with open(path, "rb") as handle:
-        return hashlib.file_digest(handle, "sha256").hexdigest()
-
-
 def scan_pack(pack: Path) -> tuple[list[str], list[str]]:
     """(regular files, other entries) of ``pack`` as sorted POSIX relative names, without the attestation.
 
@@ -121,7 +115,8 @@ def subjects(pack: Path) -> list[dict[str, Any]]:
     if other:
         raise EvalpackError(f"{pack / other[0]}: not a regular file; a pack holds regular files only "
                             "(replace the link with a copy or remove it)")
-    return [{"name": name, "digest": {"sha256": sha256_file(pack / name)}} for name in files]
+    digests = sha256_files([pack / name for name in files])
+    return [{"name": name, "digest": {"sha256": digest}} for name, digest in zip(files, digests)]
 
 
 # --------------------------------------------------------------------------- provenance
@@ -520,11 +515,13 @@ def _check_files(pack: Path, listed: dict[str, str], report: _Report) -> None:
     before = len(report.failures)
     for name in other:
         report.fail(name, "not a regular file (symlink or special file); a pack holds regular files only")
+    present = [name for name in listed if name in on_disk]
+    digests = dict(zip(present, sha256_files([pack / name for name in present])))
     for name, expected in listed.items():
         if name not in on_disk:
             report.fail(name, "listed in the attestation but missing from the pack")
             continue
-        actual = sha256_file(pack / name)
+        actual = digests[name]
         if actual != expected:
             report.fail(name, f"sha256 {actual[:16]}... differs from the attested {expected[:16]}...")
     for name in files:

@@ -1,7 +1,9 @@
 """Audit the golden queries of a pack: seals, empty results, drift, orphan dependence and ties.
 
-``evalpack audit PACK`` (and every build, through :func:`audit_pack`) reruns each gold query on
-each rotation's written tables and reports, per question:
+``evalpack audit PACK`` (:func:`audit_pack`) reruns each gold query on each rotation's written
+tables and reports, per question (every build runs the same per-rotation checks,
+:func:`audit_rotation`, on the connection its verification pass already loaded, against what
+verification observed, and checks the seals of the questions it wrote):
 
 - ``seal``: the question text no longer hashes to its ``question_sha256`` (edited after sealing);
 - ``error``: the gold query no longer runs;
@@ -25,6 +27,7 @@ another table's unique key.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import re
@@ -41,14 +44,13 @@ from evalpack.errors import EvalpackError
 from evalpack.scoring import (
     ROWS_TYPE,
     answer_matches,
-    connect_tables,
     expected_for,
     observed,
     open_sandbox,
     top_level_order_by,
 )
 from evalpack.scoring import run_query as run_untrusted
-from evalpack.verify import Link, exclude_orphans, materialize, tie_probe
+from evalpack.verify import Link, exclude_orphans, rotation_connection, tie_probe
 
 NEAR_SUBSET = 0.95
 NOT_RECORDED = object()  # no value was recorded for this question and rotation
@@ -520,15 +522,25 @@ def audit_pack(pack: Path, trusted: bool = False) -> list[Finding]:
     recorded, made = _recorded_values(pack, manifest)
     for rotation in pack_rotations(pack):
         folder = pack / "rotations" / rotation / "tables"
-        con = materialize(connect_tables(folder)) if trusted else open_sandbox(folder)
-        try:
-            links = pack_links(con, manifest)
-            for r in records:
-                if r.get("gold_sql"):
-                    value = recorded.get((str(r["id"]), rotation), NOT_RECORDED)
-                    findings += audit_query(con, r, rotation, links, value, made)
-        finally:
-            con.close()
+        with rotation_connection(folder) if trusted else contextlib.closing(open_sandbox(folder)) as con:
+            findings += audit_rotation(con, records, rotation, pack_links(con, manifest), recorded, made)
+    return in_question_order(records, findings)
+
+
+def audit_rotation(con: duckdb.DuckDBPyConnection, records: list[dict], rotation: str,
+                   links: tuple[LinkCount, ...], recorded: dict, made: str = "build") -> list[Finding]:
+    """The findings of every gold query of ``records`` on one rotation's connection.
+    ``recorded``: {(id, rotation): the value recorded at ``made``}."""
+    findings = []
+    for r in records:
+        if r.get("gold_sql"):
+            value = recorded.get((str(r["id"]), rotation), NOT_RECORDED)
+            findings += audit_query(con, r, rotation, links, value, made)
+    return findings
+
+
+def in_question_order(records: list[dict], findings: list[Finding]) -> list[Finding]:
+    """``findings`` sorted by question (as in ``records``), kind, then rotation."""
     order = {str(r["id"]): i for i, r in enumerate(records)}
     return sorted(findings, key=lambda f: (order.get(f.question, -1), KINDS.index(f.kind), f.rotation or ""))
 

@@ -12,20 +12,21 @@ import shutil
 import tempfile
 from collections import Counter
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 from evalpack.attest import load_signer, now_utc, write_attestation
-from evalpack.audit import audit_pack
+from evalpack.audit import Finding, audit_rotation, counted, in_question_order, read_records, seal_findings
 from evalpack.certify import certificate, dumps, manifest
 from evalpack.errors import EvalpackError
-from evalpack.nearmiss import run_study
+from evalpack.nearmiss import MutantSet, plan_runs, prepare_mutants, study_rotation, summarize_study
 from evalpack.plan import RotationPlan, plan_pack
 from evalpack.questions import Question, derive_questions
+from evalpack.rollup import plan_rollups
 from evalpack.spec import Spec, load_spec
 from evalpack.tables import duckdb_types, rotation_dir, write_rotation, write_table
-from evalpack.verify import Link, Verdict, verify_rotations
+from evalpack.verify import Link, Observation, Verdict, rotation_connection, verify_rotation, verify_rotations
 
 SCORER = Path(__file__).with_name("scoring.py")
 Progress = Callable[[int, str, int], None]
@@ -87,6 +88,51 @@ def verify_pack_tables(spec: Spec, questions: tuple[Question, ...], folder: Path
                             types=duckdb_types(spec) if fmt == "csv" else None)
 
 
+@dataclass(frozen=True)
+class Checked:
+    """What the pass over the rotations found."""
+
+    verdicts: tuple[Verdict, ...]
+    near_miss: dict
+    findings: tuple[Finding, ...]  # the audit's, for the questions that ship
+
+
+def check_rotations(spec: Spec, plans: tuple[RotationPlan, ...], questions: tuple[Question, ...], folder: Path,
+                    prepared: MutantSet) -> Checked:
+    """One pass per rotation over its written tables, loaded once: verification's golden checks,
+    the audit of every gold query still in the running (against what verification just observed,
+    so a gold query that answers differently when run again is drift), and the near-miss mutants
+    of those questions. Raises EvalpackError (exit 1) when no question verifies on every rotation."""
+    types, links = duckdb_types(spec), links_of(spec)
+    by_id = {q.id: q for q in questions}
+    records = {q.id: q.to_record(spec.answers) for q in questions}
+    observations: dict[str, list[Observation]] = {q.id: [] for q in questions}
+    per_rotation: dict[str, dict] = {}
+    findings: list[Finding] = []
+    rollups = None
+    for p in plans:
+        rotation = f"seed_{p.seed}"
+        with rotation_connection(folder / rotation_dir(p.seed) / "tables") as con:
+            for q, obs in zip(questions, verify_rotation(con, questions, rotation, links)):
+                observations[q.id].append(obs)
+            running = [q.id for q in questions if all(o.passed for o in observations[q.id])]
+            # what the certificate will record: verification's observation, through JSON
+            recorded = {(qid, rotation): json.loads(json.dumps(observations[qid][-1].value)) for qid in running}
+            findings += audit_rotation(con, [records[qid] for qid in running], rotation,
+                                       counted(con, [(link, "declared") for link in links]), recorded)
+            mutants, _ = prepared.of(running)
+            rollups = plan_rollups(con, [m.need for m in mutants if m.need], types) if rollups is None else rollups
+            per_rotation[rotation] = study_rotation(con, rotation, by_id, plan_runs(mutants, rollups))
+    verdicts = tuple(Verdict(q, tuple(observations[q.id])) for q in questions)
+    shipped = tuple(v.question.id for v in verdicts if v.ships)
+    if not shipped:
+        reasons = Counter(v.drop_reason for v in verdicts)
+        raise EvalpackError(f"{spec.path}: no question verified on every rotation, so there is no pack to "
+                            f"ship (drop reasons: {dict(reasons)})", exit_code=1)
+    return Checked(verdicts, summarize_study(prepared, shipped, per_rotation),
+                   tuple(f for f in findings if f.question in shipped))
+
+
 def write_pack_files(folder: Path, spec: Spec, plans: tuple[RotationPlan, ...], verdicts: tuple[Verdict, ...],
                      rows: dict[str, dict[str, int]], near_miss: dict | None = None) -> None:
     """questions.jsonl, certificate.json, manifest.json, README.md (the dataset card) and verify.py."""
@@ -136,16 +182,18 @@ def build_pack(spec_path: str | Path, out: str | Path, *, seed: int | None = Non
     staging = staging_dir(out, force)
     try:
         plans = plan_pack(spec)
-        rows = write_rotations(spec, plans, staging, jobs, progress)
-        questions = derive_questions(spec, plans)
-        verdicts = verify_pack_tables(spec, questions, staging)
-        if not any(v.ships for v in verdicts):
-            reasons = Counter(v.drop_reason for v in verdicts)
-            raise EvalpackError(f"{spec.path}: no question verified on every rotation, so there is no pack to ship "
-                                f"(drop reasons: {dict(reasons)})", exit_code=1)
-        near_miss = run_study(spec, plans, tuple(v.question for v in verdicts if v.ships), staging)
+        questions = derive_questions(spec, plans)  # from the declarations: no data needed
+        with ThreadPoolExecutor(1) as background:
+            # mutating the gold SQL is pure Python; it runs while the worker processes (outside
+            # the GIL) write the rotations
+            prepared = background.submit(prepare_mutants, spec, questions, duckdb_types(spec))
+            rows = write_rotations(spec, plans, staging, jobs, progress)
+            checked = check_rotations(spec, plans, questions, staging, prepared.result())
+        verdicts, near_miss = checked.verdicts, checked.near_miss
         write_pack_files(staging, spec, plans, verdicts, rows, near_miss)
-        findings = tuple(audit_pack(staging, trusted=True))  # the audit `evalpack audit` runs, on SQL we wrote
+        # the audit `evalpack audit` runs: its query checks ran in the pass above; seals are checked on the files
+        records = read_records(staging)
+        findings = tuple(in_question_order(records, seal_findings(records) + list(checked.findings)))
         write_attestation(staging, spec, started=started, finished=now_utc(), signing_key=signing_key)
         publish_dir(staging, out)
     except BaseException:

@@ -56,6 +56,14 @@ def arrow_schema(spec: Spec, table: Table) -> pa.Schema:
     return pa.schema([pa.field(c.name, arrow_type(spec, table, c)) for c in table.columns])
 
 
+def _stable_order(t: np.ndarray) -> np.ndarray:
+    """np.argsort(t, kind="stable"); a span under 2**16 is sorted as uint16 offsets, which numpy
+    radix-sorts (a month of days: several times faster, the same permutation)."""
+    if len(t) and int(t.max()) - int(t.min()) < 1 << 16:
+        return np.argsort((t - t.min()).astype(np.uint16), kind="stable")
+    return np.argsort(t, kind="stable")
+
+
 def _days(day: dt.date) -> int:
     return (day - EPOCH).days
 
@@ -259,7 +267,7 @@ class _TableGen:
         if tp.time_column:
             tcol = self.table.column(tp.time_column)
             t, boundary = self.times(tcol, chunk, k)
-            order = np.argsort(t, kind="stable")
+            order = _stable_order(t)
             boundary = boundary[order]
             arrays[tcol.name] = self.time_array(tcol, t[order])
             take = pa.array(order)

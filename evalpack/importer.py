@@ -70,7 +70,6 @@ import duckdb
 import pyarrow as pa
 
 from evalpack import __version__
-from evalpack.attest import sha256_file
 from evalpack.audit import (
     Golden,
     LinkCount,
@@ -87,7 +86,7 @@ from evalpack.audit import (
 from evalpack.build import SCORER, publish_dir, staging_dir
 from evalpack.certify import HASHES, dumps
 from evalpack.errors import EvalpackError
-from evalpack.scoring import COMPARISON_RULE, ROWS_TYPE, SCALAR_TYPES, open_sandbox
+from evalpack.scoring import COMPARISON_RULE, ROWS_TYPE, SCALAR_TYPES, open_sandbox, sha256_file
 from evalpack.verify import Link
 
 ROTATION = "seed_0"

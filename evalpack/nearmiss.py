@@ -9,6 +9,7 @@ per operator, how many matched the expected answer on at least one and on all da
 from __future__ import annotations
 
 import datetime as dt
+import queue
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
@@ -21,10 +22,10 @@ from sqlglot.optimizer.simplify import simplify
 from evalpack.plan import RotationPlan
 from evalpack.questions import DIALECT, Question, parse_gold
 from evalpack.rollup import Need, Rollup, aggregate_types, create_rollups, need_of, plan_rollups, rollup_form
-from evalpack.scoring import connect_tables, scalar_matches
+from evalpack.scoring import scalar_matches
 from evalpack.spec import Spec
 from evalpack.tables import duckdb_types, rotation_dir
-from evalpack.verify import materialize
+from evalpack.verify import rotation_connection
 
 OPERATORS = (
     "inclusive_end", "exclusive_start", "inclusive_start", "exclusive_end", "date_shift", "whole_units",
@@ -304,11 +305,28 @@ def nullable_columns(spec: Spec) -> dict[str, set[str]]:
     return out
 
 
-def build_mutants(spec: Spec, questions: tuple[Question, ...], types: dict[str, dict[str, str]]
-                  ) -> tuple[list[Mutant], dict[str, int]]:
-    """Non-equivalent mutants of every question, and the count of equivalent ones per operator."""
+@dataclass(frozen=True)
+class MutantSet:
+    """Every question's non-equivalent mutants, and which (question, operator) edits were
+    equivalent to the gold SQL and dropped."""
+
+    mutants: tuple[Mutant, ...]
+    equivalent: tuple[tuple[str, str], ...]
+
+    def of(self, question_ids) -> tuple[list[Mutant], dict[str, int]]:
+        """The mutants of ``question_ids`` and their equivalent count per operator."""
+        ids = set(question_ids)
+        equivalent = dict.fromkeys(OPERATORS, 0)
+        for question_id, op in self.equivalent:
+            if question_id in ids:
+                equivalent[op] += 1
+        return [m for m in self.mutants if m.question_id in ids], equivalent
+
+
+def prepare_mutants(spec: Spec, questions: tuple[Question, ...], types: dict[str, dict[str, str]]) -> MutantSet:
+    """Mutate every question's gold SQL (no data needed: a build starts this while it writes)."""
     candidates: list[tuple[Mutant, exp.Expression | None]] = []
-    equivalent = dict.fromkeys(OPERATORS, 0)
+    equivalent = []
     nullable = nullable_columns(spec)
     for q in questions:
         gold = _canonical(parse_gold(q.gold_sql))
@@ -322,7 +340,7 @@ def build_mutants(spec: Spec, questions: tuple[Question, ...], types: dict[str, 
             kept = tree.copy() if need else None
             canon = _canonical(tree)
             if canon in seen:
-                equivalent[op] += 1
+                equivalent.append((q.id, op))
                 continue
             seen.add(canon)
             candidates.append((Mutant(q.id, op, sql, batch, need), kept))
@@ -332,7 +350,13 @@ def build_mutants(spec: Spec, questions: tuple[Question, ...], types: dict[str, 
         if tree is not None:
             m = replace(m, rollup_sql=rollup_form(tree, m.need, result_types).sql(dialect=DIALECT))
         mutants.append(m)
-    return mutants, equivalent
+    return MutantSet(tuple(mutants), tuple(equivalent))
+
+
+def build_mutants(spec: Spec, questions: tuple[Question, ...], types: dict[str, dict[str, str]]
+                  ) -> tuple[list[Mutant], dict[str, int]]:
+    """Non-equivalent mutants of every question, and the count of equivalent ones per operator."""
+    return prepare_mutants(spec, questions, types).of(q.id for q in questions)
 
 
 AGGREGATES = (exp.Sum, exp.Avg, exp.Min, exp.Max, exp.Count, exp.CountIf)
@@ -414,6 +438,7 @@ def batchable(query: str | exp.Expression) -> _Batchable | None:
 
 
 BATCH_WIDTH = 64
+ROLLUP_BATCH = 16  # rollup queries per statement
 
 
 def _batches(items: list[tuple[str, _Batchable | None]]) -> tuple[list[tuple[str, list[int]]], list[int]]:
@@ -448,17 +473,29 @@ def _batches(items: list[tuple[str, _Batchable | None]]) -> tuple[list[tuple[str
 
 
 @dataclass(frozen=True)
-class _Plan:
+class StudyPlan:
     """How a rotation runs the study: the rollups to create, the SQL each mutant runs as (its own,
-    or its rewrite over a rollup), and the batches."""
+    or its rewrite over a rollup), and the batches (indices into ``mutants``)."""
 
+    mutants: tuple[Mutant, ...]
     rollups: tuple[Rollup, ...]
     sql: tuple[str, ...]
     batches: tuple[tuple[str, list[int]], ...]
     alone: tuple[int, ...]
 
 
-def plan_runs(mutants: list[Mutant], rollups: tuple[Rollup, ...]) -> _Plan:
+    def jobs(self) -> list[tuple[str | None, list[int]]]:
+        """(SQL returning one row with one value per member, member indices), costliest kinds
+        first; SQL None: the one member runs on its own."""
+        # rewrites over a rollup are tiny queries: several go in one statement as scalar subqueries
+        over_rollup = [i for i in self.alone if self.sql[i] != self.mutants[i].sql]
+        grouped = [("SELECT " + ", ".join(f"({self.sql[i]})" for i in part), part)
+                   for part in (over_rollup[k:k + ROLLUP_BATCH] for k in range(0, len(over_rollup), ROLLUP_BATCH))]
+        alone = [(None, [i]) for i in self.alone if self.sql[i] == self.mutants[i].sql]
+        return [*self.batches, *alone, *grouped]
+
+
+def plan_runs(mutants: list[Mutant], rollups: tuple[Rollup, ...]) -> StudyPlan:
     """Rewrite the mutants a rollup covers onto it, then batch everything that can share a scan."""
     sql, items = [], []
     for m in mutants:
@@ -469,11 +506,18 @@ def plan_runs(mutants: list[Mutant], rollups: tuple[Rollup, ...]) -> _Plan:
             sql.append(m.sql)
             items.append((m.question_id, m.batch if m.need is None else batchable(m.sql)))
     batches, alone = _batches(items)
-    return _Plan(rollups, tuple(sql), tuple(batches), tuple(alone))
+    return StudyPlan(tuple(mutants), rollups, tuple(sql), tuple(batches), tuple(alone))
 
 
-def _run_rotation(con: duckdb.DuckDBPyConnection, rotation: str, mutants: list[Mutant],
-                  questions: dict[str, Question], plan: _Plan, workers: int = 2) -> dict[int, bool | None]:
+def plan_study(con: duckdb.DuckDBPyConnection, mutants: list[Mutant], types: dict[str, dict[str, str]]
+               ) -> StudyPlan:
+    """The plan for ``mutants``, with rollups chosen on ``con``'s data (they serve every rotation:
+    a rollup only decides how fast a mutant runs, never what it returns)."""
+    return plan_runs(mutants, plan_rollups(con, [m.need for m in mutants if m.need], types))
+
+
+def study_rotation(con: duckdb.DuckDBPyConnection, rotation: str, questions: dict[str, Question],
+                   plan: StudyPlan, workers: int = 2) -> dict[Mutant, bool | None]:
     """Each mutant's outcome on one rotation: True/False (matches the expected answer), None (error).
 
     Single-table aggregate mutants run many to a scan (each aggregate over its own WHERE's rows,
@@ -481,6 +525,7 @@ def _run_rotation(con: duckdb.DuckDBPyConnection, rotation: str, mutants: list[M
     that fails falls back to the mutant's own SQL, so only the mutant's own errors count. Two
     cursors with one DuckDB thread each keep both cores busy."""
     create_rollups(con, plan.rollups)
+    mutants = plan.mutants
 
     def judge(i: int, rows: list[tuple]) -> bool:
         q = questions[mutants[i].question_id]
@@ -494,53 +539,65 @@ def _run_rotation(con: duckdb.DuckDBPyConnection, rotation: str, mutants: list[M
                 continue
         return None
 
+    jobs: queue.SimpleQueue = queue.SimpleQueue()
+    for job in plan.jobs():
+        jobs.put(job)
+
     def run(worker: int) -> dict[int, bool | None]:
         cursor = con.cursor()
         cursor.execute("SET threads = 1")
         out: dict[int, bool | None] = {}
-        for sql, members in plan.batches[worker::workers]:
+        while True:  # both workers take the next job until none is left, so neither idles early
             try:
-                row = cursor.execute(sql).fetchone()
+                sql, members = jobs.get_nowait()
+            except queue.Empty:
+                return out
+            try:
+                row = cursor.execute(sql).fetchone() if sql else None
             except duckdb.Error:  # one member does not bind or run: fall back to each on its own
+                row = None
+            if row is None:
                 out.update({i: one(cursor, i) for i in members})
-                continue
-            out.update({i: judge(i, [(value,)]) for i, value in zip(members, row)})
-        out.update({i: one(cursor, i) for i in plan.alone[worker::workers]})
-        return out
+            else:
+                out.update({i: judge(i, [(value,)]) for i, value in zip(members, row)})
 
     with ThreadPoolExecutor(max_workers=workers) as pool:
-        return {i: r for part in pool.map(run, range(workers)) for i, r in part.items()}
+        return {mutants[i]: r for part in pool.map(run, range(workers)) for i, r in part.items()}
 
 
 def run_study(spec: Spec, plans: tuple[RotationPlan, ...], questions: tuple[Question, ...], folder: Path,
-              threshold: float = 0.01) -> dict:
+              threshold: float = 0.01, prepared: MutantSet | None = None) -> dict:
     """Mutate every shipped question's gold SQL and record which mutants still pass.
 
-    Returns the manifest's ``near_miss_study``: per operator mutants / equivalent / errored /
-    match_any / match_all, overall rates, and up to 50 surviving mutants.
+    Returns the manifest's ``near_miss_study`` (see :func:`summarize_study`).
     """
     types = duckdb_types(spec)
-    mutants, equivalent = build_mutants(spec, questions, types)
+    prepared = prepared or prepare_mutants(spec, questions, types)
+    mutants, _ = prepared.of(q.id for q in questions)
     by_id = {q.id: q for q in questions}
-    rotations = [f"seed_{p.seed}" for p in plans]
-    dirs = [folder / rotation_dir(p.seed) / "tables" for p in plans]
-    # one rotation at a time: DuckDB already uses every core, and only one rotation is in memory
     plan = None
-    per_rotation = []
-    for tables, rotation in zip(dirs, rotations):
-        con = materialize(connect_tables(tables))  # the study runs many queries per table
-        try:
-            if plan is None:  # rollups chosen on the first rotation's data serve every rotation
-                plan = plan_runs(mutants, plan_rollups(con, [m.need for m in mutants if m.need], types))
-            per_rotation.append(_run_rotation(con, rotation, mutants, by_id, plan))
-        finally:
-            con.close()
+    per_rotation = {}
+    # one rotation at a time: DuckDB already uses every core, and only one rotation is in memory
+    for p in plans:
+        with rotation_connection(folder / rotation_dir(p.seed) / "tables") as con:
+            plan = plan or plan_study(con, mutants, types)
+            per_rotation[f"seed_{p.seed}"] = study_rotation(con, f"seed_{p.seed}", by_id, plan)
+    return summarize_study(prepared, tuple(by_id), per_rotation, threshold)
+
+
+def summarize_study(prepared: MutantSet, question_ids: tuple[str, ...],
+                    per_rotation: dict[str, dict[Mutant, bool | None]], threshold: float = 0.01) -> dict:
+    """The manifest's ``near_miss_study`` for ``question_ids`` (each of their mutants must have an
+    outcome on every rotation): per operator mutants / equivalent / errored / match_any /
+    match_all, overall rates, and up to 50 surviving mutants."""
+    mutants, equivalent = prepared.of(question_ids)
+    rotations = list(per_rotation)
     table = {op: {"mutants": 0, "equivalent": equivalent[op], "errored": 0, "match_any": 0, "match_all": 0}
              for op in OPERATORS}
     survivors = []
-    for i, m in enumerate(mutants):
+    for m in mutants:
         row = table[m.operator]
-        outcomes = [r[i] for r in per_rotation]
+        outcomes = [r[m] for r in per_rotation.values()]
         if any(o is None for o in outcomes):
             row["errored"] += 1
             continue
@@ -579,4 +636,5 @@ def study_markdown(study: dict) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["OPERATORS", "Mutant", "build_mutants", "mutants_of", "run_study", "study_markdown"]
+__all__ = ["OPERATORS", "Mutant", "MutantSet", "StudyPlan", "build_mutants", "mutants_of", "plan_study",
+           "prepare_mutants", "run_study", "study_markdown", "study_rotation", "summarize_study"]

@@ -87,6 +87,7 @@ import threading
 import time
 import uuid
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from decimal import ROUND_HALF_EVEN, Context, Decimal, InvalidOperation, localcontext
 from pathlib import Path
@@ -115,6 +116,7 @@ STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
 DEFAULT_TIMEOUT = 10.0  # seconds per query per rotation
 DEFAULT_MEMORY_MB = 1024  # working memory per rotation, on top of the loaded tables
 DEFAULT_THREADS = 2
+PARALLEL_ROTATIONS = 2  # rotations scored at once (each in its own sandbox)
 MAX_FETCH_ROWS = 100_000  # a bird candidate may repeat rows; beyond this many it is wrong
 MAX_RESULT_BYTES = 256 * 2**20  # text fetched from one result before it is wrong
 _SEARCH_BUDGET = 200_000  # column-mapping steps tried before a spider comparison gives up (wrong)
@@ -620,11 +622,21 @@ def pack_files(pack: Path) -> dict[str, Path]:
 
 
 def sha256_file(path: Path) -> str:
+    """SHA-256 (hex) of a file's bytes, read in 1 MiB blocks."""
     digest = hashlib.sha256()
     with open(path, "rb") as handle:
         for block in iter(lambda: handle.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
+
+
+def sha256_files(paths: list[Path]) -> list[str]:
+    """:func:`sha256_file` of each path, largest first on every core (hashlib hashes large blocks
+    without the GIL), returned in the order given."""
+    order = sorted(range(len(paths)), key=lambda i: -os.path.getsize(paths[i]))
+    with ThreadPoolExecutor(max_workers=max(1, min(len(paths), os.cpu_count() or 1))) as pool:
+        digests = dict(zip(order, pool.map(sha256_file, [paths[i] for i in order])))
+    return [digests[i] for i in range(len(paths))]
 
 
 def _b64decode(text: Any, what: str, where: Path) -> bytes:
@@ -741,12 +753,14 @@ def check_integrity(pack: Path, public_key: str | Path | None = None) -> Integri
     if problems:
         raise PackIntegrityError("\n".join(problems))
     on_disk = pack_files(pack)
+    both = sorted(set(listed) & set(on_disk))
+    actual = dict(zip(both, sha256_files([on_disk[name] for name in both])))
     for name in sorted(set(listed) | set(on_disk)):
         if name not in on_disk:
             problems.append(f"{pack / name}: listed in {ATTESTATION} but missing from the pack")
         elif name not in listed:
             problems.append(f"{on_disk[name]}: not listed in {ATTESTATION} (a file was added)")
-        elif sha256_file(on_disk[name]) != listed[name]:
+        elif actual[name] != listed[name]:
             problems.append(f"{on_disk[name]}: SHA-256 differs from {ATTESTATION} (the file was changed)")
     if problems:
         raise PackIntegrityError("\n".join(problems))
@@ -928,35 +942,17 @@ def score_pack(pack: Path, sql_by_id: dict[str, str | None], *, rule: str = "spi
         raise InputError(f"{pack / 'rotations'}: no seed_<n> rotation folders")
     known = {q["id"] for q in records}
     unscored = {q["id"] for q in records if not scorable(q)}
-    per_rotation: dict[str, dict[str, dict]] = {q["id"]: {} for q in questions}
-    ordered: dict[str, bool] = {}
     started = time.perf_counter()
+    # two rotations at a time: one loads its tables while the other runs its queries
+    with ThreadPoolExecutor(max_workers=min(len(names), PARALLEL_ROTATIONS)) as pool:
+        scored_rotations = list(pool.map(
+            lambda rotation: _score_rotation(pack, rotation, questions, sql_by_id, rule, limits), names))
+    per_rotation: dict[str, dict[str, dict]] = {q["id"]: {} for q in questions}
     query_seconds = 0.0
-    for rotation in names:
-        con = open_sandbox(_tables_dir(pack, rotation), limits)
-        try:
-            before = catalog_state(con)
-            for q in questions:
-                sql = sql_by_id.get(q["id"])
-                if sql is None:
-                    continue
-                if answer_type_of(q) == ROWS_TYPE and q["id"] not in ordered:
-                    ordered[q["id"]] = top_level_order_by(con, q["gold_sql"])
-                expected = expected_for(q, rotation)
-                outcome = run_query(con, sql, limits.timeout, _fetch_cap(q, expected, rule))
-                query_seconds += outcome.seconds
-                entry = {"match": False, "seconds": round(outcome.seconds, 6)}
-                if outcome.rows is None:
-                    entry["error"] = outcome.error
-                else:
-                    entry["match"] = answer_matches(q, expected, outcome.rows, rule, ordered.get(q["id"], False))
-                    entry["observed"] = _report_value(observed(outcome.rows), outcome.rows)
-                per_rotation[q["id"]][rotation] = entry
-            if catalog_state(con) != before:
-                raise RuntimeError(f"{rotation}: the sandbox database changed while candidates ran; "
-                                   "scores from this run cannot be trusted")
-        finally:
-            con.close()
+    for rotation, (entries, seconds) in zip(names, scored_rotations):
+        query_seconds += seconds
+        for qid, entry in entries.items():
+            per_rotation[qid][rotation] = entry
     results = []
     for q in questions:
         runs = per_rotation[q["id"]]
@@ -986,6 +982,37 @@ def score_pack(pack: Path, sql_by_id: dict[str, str | None], *, rule: str = "spi
         "timing": {"seconds": round(time.perf_counter() - started, 6), "query_seconds": round(query_seconds, 6),
                    "queries": scored * len(names)},
     }
+
+
+def _score_rotation(pack: Path, rotation: str, questions: list[dict], sql_by_id: dict[str, str | None], rule: str,
+                    limits: Limits) -> tuple[dict[str, dict], float]:
+    """Each candidate's entry on one rotation (in its own sandbox), and the seconds its queries took."""
+    entries: dict[str, dict] = {}
+    query_seconds = 0.0
+    con = open_sandbox(_tables_dir(pack, rotation), limits)
+    try:
+        before = catalog_state(con)
+        for q in questions:
+            sql = sql_by_id.get(q["id"])
+            if sql is None:
+                continue
+            ordered = answer_type_of(q) == ROWS_TYPE and top_level_order_by(con, q["gold_sql"])
+            expected = expected_for(q, rotation)
+            outcome = run_query(con, sql, limits.timeout, _fetch_cap(q, expected, rule))
+            query_seconds += outcome.seconds
+            entry = {"match": False, "seconds": round(outcome.seconds, 6)}
+            if outcome.rows is None:
+                entry["error"] = outcome.error
+            else:
+                entry["match"] = answer_matches(q, expected, outcome.rows, rule, ordered)
+                entry["observed"] = _report_value(observed(outcome.rows), outcome.rows)
+            entries[q["id"]] = entry
+        if catalog_state(con) != before:
+            raise RuntimeError(f"{rotation}: the sandbox database changed while candidates ran; "
+                               "scores from this run cannot be trusted")
+    finally:
+        con.close()
+    return entries, query_seconds
 
 
 def _report_value(seen: Any, rows: list[tuple]) -> Any:
@@ -1137,9 +1164,16 @@ def main(argv: list[str] | None = None) -> int:
                              timeout=args.timeout, memory_mb=args.memory_mb, threads=args.threads)
     limits = Limits(args.timeout, args.memory_mb, args.threads)
     try:
-        integrity = check_integrity(args.pack, args.public_key)
+        with ThreadPoolExecutor(1) as background:
+            # the files are re-hashed while the gold SQL runs; nothing is reported unless they are intact
+            checking = background.submit(check_integrity, args.pack, args.public_key)
+            try:
+                passed, total, lines = run_gold(Path(args.pack), rule=args.rule, limits=limits)
+            except InputError:
+                checking.result()  # a tampered pack is reported as tampered, whatever else failed
+                raise
+            integrity = checking.result()
         print(f"integrity: {integrity.message}")
-        passed, total, lines = run_gold(Path(args.pack), rule=args.rule, limits=limits)
     except InputError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -7,8 +7,11 @@ at an ORDER BY ... LIMIT boundary.
 
 from __future__ import annotations
 
+import contextlib
 import functools
-from collections.abc import Callable
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -253,24 +256,47 @@ def materialize(con: duckdb.DuckDBPyConnection, max_rows: int = MATERIALIZE_ROWS
     return con
 
 
+ENGINE_MEMORY_LIMIT = "1GiB"  # DuckDB's working memory per connection; beyond it DuckDB spills to disk
+
+
+@contextlib.contextmanager
+def rotation_connection(tables_dir: Path, fmt: str = "parquet", types: dict | None = None,
+                        con: duckdb.DuckDBPyConnection | None = None) -> Iterator[duckdb.DuckDBPyConnection]:
+    """A connection to one rotation's tables (trusted SQL only), loaded into memory when small
+    (:func:`materialize`; CSV always). Our own connections get a memory limit and a private spill
+    folder, so peak memory stays bounded however large the rotation is."""
+    spill = None
+    if con is None:
+        spill = tempfile.mkdtemp(prefix="evalpack-spill-")
+        con = duckdb.connect(":memory:", config={"memory_limit": ENGINE_MEMORY_LIMIT, "temp_directory": spill})
+    try:
+        connect_tables(tables_dir, fmt=fmt, con=con, types=types)
+        # CSV views re-parse their file on every query: always load them
+        yield materialize(con, max_rows=1 << 62 if fmt == "csv" else MATERIALIZE_ROWS)
+    finally:
+        con.close()
+        if spill:
+            shutil.rmtree(spill, ignore_errors=True)
+
+
 def verify_rotations(questions: tuple[Question, ...], tables_dirs: dict[str, Path], links: tuple[Link, ...] = (),
                      connect: Callable[[], duckdb.DuckDBPyConnection] | None = None,
                      fmt: str = "parquet", types: dict | None = None) -> tuple[Verdict, ...]:
     """Every question on every rotation (one fresh connection per rotation, a view per table)."""
     per_question: dict[str, list[Observation]] = {q.id: [] for q in questions}
     for rotation, folder in tables_dirs.items():
-        con = connect() if connect else None
-        con = connect_tables(folder, fmt=fmt, con=con, types=types)
-        # CSV views re-parse their file on every query: always load them
-        materialize(con, max_rows=1 << 62 if fmt == "csv" else MATERIALIZE_ROWS)
-        try:
-            live = live_links(con, links)
-            keys = orphan_key_tables(con, live)
-            for q in questions:
-                per_question[q.id].append(check_question(con, q, rotation, q.expected_for(rotation), live, keys))
-        finally:
-            con.close()
+        with rotation_connection(folder, fmt, types, connect() if connect else None) as con:
+            for q, obs in zip(questions, verify_rotation(con, questions, rotation, links)):
+                per_question[q.id].append(obs)
     return tuple(Verdict(q, tuple(per_question[q.id])) for q in questions)
+
+
+def verify_rotation(con: duckdb.DuckDBPyConnection, questions: tuple[Question, ...], rotation: str,
+                    links: tuple[Link, ...] = ()) -> list[Observation]:
+    """Every question's observation on one rotation's connection (ours: it gets tables of orphan keys)."""
+    live = live_links(con, links)
+    keys = orphan_key_tables(con, live)
+    return [check_question(con, q, rotation, q.expected_for(rotation), live, keys) for q in questions]
 
 
 def gradable(questions) -> tuple[list, list]:

@@ -200,8 +200,13 @@ def test_the_study_runs_each_mutant_exactly_as_written(which, retail_pack, finan
     for i in rewritten:
         assert _outcome(cursor, plan.sql[i]) == _outcome(con, mutants[i].sql), mutants[i].sql
     assert plan.batches, "some mutants share a scan"
-    for sql, members in plan.batches:
+    jobs = plan.jobs()
+    assert sorted(i for _, members in jobs for i in members) == list(range(len(mutants)))
+    for sql, members in jobs:
+        if sql is None:
+            continue
         row = cursor.execute(sql).fetchone()
+        assert len(row) == len(members)
         for i, value in zip(members, row):
             assert [(value,)] == con.execute(plan.sql[i]).fetchall(), plan.sql[i]
     con.close()

@@ -256,14 +256,14 @@ def test_no_question_ships_is_exit_1(tmp_path, monkeypatch):
     from evalpack import build as build_module
     from evalpack.cli import main
 
-    original = build_module.verify_pack_tables
+    original = build_module.check_rotations
 
-    def without_tables(spec, questions, folder, connect=None, fmt="parquet"):
+    def without_tables(spec, plans, questions, folder, prepared):
         for path in folder.rglob("*.parquet"):
             path.unlink()  # every gold SQL now errors
-        return original(spec, questions, folder, connect, fmt)
+        return original(spec, plans, questions, folder, prepared)
 
-    monkeypatch.setattr(build_module, "verify_pack_tables", without_tables)
+    monkeypatch.setattr(build_module, "check_rotations", without_tables)
     code = main(["build", str(SCHEMAS / "retail.yaml"), "-o", str(tmp_path / "out"), "--jobs", "1"])
     assert code == 1
     assert list(tmp_path.iterdir()) == []
