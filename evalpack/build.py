@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from evalpack.attest import load_signer, now_utc, write_attestation
-from evalpack.audit import Finding, audit_rotation, counted, in_question_order, read_records, seal_findings
+from evalpack.audit import Finding, Run, audit_rotation, counted, in_question_order, read_records, seal_findings
 from evalpack.certify import certificate, dumps, manifest
 from evalpack.errors import EvalpackError
 from evalpack.nearmiss import MutantSet, plan_runs, prepare_mutants, study_rotation, summarize_study
@@ -113,13 +113,17 @@ def check_rotations(spec: Spec, plans: tuple[RotationPlan, ...], questions: tupl
     for p in plans:
         rotation = f"seed_{p.seed}"
         with rotation_connection(folder / rotation_dir(p.seed) / "tables") as con:
-            for q, obs in zip(questions, verify_rotation(con, questions, rotation, links)):
+            link_counts = counted(con, [(link, "declared") for link in links])
+            live = tuple(lc.link for lc in link_counts if lc.orphan_rows)
+            for q, obs in zip(questions, verify_rotation(con, questions, rotation, links, live)):
                 observations[q.id].append(obs)
             running = [q.id for q in questions if all(o.passed for o in observations[q.id])]
             # what the certificate will record: verification's observation, through JSON
             recorded = {(qid, rotation): json.loads(json.dumps(observations[qid][-1].value)) for qid in running}
-            findings += audit_rotation(con, [records[qid] for qid in running], rotation,
-                                       counted(con, [(link, "declared") for link in links]), recorded)
+            # verification's gold results stand for the audit's run: the same SQL on the same connection
+            runs = {qid: Run(list(observations[qid][-1].rows)) for qid in running}
+            findings += audit_rotation(con, [records[qid] for qid in running], rotation, link_counts, recorded,
+                                       runs=runs)
             mutants, _ = prepared.of(running)
             rollups = plan_rollups(con, [m.need for m in mutants if m.need], types) if rollups is None else rollups
             per_rotation[rotation] = study_rotation(con, rotation, by_id, plan_runs(mutants, rollups))

@@ -270,11 +270,10 @@ class _TableGen:
             order = _stable_order(t)
             boundary = boundary[order]
             arrays[tcol.name] = self.time_array(tcol, t[order])
-            take = pa.array(order)
             if tp.measure:
-                arrays[tp.measure] = self.measure(chunk, k).take(take)
+                arrays[tp.measure] = self.measure(chunk, k, order)
             if tp.group_column:
-                arrays[tp.group_column] = self.groups(chunk, k).take(take)
+                arrays[tp.group_column] = self.groups(chunk, k, order)
         null_measure = (np.flatnonzero(arrays[tp.measure].is_null().to_numpy(zero_copy_only=False))
                         if tp.measure and tp.measure in arrays else None)
         for col in self.table.columns:
@@ -295,7 +294,14 @@ class _TableGen:
                 arrays[col.name] = self.plain(col, n, k, chunk.offset)
         return pa.RecordBatch.from_arrays([arrays[f.name] for f in self.schema], schema=self.schema)
 
-    def measure(self, chunk: Chunk, k: int) -> pa.Array:
+    def measure(self, chunk: Chunk, k: int, order: np.ndarray | None = None) -> pa.Array:
+        """The measure's amounts, cell after cell (then in ``order``, if given)."""
+        units, valid, decimals = self._measure_units(chunk, k)
+        if order is not None:
+            units, valid = units[order], valid[order]
+        return _decimal(units, decimals, valid)
+
+    def _measure_units(self, chunk: Chunk, k: int) -> tuple[np.ndarray, np.ndarray, int]:
         col = self.table.column(self.tplan.measure)
         rng = self.rng(col.name, k)
         signed = dict(self.tplan.sign_by_label)
@@ -304,7 +310,7 @@ class _TableGen:
             hi = to_units(col.max, col.decimals) if col.max is not None else lo + to_units(1000, col.decimals)
             valid = np.ones(chunk.rows, dtype=bool)
             valid[-1:] = not col.nullable  # a NULL measure outside the window, where planted orphans go first
-            return _decimal(rng.integers(max(lo, 1) if signed else lo, hi + 1, size=chunk.rows), col.decimals, valid)
+            return rng.integers(max(lo, 1) if signed else lo, hi + 1, size=chunk.rows), valid, col.decimals
         units = np.zeros(chunk.rows, dtype=np.int64)
         valid = np.ones(chunk.rows, dtype=bool)
         start = 0
@@ -326,19 +332,20 @@ class _TableGen:
             units[start:start + filled] = part
             valid[start + filled:start + cell.rows] = False
             start += cell.rows
-        return _decimal(units, col.decimals, valid)
+        return units, valid, col.decimals
 
-    def groups(self, chunk: Chunk, k: int) -> pa.Array:
+    def groups(self, chunk: Chunk, k: int, order: np.ndarray | None = None) -> pa.Array:
+        """The group labels, cell after cell (then in ``order``, if given)."""
         col = self.table.column(self.tplan.group_column)
         if chunk.kind != "month":
             rng = self.rng(col.name, k)
             labels = list(dict(self.tplan.sign_by_label)) or [c.label for c in self._month_cells()] or list(col.choices)
             # every group gets a row just outside the window, so a shifted edge shows in each group's answer
-            picks = np.resize(rng.permutation(len(labels)), chunk.rows)
-            return pc.take(pa.array(labels, pa.string()), pa.array(picks))
-        labels = [c.label for c in chunk.cells]
-        index = np.repeat(np.arange(len(labels)), [c.rows for c in chunk.cells])
-        return pc.take(pa.array(labels, pa.string()), pa.array(index))
+            index = np.resize(rng.permutation(len(labels)), chunk.rows)
+        else:
+            labels = [c.label for c in chunk.cells]
+            index = np.repeat(np.arange(len(labels)), [c.rows for c in chunk.cells])
+        return pc.take(pa.array(labels, pa.string()), pa.array(index if order is None else index[order]))
 
     def _month_cells(self) -> tuple:
         return next((c.cells for c in self.tplan.chunks if c.kind == "month"), ())

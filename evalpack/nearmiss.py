@@ -9,10 +9,8 @@ per operator, how many matched the expected answer on at least one and on all da
 from __future__ import annotations
 
 import datetime as dt
-import queue
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 import duckdb
@@ -21,11 +19,20 @@ from sqlglot.optimizer.simplify import simplify
 
 from evalpack.plan import RotationPlan
 from evalpack.questions import DIALECT, Question, parse_gold
-from evalpack.rollup import Need, Rollup, aggregate_types, create_rollups, need_of, plan_rollups, rollup_form
+from evalpack.rollup import (
+    Need,
+    Rollup,
+    aggregate_types,
+    create_rollups,
+    every_measure,
+    need_of,
+    plan_rollups,
+    rollup_form,
+)
 from evalpack.scoring import scalar_matches
 from evalpack.spec import Spec
 from evalpack.tables import duckdb_types, rotation_dir
-from evalpack.verify import rotation_connection
+from evalpack.verify import map_on_cursors, rotation_connection
 
 OPERATORS = (
     "inclusive_end", "exclusive_start", "inclusive_start", "exclusive_end", "date_shift", "whole_units",
@@ -325,9 +332,10 @@ class MutantSet:
 
 def prepare_mutants(spec: Spec, questions: tuple[Question, ...], types: dict[str, dict[str, str]]) -> MutantSet:
     """Mutate every question's gold SQL (no data needed: a build starts this while it writes)."""
-    candidates: list[tuple[Mutant, exp.Expression | None]] = []
+    mutants: list[Mutant] = []
     equivalent = []
     nullable = nullable_columns(spec)
+    result_types = aggregate_types(types, every_measure(types))
     for q in questions:
         gold = _canonical(parse_gold(q.gold_sql))
         seen = {gold}
@@ -337,19 +345,13 @@ def prepare_mutants(spec: Spec, questions: tuple[Question, ...], types: dict[str
             need = need_of(tree, types)
             # a rollup is small enough to run its queries one by one: batch only the others
             batch = None if need else batchable(tree)
-            kept = tree.copy() if need else None
-            canon = _canonical(tree)
+            over_rollup = rollup_form(tree, need, result_types).sql(dialect=DIALECT) if need else None
+            canon = _canonical(tree)  # consumes the tree
             if canon in seen:
                 equivalent.append((q.id, op))
                 continue
             seen.add(canon)
-            candidates.append((Mutant(q.id, op, sql, batch, need), kept))
-    result_types = aggregate_types(types, [m.need for m, _ in candidates if m.need])
-    mutants = []
-    for m, tree in candidates:
-        if tree is not None:
-            m = replace(m, rollup_sql=rollup_form(tree, m.need, result_types).sql(dialect=DIALECT))
-        mutants.append(m)
+            mutants.append(Mutant(q.id, op, sql, batch, need, over_rollup))
     return MutantSet(tuple(mutants), tuple(equivalent))
 
 
@@ -539,30 +541,17 @@ def study_rotation(con: duckdb.DuckDBPyConnection, rotation: str, questions: dic
                 continue
         return None
 
-    jobs: queue.SimpleQueue = queue.SimpleQueue()
-    for job in plan.jobs():
-        jobs.put(job)
+    def run(cursor, job: tuple[str | None, list[int]]) -> dict[int, bool | None]:
+        sql, members = job
+        try:
+            row = cursor.execute(sql).fetchone() if sql else None
+        except duckdb.Error:  # one member does not bind or run: fall back to each on its own
+            row = None
+        if row is None:
+            return {i: one(cursor, i) for i in members}
+        return {i: judge(i, [(value,)]) for i, value in zip(members, row)}
 
-    def run(worker: int) -> dict[int, bool | None]:
-        cursor = con.cursor()
-        cursor.execute("SET threads = 1")
-        out: dict[int, bool | None] = {}
-        while True:  # both workers take the next job until none is left, so neither idles early
-            try:
-                sql, members = jobs.get_nowait()
-            except queue.Empty:
-                return out
-            try:
-                row = cursor.execute(sql).fetchone() if sql else None
-            except duckdb.Error:  # one member does not bind or run: fall back to each on its own
-                row = None
-            if row is None:
-                out.update({i: one(cursor, i) for i in members})
-            else:
-                out.update({i: judge(i, [(value,)]) for i, value in zip(members, row)})
-
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        return {mutants[i]: r for part in pool.map(run, range(workers)) for i, r in part.items()}
+    return {mutants[i]: r for part in map_on_cursors(con, run, plan.jobs(), workers) for i, r in part.items()}
 
 
 def run_study(spec: Spec, plans: tuple[RotationPlan, ...], questions: tuple[Question, ...], folder: Path,

@@ -17,6 +17,7 @@ query as it is: it runs on the table's rows.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 from dataclasses import dataclass
 
 import duckdb
@@ -82,7 +83,7 @@ def rollup_form(tree: exp.Expression, need: Need, result_types: dict[tuple[str, 
 
     def swap(node: exp.Expression) -> exp.Expression:
         if isinstance(node, exp.Table):
-            return exp.to_table(rollup_name(need.table))
+            return exp.Table(this=exp.to_identifier(rollup_name(need.table)))
         measure = _measure_of(node)
         if measure is None:
             return node
@@ -94,9 +95,31 @@ def rollup_form(tree: exp.Expression, need: Need, result_types: dict[tuple[str, 
         total = exp.Sum(this=partial)
         if measure[0] == "count":
             total = exp.Coalesce(this=total, expressions=[exp.Literal.number(0)])
-        return exp.Cast(this=total, to=exp.DataType.build(result_types[(need.table, measure)], dialect=DIALECT))
+        return exp.Cast(this=total, to=_data_type(result_types[(need.table, measure)]))
 
     return tree.transform(swap, copy=True)
+
+
+def every_measure(types: dict[str, dict[str, str]]) -> list[Need]:
+    """One need per table holding every partial aggregate a query could re-aggregate."""
+    needs = []
+    for table, columns in types.items():
+        measures = {("count", "*")}
+        for column, typ in columns.items():
+            measures |= {("count", column), ("min", column), ("max", column)}
+            if typ.upper().startswith(_EXACT_SUM_TYPES):
+                measures.add(("sum", column))
+        needs.append(Need(table, frozenset(), frozenset(measures)))
+    return needs
+
+
+@functools.lru_cache(maxsize=64)
+def _parsed_type(name: str) -> exp.DataType:
+    return exp.DataType.build(name, dialect=DIALECT)
+
+
+def _data_type(name: str) -> exp.DataType:
+    return _parsed_type(name).copy()  # a node may sit in one tree only
 
 
 def aggregate_types(types: dict[str, dict[str, str]], needs: list[Need]) -> dict[tuple[str, tuple[str, str]], str]:
@@ -272,5 +295,5 @@ def create_rollups(con: duckdb.DuckDBPyConnection, rollups: tuple[Rollup, ...]) 
         con.execute(rollup.create_sql())
 
 
-__all__ = ["Need", "Rollup", "aggregate_types", "create_rollups", "need_of", "plan_rollups", "rollup_form",
+__all__ = ["Need", "Rollup", "aggregate_types", "every_measure", "create_rollups", "need_of", "plan_rollups", "rollup_form",
            "rollup_name"]

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import queue
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import duckdb
 from sqlglot import exp
@@ -22,6 +24,8 @@ from sqlglot import exp
 from evalpack.questions import DIALECT, Question, parse_gold
 from evalpack.scoring import connect_tables, observed, scalar_matches
 
+T = TypeVar("T")
+R = TypeVar("R")
 CHECKS = ("matches", "non_empty", "orphan_independent", "deterministic")
 
 
@@ -41,6 +45,7 @@ class Observation:
     value: Any
     checks: tuple[tuple[str, bool | None], ...]  # None: the check does not apply
     error: str | None = None
+    rows: tuple[tuple, ...] | None = field(default=None, compare=False, repr=False)  # what the gold SQL returned
 
     @property
     def passed(self) -> bool:
@@ -202,7 +207,7 @@ def check_question(con: duckdb.DuckDBPyConnection, q: Question, rotation: str, e
                 orphan_ok = False
     checks = (("matches", matches), ("non_empty", non_empty), ("orphan_independent", orphan_ok),
               ("deterministic", deterministic))
-    return Observation(rotation, observed(rows), checks)
+    return Observation(rotation, observed(rows), checks, rows=tuple(rows))
 
 
 def verify_questions(con: duckdb.DuckDBPyConnection, questions, links: tuple[Link, ...] = (),
@@ -292,11 +297,47 @@ def verify_rotations(questions: tuple[Question, ...], tables_dirs: dict[str, Pat
 
 
 def verify_rotation(con: duckdb.DuckDBPyConnection, questions: tuple[Question, ...], rotation: str,
-                    links: tuple[Link, ...] = ()) -> list[Observation]:
-    """Every question's observation on one rotation's connection (ours: it gets tables of orphan keys)."""
-    live = live_links(con, links)
+                    links: tuple[Link, ...] = (), live: tuple[Link, ...] | None = None) -> list[Observation]:
+    """Every question's observation on one rotation's connection (ours: it gets tables of orphan keys).
+    ``live``: the links with orphan rows on ``con``, when already known."""
+    live = live_links(con, links) if live is None else live
     keys = orphan_key_tables(con, live)
-    return [check_question(con, q, rotation, q.expected_for(rotation), live, keys) for q in questions]
+    return map_on_cursors(con, lambda cur, q: check_question(cur, q, rotation, q.expected_for(rotation), live, keys),
+                          questions)
+
+
+def map_on_cursors(con: duckdb.DuckDBPyConnection, fn: Callable[[duckdb.DuckDBPyConnection, T], R],
+                   items, workers: int = 2) -> list[R]:
+    """``[fn(cursor, item) for item in items]``, computed by ``workers`` threads that each take the
+    next item from one queue and run it on their own cursor of ``con``. DuckDB runs each query on
+    one thread then (the setting is the database's): most of these queries are too small to split,
+    so two at a time is what keeps two cores busy."""
+    items = list(items)
+    pending: queue.SimpleQueue = queue.SimpleQueue()
+    for index, item in enumerate(items):
+        pending.put((index, item))
+    threads = con.execute("SELECT current_setting('threads')").fetchone()[0]
+    con.execute("SET threads = 1")
+    results: dict[int, R] = {}
+
+    def work(_: int) -> None:
+        cursor = con.cursor()
+        try:
+            while True:
+                try:
+                    index, item = pending.get_nowait()
+                except queue.Empty:
+                    return
+                results[index] = fn(cursor, item)
+        finally:
+            cursor.close()
+
+    try:
+        with ThreadPoolExecutor(max_workers=max(1, min(workers, len(items)))) as pool:
+            list(pool.map(work, range(workers)))
+    finally:
+        con.execute(f"SET threads = {int(threads)}")
+    return [results[i] for i in range(len(items))]
 
 
 def gradable(questions) -> tuple[list, list]:
