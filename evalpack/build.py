@@ -186,13 +186,14 @@ def build_pack(spec_path: str | Path, out: str | Path, *, seed: int | None = Non
     staging = staging_dir(out, force)
     try:
         plans = plan_pack(spec)
-        questions = derive_questions(spec, plans)  # from the declarations: no data needed
         with ThreadPoolExecutor(1) as background:
-            # mutating the gold SQL is pure Python; it runs while the worker processes (outside
-            # the GIL) write the rotations
-            prepared = background.submit(prepare_mutants, spec, questions, duckdb_types(spec))
+            # the questions come from the declarations and mutating their gold SQL is pure Python:
+            # both run while the worker processes write the rotations (one phase at a time keeps
+            # memory bounded: writers and DuckDB never hold a large rotation at once)
+            derived = background.submit(derive_questions, spec, plans)
+            prepared = background.submit(lambda: prepare_mutants(spec, derived.result(), duckdb_types(spec)))
             rows = write_rotations(spec, plans, staging, jobs, progress)
-            checked = check_rotations(spec, plans, questions, staging, prepared.result())
+            checked = check_rotations(spec, plans, derived.result(), staging, prepared.result())
         verdicts, near_miss = checked.verdicts, checked.near_miss
         write_pack_files(staging, spec, plans, verdicts, rows, near_miss)
         # the audit `evalpack audit` runs: its query checks ran in the pass above; seals are checked on the files

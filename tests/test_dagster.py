@@ -29,6 +29,7 @@ from dagster import (
     instance_for_test,
     materialize,
 )
+from dagster._core.storage.defs_state.base import DefsStateStorage
 from dagster_duckdb import DuckDBResource
 
 from assets import ALL_ASSETS, ALL_CHECKS, EvalpackResource
@@ -238,9 +239,13 @@ def test_a_rotation_corrupted_after_verification_fails_the_pack_check_before_att
 
 def tick(instance: DagsterInstance, schemas: Path, cursor: str | None):
     """One sensor evaluation; applies its partition requests the way the daemon does."""
-    context = build_sensor_context(instance_ref=instance.get_ref(), cursor=cursor, definitions=defs,
-                                   resources={"evalpack": EvalpackResource(schemas_dir=str(schemas))})
-    data = spec_file_sensor.evaluate_tick(context)
+    # as a context manager: the context enters the instance it opens from the ref, and only its exit
+    # leaves Dagster's current-instance state as it was (otherwise a later test can meet a dead instance)
+    current = DefsStateStorage.get()
+    with build_sensor_context(instance_ref=instance.get_ref(), cursor=cursor, definitions=defs,
+                              resources={"evalpack": EvalpackResource(schemas_dir=str(schemas))}) as context:
+        data = spec_file_sensor.evaluate_tick(context)
+    assert DefsStateStorage.get() is current
     added = [k for r in data.dynamic_partitions_requests or [] for k in r.partition_keys]
     if added:
         instance.add_dynamic_partitions("packs", added)
