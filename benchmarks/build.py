@@ -6,7 +6,8 @@
 
 Each side runs in turn as its own process tree; wall time is measured around it and peak
 memory is the largest sum of resident memory over the whole tree (worker processes included),
-sampled every 20 ms from /proc. `misata` is used when benchmarks/.venv-misata/bin/misata exists
+sampled every 50 ms from /proc (on two cores a faster sampler takes measurable CPU from the
+side being measured). `misata` is used when benchmarks/.venv-misata/bin/misata exists
 (`python -m venv benchmarks/.venv-misata && benchmarks/.venv-misata/bin/pip install 'misata[evalpack]'`)
 or `misata` is on PATH. Ratios are misata / evalpack.
 """
@@ -30,6 +31,7 @@ sys.path.insert(0, str(HERE))
 from scaled import scaled_spec  # noqa: E402
 
 SPEC = HERE / "specs" / "retail_misata.yaml"
+SAMPLE_SECONDS = 0.05
 
 
 @dataclass(frozen=True)
@@ -66,7 +68,7 @@ def measure(cmd: list[str], cwd: Path | None = None) -> Run:
         nonlocal peak
         while not done.is_set():
             peak = max(peak, _tree_rss_kb(proc.pid))
-            time.sleep(0.02)
+            time.sleep(SAMPLE_SECONDS)
 
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()

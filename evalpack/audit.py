@@ -165,8 +165,9 @@ class LinkCount:
 
 def count_orphans(con: duckdb.DuckDBPyConnection, link: Link) -> int:
     c, p = quote(link.child_column), quote(link.parent_column)
-    sql = (f"SELECT COUNT(*) FROM {quote(link.child_table)} AS c WHERE c.{c} IS NOT NULL AND NOT EXISTS "
-           f"(SELECT 1 FROM {quote(link.parent_table)} AS p WHERE p.{p} = c.{c})")
+    # an anti join, not NOT EXISTS: the same rows, and DuckDB runs it several times faster on large tables
+    sql = (f"SELECT COUNT(*) FROM {quote(link.child_table)} AS c ANTI JOIN {quote(link.parent_table)} AS p "
+           f"ON c.{c} = p.{p} WHERE c.{c} IS NOT NULL")
     return int(con.execute(sql).fetchall()[0][0])
 
 

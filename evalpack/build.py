@@ -99,10 +99,10 @@ class Checked:
 
 def check_rotations(spec: Spec, plans: tuple[RotationPlan, ...], questions: tuple[Question, ...], folder: Path,
                     prepared: MutantSet) -> Checked:
-    """One pass per rotation over its written tables, loaded once: verification's golden checks,
-    the audit of every gold query still in the running (against what verification just observed,
-    so a gold query that answers differently when run again is drift), and the near-miss mutants
-    of those questions. Raises EvalpackError (exit 1) when no question verifies on every rotation."""
+    """One pass per rotation over its written tables, loaded once: verification's golden checks of
+    every question, then, for the questions that have passed on every rotation so far, the audit's
+    checks (on verification's gold results: the same SQL on the same connection) and the near-miss
+    mutants. Raises EvalpackError (exit 1) when no question verifies on every rotation."""
     types, links = duckdb_types(spec), links_of(spec)
     by_id = {q.id: q for q in questions}
     records = {q.id: q.to_record(spec.answers) for q in questions}
