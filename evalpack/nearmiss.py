@@ -44,10 +44,11 @@ MAX_SURVIVORS_LISTED = 50
 
 @dataclass(frozen=True)
 class _Batchable:
-    """A mutant of the form SELECT f(aggregates) FROM table [WHERE cond], rewritten so that many
-    of them are computed in one scan: every aggregate gets FILTER (WHERE cond)."""
+    """A mutant of the form SELECT f(aggregates) FROM source [WHERE cond], rewritten so that many
+    with the same source (a table, or tables and their joins) are computed in one scan: every
+    aggregate reads only the rows where cond holds."""
 
-    table: str
+    source: str  # what follows FROM, as SQL
     projection: str  # the projection with filtered aggregates, as SQL
     bounds: tuple[str, str | None, str | None] | None  # (column, lower literal SQL, upper literal SQL)
 
@@ -406,17 +407,20 @@ def _only_when(agg: exp.Expression, cond: exp.Expression) -> exp.Expression:
 
 
 def batchable(query: str | exp.Expression) -> _Batchable | None:
-    """The batch form of a single-table scalar aggregate query (SQL or AST, not modified), or None."""
+    """The batch form of a scalar aggregate query over a table or joined tables (SQL or AST, not
+    modified), or None. Joined mutants share their join: its rows are what the aggregates filter."""
     tree = parse_gold(query) if isinstance(query, str) else query
     if not isinstance(tree, exp.Select) or len(tree.expressions) != 1:
         return None
-    if any(tree.args.get(k) for k in ("joins", "group", "having", "order", "limit", "offset", "distinct", "with",
+    if any(tree.args.get(k) for k in ("group", "having", "order", "limit", "offset", "distinct", "with",
                                       "qualify", "windows")):
         return None
     source = tree.args.get("from_") or tree.args.get("from")
     table = source.this if source else None
-    if not isinstance(table, exp.Table) or table.args.get("alias"):
+    joins = tree.args.get("joins") or []
+    if not isinstance(table, exp.Table) or any(not isinstance(j.this, exp.Table) for j in joins):
         return None
+    plain = not joins and not table.args.get("alias")  # a single table: its window can bound the scan
     projection = tree.expressions[0].copy()
     if isinstance(projection, exp.Alias):
         projection = projection.this
@@ -433,10 +437,11 @@ def batchable(query: str | exp.Expression) -> _Batchable | None:
     if cond is not None:
         for agg in list(projection.find_all(AGGREGATES)):
             agg.replace(_only_when(agg.copy(), cond))
-    bounds = _bounds(cond)
+    bounds = _bounds(cond) if plain else None
     if bounds is not None:
         bounds = (bounds[0], *(None if b is None else b.sql(dialect=DIALECT) for b in bounds[1:]))
-    return _Batchable(table.name, holder.this.sql(dialect=DIALECT), bounds)
+    source_sql = " ".join([table.sql(dialect=DIALECT), *(j.sql(dialect=DIALECT) for j in joins)])
+    return _Batchable(source_sql, holder.this.sql(dialect=DIALECT), bounds)
 
 
 BATCH_WIDTH = 64
@@ -456,12 +461,12 @@ def _batches(items: list[tuple[str, _Batchable | None]]) -> tuple[list[tuple[str
             alone.append(i)
             continue
         column, lower, upper = b.bounds or (None, None, None)
-        groups.setdefault((b.table, question_id, column, lower is not None, upper is not None), []).append((i, b))
+        groups.setdefault((b.source, question_id, column, lower is not None, upper is not None), []).append((i, b))
     out = []
-    for (table, _, column, has_lower, has_upper), members in groups.items():
+    for (source, _, column, has_lower, has_upper), members in groups.items():
         for start in range(0, len(members), BATCH_WIDTH):
             part = members[start:start + BATCH_WIDTH]
-            sql = f'SELECT {", ".join(b.projection for _, b in part)} FROM "{table}"'
+            sql = f'SELECT {", ".join(b.projection for _, b in part)} FROM {source}'
             # LEAST/GREATEST of the members' literals: a superset of their rows; each CASE does the rest
             limits = []
             if has_lower:

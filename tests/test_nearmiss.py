@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import duckdb
 import pytest
 from conftest import build_variant
 
@@ -205,7 +206,11 @@ def test_the_study_runs_each_mutant_exactly_as_written(which, retail_pack, finan
     for sql, members in jobs:
         if sql is None:
             continue
-        row = cursor.execute(sql).fetchone()
+        try:
+            row = cursor.execute(sql).fetchone()
+        except duckdb.Error:  # the study then runs each member on its own: one of them must fail as written
+            assert any(_outcome(con, mutants[i].sql)[0] == "error" for i in members), sql
+            continue
         assert len(row) == len(members)
         for i, value in zip(members, row):
             assert [(value,)] == con.execute(plan.sql[i]).fetchall(), plan.sql[i]
