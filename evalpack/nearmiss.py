@@ -490,7 +490,6 @@ class StudyPlan:
     batches: tuple[tuple[str, list[int]], ...]
     alone: tuple[int, ...]
 
-
     def jobs(self) -> list[tuple[str | None, list[int]]]:
         """(SQL returning one row with one value per member, member indices), costliest kinds
         first; SQL None: the one member runs on its own."""
