@@ -47,6 +47,7 @@ from evalpack.scoring import (
     expected_for,
     observed,
     open_sandbox,
+    quote_ident,
     top_level_order_by,
 )
 from evalpack.scoring import run_query as run_untrusted
@@ -77,10 +78,6 @@ class Finding:
 
 
 # --------------------------------------------------------------------------- running queries
-
-
-def quote(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
 
 
 def jsonable(value: Any) -> Any:
@@ -164,9 +161,9 @@ class LinkCount:
 
 
 def count_orphans(con: duckdb.DuckDBPyConnection, link: Link) -> int:
-    c, p = quote(link.child_column), quote(link.parent_column)
+    c, p = quote_ident(link.child_column), quote_ident(link.parent_column)
     # an anti join, not NOT EXISTS: the same rows, and DuckDB runs it several times faster on large tables
-    sql = (f"SELECT COUNT(*) FROM {quote(link.child_table)} AS c ANTI JOIN {quote(link.parent_table)} AS p "
+    sql = (f"SELECT COUNT(*) FROM {quote_ident(link.child_table)} AS c ANTI JOIN {quote_ident(link.parent_table)} AS p "
            f"ON c.{c} = p.{p} WHERE c.{c} IS NOT NULL")
     return int(con.execute(sql).fetchall()[0][0])
 
@@ -295,8 +292,8 @@ def infer_links(con: duckdb.DuckDBPyConnection, exclude: tuple[Link, ...] = (),
             cols.setdefault(table, []).append((column, fam))
     stats: dict[tuple[str, str], tuple[int, int, int, str]] = {}  # (rows, non-null, distinct, family)
     for table, columns in cols.items():
-        parts = ["COUNT(*)"] + [f"COUNT({quote(c)}), COUNT(DISTINCT {quote(c)})" for c, _ in columns]
-        row = con.execute(f"SELECT {', '.join(parts)} FROM {quote(table)}").fetchall()[0]
+        parts = ["COUNT(*)"] + [f"COUNT({quote_ident(c)}), COUNT(DISTINCT {quote_ident(c)})" for c, _ in columns]
+        row = con.execute(f"SELECT {', '.join(parts)} FROM {quote_ident(table)}").fetchall()[0]
         for i, (c, fam) in enumerate(columns):
             stats[(table, c)] = (row[0], row[1 + 2 * i], row[2 + 2 * i], fam)
     keys = [(t, c) for (t, c), (n, nn, d, _) in stats.items() if n > 0 and nn == n and d == n]
@@ -310,9 +307,9 @@ def infer_links(con: duckdb.DuckDBPyConnection, exclude: tuple[Link, ...] = (),
             if (pt, pc) == (ct, cc) or pfam != fam or parent_rows < threshold * distinct:
                 continue
             misses = con.execute(
-                f"SELECT COUNT(*) FROM (SELECT DISTINCT {quote(cc)} AS v FROM {quote(ct)} "
-                f"WHERE {quote(cc)} IS NOT NULL) AS d "
-                f"WHERE NOT EXISTS (SELECT 1 FROM {quote(pt)} AS p WHERE p.{quote(pc)} = d.v)").fetchall()[0][0]
+                f"SELECT COUNT(*) FROM (SELECT DISTINCT {quote_ident(cc)} AS v FROM {quote_ident(ct)} "
+                f"WHERE {quote_ident(cc)} IS NOT NULL) AS d "
+                f"WHERE NOT EXISTS (SELECT 1 FROM {quote_ident(pt)} AS p WHERE p.{quote_ident(pc)} = d.v)").fetchall()[0][0]
             if misses >= 1 and (distinct - misses) >= threshold * distinct:
                 found.append({"child": f"{ct}.{cc}", "parent": f"{pt}.{pc}", "source": "inferred",
                               "distinct_values": distinct, "missing_values": int(misses),

@@ -80,13 +80,12 @@ from evalpack.audit import (
     jsonable,
     link_of,
     matches_answer,
-    quote,
     run_query,
 )
 from evalpack.build import SCORER, publish_dir, staging_dir
 from evalpack.certify import HASHES, dumps
 from evalpack.errors import EvalpackError
-from evalpack.scoring import COMPARISON_RULE, ROWS_TYPE, SCALAR_TYPES, open_sandbox, sha256_file
+from evalpack.scoring import COMPARISON_RULE, ROWS_TYPE, SCALAR_TYPES, open_sandbox, quote_ident, sha256_file
 from evalpack.verify import Link
 
 ROTATION = "seed_0"
@@ -518,7 +517,7 @@ def _from_duckdb(path: Path, out: Path, source: Source) -> None:
                 source.warnings.append(f"{path.name}: {schema}.{table} not imported (only tables of the main schema "
                                        "with plain names become pack tables)")
                 continue
-            _write(con, f"SELECT * FROM src.main.{quote(table)}", table, out, source, kind)
+            _write(con, f"SELECT * FROM src.main.{quote_ident(table)}", table, out, source, kind)
         for table, cols, parent, pcols in con.execute(
                 "SELECT table_name, constraint_column_names, referenced_table, referenced_column_names "
                 "FROM duckdb_constraints() WHERE database_name = 'src' AND schema_name = 'main' "
@@ -582,8 +581,8 @@ def _from_sqlite(path: Path, out: Path, source: Source) -> None:
                 source.warnings.append(f"{path.name}: table {table!r} not imported (its name cannot be a file name)")
                 continue
             try:
-                declared = {r[1]: r[2] for r in sq.execute(f"PRAGMA table_info({quote(table)})").fetchall()}
-                cur = sq.execute(f"SELECT * FROM {quote(table)}")
+                declared = {r[1]: r[2] for r in sq.execute(f"PRAGMA table_info({quote_ident(table)})").fetchall()}
+                cur = sq.execute(f"SELECT * FROM {quote_ident(table)}")
                 names = [d[0] for d in cur.description]
                 rows = cur.fetchall()
             except sqlite3.Error as exc:
@@ -598,14 +597,14 @@ def _from_sqlite(path: Path, out: Path, source: Source) -> None:
             _write(con, "SELECT * FROM __import_table", table, out, source, kind)
             con.unregister("__import_table")
             keys: dict[int, list] = {}
-            for fk in sq.execute(f"PRAGMA foreign_key_list({quote(table)})").fetchall():
+            for fk in sq.execute(f"PRAGMA foreign_key_list({quote_ident(table)})").fetchall():
                 keys.setdefault(fk[0], []).append(fk)
             for fk_rows in keys.values():
                 parent = fk_rows[0][2]
                 cols = [r[3] for r in fk_rows]
                 pcols = [r[4] for r in fk_rows]
                 if any(p is None for p in pcols):  # REFERENCES parent: the parent's primary key
-                    pk = sq.execute(f"PRAGMA table_info({quote(parent)})").fetchall()
+                    pk = sq.execute(f"PRAGMA table_info({quote_ident(parent)})").fetchall()
                     pcols = [r[1] for r in sorted(pk, key=lambda r: r[5]) if r[5]]
                 _add_foreign_key(source, table, cols, parent, pcols)
     finally:

@@ -24,6 +24,7 @@ import duckdb
 from sqlglot import exp
 
 from evalpack.questions import DIALECT, parse_gold
+from evalpack.scoring import quote_ident
 
 MAX_DIM_VALUES = 4096  # a column with more distinct values is not worth grouping by
 MIN_REDUCTION = 8  # a rollup must be at least this many times smaller than its table
@@ -66,11 +67,11 @@ class Rollup:
         select, group = [], []
         for dim in self.dims:
             # any timestamp of a by-day group stands for all of them: MIN is one
-            select.append(f"MIN({_q(dim)}) AS {_q(dim)}" if dim in self.by_day else _q(dim))
+            select.append(f"MIN({quote_ident(dim)}) AS {quote_ident(dim)}" if dim in self.by_day else quote_ident(dim))
             group += _group_keys(dim, dim in self.by_day)
-        select += [f"{_aggregate_sql(m)} AS {_q(_partial(m))}" for m in self.measures]
-        sql = (f"CREATE OR REPLACE TABLE {_q(rollup_name(self.table))} AS SELECT {', '.join(select)} "
-               f"FROM {_q(self.table)}")
+        select += [f"{_aggregate_sql(m)} AS {quote_ident(_partial(m))}" for m in self.measures]
+        sql = (f"CREATE OR REPLACE TABLE {quote_ident(rollup_name(self.table))} AS SELECT {', '.join(select)} "
+               f"FROM {quote_ident(self.table)}")
         return sql + (f" GROUP BY {', '.join(group)}" if group else "")
 
 
@@ -129,19 +130,15 @@ def aggregate_types(types: dict[str, dict[str, str]], needs: list[Need]) -> dict
     try:
         out = {}
         for table in sorted({n.table for n in needs}):
-            columns = ", ".join(f"{_q(c)} {t}" for c, t in types[table].items())
-            con.execute(f"CREATE TABLE {_q(table)} ({columns})")
+            columns = ", ".join(f"{quote_ident(c)} {t}" for c, t in types[table].items())
+            con.execute(f"CREATE TABLE {quote_ident(table)} ({columns})")
             measures = sorted(set().union(*(n.measures for n in needs if n.table == table)))
             described = con.execute(f"DESCRIBE SELECT {', '.join(map(_aggregate_sql, measures))} "
-                                    f"FROM {_q(table)}").fetchall()
+                                    f"FROM {quote_ident(table)}").fetchall()
             out.update({(table, m): row[1] for m, row in zip(measures, described)})
         return out
     finally:
         con.close()
-
-
-def _q(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
 
 
 def _partial(measure: tuple[str, str]) -> str:
@@ -151,7 +148,7 @@ def _partial(measure: tuple[str, str]) -> str:
 
 def _aggregate_sql(measure: tuple[str, str]) -> str:
     kind, column = measure
-    return "COUNT(*)" if column == "*" else f"{kind.upper()}({_q(column)})"
+    return "COUNT(*)" if column == "*" else f"{kind.upper()}({quote_ident(column)})"
 
 
 def _measure_of(node: exp.Expression) -> tuple[str, str] | None:
@@ -255,7 +252,7 @@ def plan_rollups(con: duckdb.DuckDBPyConnection, needs: list[Need], types: dict[
         try:
             rows, *distinct = con.execute(
                 "SELECT COUNT(*)" + "".join(f", approx_count_distinct(hash({', '.join(keys[d])}))" for d in wanted)
-                + f" FROM {_q(table)}").fetchone()
+                + f" FROM {quote_ident(table)}").fetchone()
         except duckdb.Error:  # a table or column the data does not have: its queries fail as written
             continue
         candidates = sorted((d for d, n in zip(wanted, distinct) if (n or 0) < MAX_DIM_VALUES),
@@ -271,9 +268,9 @@ def plan_rollups(con: duckdb.DuckDBPyConnection, needs: list[Need], types: dict[
 
 def _group_keys(dim: str, by_day: bool) -> list[str]:
     if not by_day:
-        return [_q(dim)]
-    day = f"CAST({_q(dim)} AS DATE)"
-    return [day, f"({_q(dim)} = CAST({day} AS TIMESTAMP))"]
+        return [quote_ident(dim)]
+    day = f"CAST({quote_ident(dim)} AS DATE)"
+    return [day, f"({quote_ident(dim)} = CAST({day} AS TIMESTAMP))"]
 
 
 def _widest_fitting(con: duckdb.DuckDBPyConnection, table: str, dims: list[str], keys: dict[str, list[str]],
@@ -284,7 +281,7 @@ def _widest_fitting(con: duckdb.DuckDBPyConnection, table: str, dims: list[str],
         return []
     prefixes = [[k for d in dims[:i + 1] for k in keys[d]] for i in range(len(dims))]
     groups = con.execute("SELECT " + ", ".join(f"approx_count_distinct(hash({', '.join(p)}))" for p in prefixes)
-                         + f" FROM {_q(table)}").fetchone()
+                         + f" FROM {quote_ident(table)}").fetchone()
     fitting = [i for i, n in enumerate(groups) if (n or 0) * MIN_REDUCTION <= rows]
     return dims[:fitting[-1] + 1] if fitting and fitting[0] == 0 else []
 

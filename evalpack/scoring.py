@@ -345,7 +345,7 @@ def top_level_order_by(con: duckdb.DuckDBPyConnection, sql: str) -> bool:
 # --------------------------------------------------------------------------- tables and sandbox
 
 
-def _quote_ident(name: str) -> str:
+def quote_ident(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
@@ -371,7 +371,7 @@ def connect_tables(tables_dir: Path, fmt: str = "parquet", con: duckdb.DuckDBPyC
                 source = f"read_csv({location}, header=true, columns={{{spec}}})"
             else:
                 source = f"read_csv({location}, header=true)"
-        con.execute(f"CREATE VIEW {_quote_ident(path.stem)} AS SELECT * FROM {source}")
+        con.execute(f"CREATE VIEW {quote_ident(path.stem)} AS SELECT * FROM {source}")
     return con
 
 
@@ -405,7 +405,7 @@ def open_sandbox(tables_dir: Path, limits: Limits = Limits()) -> duckdb.DuckDBPy
             _try_set(con, setting)
         for path in sorted(Path(tables_dir).glob("*.parquet")):
             source = f"read_parquet({_quote_literal(str(path))})"
-            con.execute(f"CREATE TABLE {_quote_ident(path.stem)} AS SELECT * FROM {source}")
+            con.execute(f"CREATE TABLE {quote_ident(path.stem)} AS SELECT * FROM {source}")
         try:
             loaded = int(con.execute("SELECT coalesce(sum(memory_usage_bytes), 0) FROM duckdb_memory()").fetchone()[0])
         except duckdb.Error:

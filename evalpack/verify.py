@@ -22,7 +22,7 @@ import duckdb
 from sqlglot import exp
 
 from evalpack.questions import DIALECT, Question, parse_gold
-from evalpack.scoring import connect_tables, observed, scalar_matches
+from evalpack.scoring import connect_tables, observed, quote_ident, scalar_matches
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -115,13 +115,9 @@ def exclude_orphans(sql: str, links: tuple[Link, ...], key_tables: tuple[str | N
     return rewritten.sql(dialect=DIALECT) if changed else None
 
 
-def _quote(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
-
-
 def _orphans_sql(link: Link, what: str) -> str:
-    c, p = _quote(link.child_column), _quote(link.parent_column)
-    return (f"SELECT {what} FROM {_quote(link.child_table)} AS c ANTI JOIN {_quote(link.parent_table)} AS p "
+    c, p = quote_ident(link.child_column), quote_ident(link.parent_column)
+    return (f"SELECT {what} FROM {quote_ident(link.child_table)} AS c ANTI JOIN {quote_ident(link.parent_table)} AS p "
             f"ON c.{c} = p.{p} WHERE c.{c} IS NOT NULL")
 
 
@@ -146,7 +142,7 @@ def orphan_key_tables(con: duckdb.DuckDBPyConnection, links: tuple[Link, ...]) -
         name = f"__orphan_keys_{i}"
         try:
             con.execute(f"CREATE OR REPLACE TABLE {name} AS "
-                        f"{_orphans_sql(link, f'DISTINCT c.{_quote(link.child_column)} AS k')}")
+                        f"{_orphans_sql(link, f'DISTINCT c.{quote_ident(link.child_column)} AS k')}")
         except duckdb.Error:
             name = None
         names.append(name)
