@@ -116,7 +116,7 @@ STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
 DEFAULT_TIMEOUT = 10.0  # seconds per query per rotation
 DEFAULT_MEMORY_MB = 1024  # working memory per rotation, on top of the loaded tables
 DEFAULT_THREADS = 2
-PARALLEL_ROTATIONS = 2  # rotations scored at once (each in its own sandbox)
+PAIRED_PARQUET_BYTES = 64 * 2**20  # rotations with less Parquet than this are scored two at once
 MAX_FETCH_ROWS = 100_000  # a bird candidate may repeat rows; beyond this many it is wrong
 MAX_RESULT_BYTES = 256 * 2**20  # text fetched from one result before it is wrong
 _SEARCH_BUDGET = 200_000  # column-mapping steps tried before a spider comparison gives up (wrong)
@@ -943,8 +943,11 @@ def score_pack(pack: Path, sql_by_id: dict[str, str | None], *, rule: str = "spi
     known = {q["id"] for q in records}
     unscored = {q["id"] for q in records if not scorable(q)}
     started = time.perf_counter()
-    # two rotations at a time: one loads its tables while the other runs its queries
-    with ThreadPoolExecutor(max_workers=min(len(names), PARALLEL_ROTATIONS)) as pool:
+    # each sandbox holds its rotation in memory: two small rotations are scored at once (one loads
+    # while the other queries), large ones one at a time so that memory stays that of one rotation
+    small = all(sum(p.stat().st_size for p in _tables_dir(pack, r).glob("*.parquet")) < PAIRED_PARQUET_BYTES
+                for r in names)
+    with ThreadPoolExecutor(max_workers=2 if small else 1) as pool:
         scored_rotations = list(pool.map(
             lambda rotation: _score_rotation(pack, rotation, questions, sql_by_id, rule, limits), names))
     per_rotation: dict[str, dict[str, dict]] = {q["id"]: {} for q in questions}
