@@ -651,3 +651,19 @@ def test_rotated_answers_differ_per_rotation_and_each_rotation_holds_its_own(tim
         key = plan.answer_key.keys[0]
         assert con.execute("SELECT COUNT(*) FROM orders WHERE customer_id IS NULL").fetchone()[0] == key.nulls
     con.close()
+
+
+def test_integer_backed_columns_are_delta_encoded_and_text_dictionary_encoded(retail_pack: Path) -> None:
+    seen = set()
+    for path in sorted(retail_pack.glob("rotations/*/tables/*.parquet")):
+        meta = pq.ParquetFile(path).metadata
+        for group in range(meta.num_row_groups):
+            for index in range(meta.num_columns):
+                chunk = meta.row_group(group).column(index)
+                where = f"{path.name}:{chunk.path_in_schema}"
+                if chunk.physical_type in ("INT32", "INT64"):
+                    assert "DELTA_BINARY_PACKED" in chunk.encodings, where
+                    seen.add(meta.schema.column(index).logical_type.type)
+                elif chunk.physical_type == "BYTE_ARRAY":
+                    assert "RLE_DICTIONARY" in chunk.encodings, where
+    assert {"DECIMAL", "DATE"} <= seen, "the retail pack has decimal and date columns stored as integers"
