@@ -10,6 +10,12 @@ sampled every 50 ms from /proc (on two cores a faster sampler takes measurable C
 side being measured). `misata` is used when benchmarks/.venv-misata/bin/misata exists
 (`python -m venv benchmarks/.venv-misata && benchmarks/.venv-misata/bin/pip install 'misata[evalpack]'`)
 or `misata` is on PATH. Ratios are misata / evalpack.
+
+Then each side's own `python PACK/verify.py` (gold mode: every gold SQL on every rotation) runs
+`--verify-runs` times on the pack it just built (default 5; 0 skips it); the table gives the
+fastest and the median run and their peak memory. The two scripts do different work: evalpack's
+first re-hashes every file against the attestation and runs each query in a locked sandbox;
+misata's loads each rotation's CSV files and runs the queries on them.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ import argparse
 import os
 import platform
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -83,6 +90,34 @@ def misata_command() -> str | None:
     return str(local) if local.exists() else shutil.which("misata")
 
 
+def misata_python() -> str:
+    local = HERE / ".venv-misata" / "bin" / "python"
+    return str(local) if local.exists() else sys.executable
+
+
+@dataclass(frozen=True)
+class VerifyRuns:
+    fastest: float
+    median: float
+    peak_mb: float
+    failed: str = ""
+
+
+def time_verify(python: str, pack: Path, runs: int) -> VerifyRuns | None:
+    """``python PACK/verify.py`` run ``runs`` times (gold mode); None when the pack has no verify.py."""
+    script = pack / "verify.py"
+    if runs < 1 or not script.exists():
+        return None
+    results = [measure([python, str(script)], cwd=pack) for _ in range(runs)]
+    failed = next((r.tail for r in results if r.code), "")
+    seconds = [r.seconds for r in results]
+    return VerifyRuns(min(seconds), statistics.median(seconds), max(r.peak_mb for r in results), failed)
+
+
+def _verify_cells(runs: VerifyRuns | None) -> str:
+    return f"{runs.fastest:7.2f} {runs.median:7.2f} {runs.peak_mb:6.0f}" if runs else f"{'-':>7} {'-':>7} {'-':>6}"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--scales", type=int, nargs="+", default=[1, 10, 100])
@@ -90,6 +125,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", choices=("evalpack", "misata"), help="run one side only")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--spec", type=Path, default=SPEC)
+    parser.add_argument("--verify-runs", type=int, default=5, help="runs of each pack's verify.py (0: none)")
     args = parser.parse_args(argv)
 
     misata = None if args.only == "evalpack" else misata_command()
@@ -101,18 +137,21 @@ def main(argv: list[str] | None = None) -> int:
              f"{'time x':>6} {'mem x':>6}"
     print(header)
     print("-" * len(header))
+    verified: dict[int, dict[str, VerifyRuns | None]] = {}
     with tempfile.TemporaryDirectory(prefix="evalpack-bench-") as tmp:
         work = Path(tmp)
         for scale in args.scales:
             spec = scaled_spec(args.spec, scale, work / "specs")
             orders = 40_000 * scale
             ours = theirs = None
+            checks: dict[str, VerifyRuns | None] = {"evalpack": None, "misata": None}
             if args.only != "misata":
                 out = work / f"evalpack_{scale}"
                 ours = measure([*evalpack, "build", str(spec), "-o", str(out), "--rotations", str(args.rotations),
                                 "--jobs", str(args.jobs)])
                 if ours.code:
                     print(f"evalpack failed at {scale}x:\n{ours.tail}")
+                checks["evalpack"] = time_verify(sys.executable, out, args.verify_runs)
                 shutil.rmtree(out, ignore_errors=True)
             if misata and args.only != "evalpack":
                 out = work / f"misata_{scale}"
@@ -120,13 +159,32 @@ def main(argv: list[str] | None = None) -> int:
                                   str(args.rotations)])
                 if theirs.code:
                     print(f"misata failed at {scale}x:\n{theirs.tail}")
+                checks["misata"] = time_verify(misata_python(), out, args.verify_runs)
                 shutil.rmtree(out, ignore_errors=True)
             e = f"{ours.seconds:10.1f} {ours.peak_mb:7.0f}" if ours else f"{'-':>10} {'-':>7}"
             m = f"{theirs.seconds:9.1f} {theirs.peak_mb:7.0f}" if theirs else f"{'-':>9} {'-':>7}"
             ratio = (f"{theirs.seconds / ours.seconds:6.1f} {theirs.peak_mb / ours.peak_mb:6.1f}"
                      if ours and theirs else f"{'-':>6} {'-':>6}")
             print(f"{scale:>5}x {orders:>11,} | {e} | {m} | {ratio}", flush=True)
+            verified[scale] = checks
+    if args.verify_runs > 0:
+        print_verify_table(verified, args.verify_runs)
     return 0
+
+
+def print_verify_table(verified: dict[int, dict[str, VerifyRuns | None]], runs: int) -> None:
+    print(f"\npython PACK/verify.py (gold mode), {runs} run(s) each: fastest and median seconds, peak MB")
+    header = (f"{'scale':>6} | {'evalpack':>7} {'median':>7} {'MB':>6} | {'misata':>7} {'median':>7} {'MB':>6} | "
+              f"{'median x':>8}")
+    print(header)
+    print("-" * len(header))
+    for scale, checks in verified.items():
+        ours, theirs = checks["evalpack"], checks["misata"]
+        ratio = f"{theirs.median / ours.median:8.1f}" if ours and theirs else f"{'-':>8}"
+        print(f"{scale:>5}x | {_verify_cells(ours)} | {_verify_cells(theirs)} | {ratio}")
+        for side, runs_ in checks.items():
+            if runs_ and runs_.failed:
+                print(f"  {side}'s verify.py did not pass at {scale}x:\n{runs_.failed}")
 
 
 if __name__ == "__main__":
