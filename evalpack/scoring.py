@@ -46,11 +46,13 @@ is correct / questions and wrong-rate is wrong / questions, overall, by ``kind``
 
 Sandbox
 -------
-Per rotation an in-memory DuckDB database gets one table per Parquet file of the rotation
-(loaded before the lock: views over ``read_parquet`` stop working once file access is off).
-Then spilling, extension install/load and file/network access are switched off
-(``enable_external_access=false``), a memory limit and a thread count are set, and the
-configuration is locked (``lock_configuration=true``). Each candidate must be exactly one
+Per rotation an in-memory DuckDB database gets one table per Parquet file of the rotation. For
+candidate SQL the tables are copied into memory before the lock, so a candidate's query reads no
+file at all. The pack's own gold SQL (gold mode) reads the Parquet files in place through views,
+with file access allowed for exactly those files (``allowed_paths``): no copy, and DuckDB skips
+what the query does not need. Then spilling, extension install/load and all other file/network
+access are switched off (``enable_external_access=false``), a memory limit and a thread count are
+set, and the configuration is locked (``lock_configuration=true``). Each candidate must be exactly one
 statement of type SELECT (DuckDB's ``extract_statements``: SELECT, WITH ... SELECT, VALUES,
 FROM-first); it runs under a time limit enforced by ``interrupt()`` from a timer thread, and at
 most a bounded number of rows is fetched. The catalog (tables and their sizes, views, sequences,
@@ -389,11 +391,14 @@ def _try_set(con: duckdb.DuckDBPyConnection, setting: str) -> None:
         con.execute(f"SET {setting}")
 
 
-def open_sandbox(tables_dir: Path, limits: Limits = Limits()) -> duckdb.DuckDBPyConnection:
-    """An in-memory database holding one table per Parquet file of ``tables_dir``, locked down.
+def open_sandbox(tables_dir: Path, limits: Limits = Limits(), *, in_place: bool = False) -> duckdb.DuckDBPyConnection:
+    """An in-memory database with one table per Parquet file of ``tables_dir``, locked down.
 
-    After this returns the connection reads no file, loads no extension, spills nothing to disk,
-    and cannot change its own configuration.
+    After this returns the connection loads no extension, spills nothing to disk and cannot change
+    its own configuration. By default each table is copied into memory and the connection reads no
+    file at all (for candidate SQL). ``in_place`` makes each table a view over its Parquet file and
+    allows reading exactly those files and no other (for the pack's own gold SQL: no copy, and a
+    query reads only the columns and row groups it needs).
     """
     con = duckdb.connect(":memory:")
     try:
@@ -403,9 +408,14 @@ def open_sandbox(tables_dir: Path, limits: Limits = Limits()) -> duckdb.DuckDBPy
                         "autoload_known_extensions=false", "allow_community_extensions=false",
                         "allow_persistent_secrets=false", "enable_progress_bar=false"):
             _try_set(con, setting)
-        for path in sorted(Path(tables_dir).glob("*.parquet")):
+        files = sorted(Path(tables_dir).resolve().glob("*.parquet"))
+        if in_place:
+            con.execute("SET parquet_metadata_cache=true")
+            con.execute("SET allowed_paths=[" + ", ".join(_quote_literal(str(path)) for path in files) + "]")
+        for path in files:
             source = f"read_parquet({_quote_literal(str(path))})"
-            con.execute(f"CREATE TABLE {quote_ident(path.stem)} AS SELECT * FROM {source}")
+            kind = "VIEW" if in_place else "TABLE"
+            con.execute(f"CREATE {kind} {quote_ident(path.stem)} AS SELECT * FROM {source}")
         try:
             loaded = int(con.execute("SELECT coalesce(sum(memory_usage_bytes), 0) FROM duckdb_memory()").fetchone()[0])
         except duckdb.Error:
@@ -927,10 +937,12 @@ def summarize(results: list[dict]) -> dict[str, Any]:
 
 
 def score_pack(pack: Path, sql_by_id: dict[str, str | None], *, rule: str = "spider", limits: Limits = Limits(),
-               integrity: Integrity | None = None) -> dict[str, Any]:
+               integrity: Integrity | None = None, in_place: bool = False) -> dict[str, Any]:
     """Score candidate SQL (id -> SQL, None = declined) on every rotation of ``pack``; the report.
 
     The pack's integrity is not checked here: callers check it first (``score_command`` does).
+    ``in_place`` (the pack's own gold SQL only) queries the Parquet files where they are
+    (:func:`open_sandbox`).
     """
     if rule not in RULES:
         raise InputError(f"unknown rule {rule!r}; use one of {', '.join(RULES)}")
@@ -943,13 +955,19 @@ def score_pack(pack: Path, sql_by_id: dict[str, str | None], *, rule: str = "spi
     known = {q["id"] for q in records}
     unscored = {q["id"] for q in records if not scorable(q)}
     started = time.perf_counter()
-    # each sandbox holds its rotation in memory: two small rotations are scored at once (one loads
-    # while the other queries), large ones one at a time so that memory stays that of one rotation
-    small = all(sum(p.stat().st_size for p in _tables_dir(pack, r).glob("*.parquet")) < PAIRED_PARQUET_BYTES
-                for r in names)
-    with ThreadPoolExecutor(max_workers=2 if small else 1) as pool:
+    # a sandbox with copied tables holds its rotation in memory: two small rotations are scored at
+    # once (one loads while the other queries), large ones one at a time so that memory stays that
+    # of one rotation; sandboxes over the files hold only working memory, and more of them than
+    # cores keeps the cores busy between short queries
+    if in_place:
+        workers = min(len(names), 2 * (os.cpu_count() or 1))
+    else:
+        small = all(sum(p.stat().st_size for p in _tables_dir(pack, r).glob("*.parquet")) < PAIRED_PARQUET_BYTES
+                    for r in names)
+        workers = 2 if small else 1
+    with ThreadPoolExecutor(max_workers=workers) as pool:
         scored_rotations = list(pool.map(
-            lambda rotation: _score_rotation(pack, rotation, questions, sql_by_id, rule, limits), names))
+            lambda rotation: _score_rotation(pack, rotation, questions, sql_by_id, rule, limits, in_place), names))
     per_rotation: dict[str, dict[str, dict]] = {q["id"]: {} for q in questions}
     query_seconds = 0.0
     for rotation, (entries, seconds) in zip(names, scored_rotations):
@@ -988,11 +1006,11 @@ def score_pack(pack: Path, sql_by_id: dict[str, str | None], *, rule: str = "spi
 
 
 def _score_rotation(pack: Path, rotation: str, questions: list[dict], sql_by_id: dict[str, str | None], rule: str,
-                    limits: Limits) -> tuple[dict[str, dict], float]:
+                    limits: Limits, in_place: bool) -> tuple[dict[str, dict], float]:
     """Each candidate's entry on one rotation (in its own sandbox), and the seconds its queries took."""
     entries: dict[str, dict] = {}
     query_seconds = 0.0
-    con = open_sandbox(_tables_dir(pack, rotation), limits)
+    con = open_sandbox(_tables_dir(pack, rotation), limits, in_place=in_place)
     try:
         before = catalog_state(con)
         for q in questions:
@@ -1122,11 +1140,12 @@ def score_command(pack: str | Path, candidates: str | Path, json_path: str | Pat
 
 
 def run_gold(pack: Path, *, rule: str = "spider", limits: Limits = Limits()) -> tuple[int, int, list[str]]:
-    """Rerun every gold SQL on every rotation in the sandbox; returns (passed, total, report lines)."""
+    """Rerun every gold SQL on every rotation in the sandbox, reading the Parquet files in place;
+    returns (passed, total, report lines)."""
     pack = Path(pack)
     questions = [q for q in load_questions(pack) if scorable(q)]
     gold = {q["id"]: q["gold_sql"] for q in questions}
-    report = score_pack(pack, gold, rule=rule, limits=limits)
+    report = score_pack(pack, gold, rule=rule, limits=limits, in_place=True)
     lines, passed = [], 0
     for r in report["questions"]:
         if r["status"] == "correct":

@@ -196,3 +196,52 @@ def test_huge_results_are_cut_off_not_fetched(arena):
     assert wide.rows is None and wide.error.startswith("result too large")
     assert endless.rows is None and endless.error == "too many rows: more than 1000"
     assert exact.error is None and len(exact.rows) == 1000
+
+
+def test_the_gold_sandbox_reads_its_own_table_files_and_nothing_else(arena):
+    """Gold mode queries the Parquet files in place: file access is allowed for exactly the
+    rotation's table files, so every attack still fails, even run past the statement filter."""
+    import duckdb
+
+    tables = arena["pack"] / "rotations" / "seed_42" / "tables"
+    before_pack, before_outside = _snapshot(arena["pack"]), _snapshot(arena["outside"])
+    con = open_sandbox(tables, Limits(timeout=0.5, memory_mb=256), in_place=True)
+    try:
+        outcomes = {name: run_query(con, sql, timeout=0.5) for name, sql in attacks(arena).items()}
+        past_filter = []
+        for sql in [f"COPY orders TO '{arena['outside']}/raw.csv'", f"EXPORT DATABASE '{arena['outside']}/x'",
+                    f"ATTACH '{arena['outside']}/raw.duckdb' AS x", "SET enable_external_access = true",
+                    "SET allowed_paths = ['/']", "SET lock_configuration = false",
+                    f"SELECT * FROM read_csv('{arena['secret']}')",
+                    f"SELECT * FROM read_csv('{tables / 'orders.csv'}')",
+                    f"SELECT * FROM read_json('{arena['pack'] / 'questions.jsonl'}')"]:
+            try:
+                con.execute(sql).fetchall()
+                past_filter.append(sql)
+            except duckdb.Error:
+                pass
+        own = run_query(con, f"SELECT count(*) FROM read_parquet('{tables / 'orders.parquet'}')")
+        view = run_query(con, "SELECT count(*) FROM orders")
+        kinds = con.execute("SELECT count(*) FROM duckdb_tables()").fetchone()[0], \
+            sorted(r[0] for r in con.execute("SELECT view_name FROM duckdb_views() WHERE NOT internal").fetchall())
+    finally:
+        con.close()
+    assert {name: o.rows for name, o in outcomes.items() if o.rows is not None} == {}
+    assert past_filter == []
+    assert own.rows == view.rows == [(40000,)]
+    assert kinds == (0, ["customers", "orders"])  # nothing copied into memory
+    assert _snapshot(arena["pack"]) == before_pack and _snapshot(arena["outside"]) == before_outside
+    assert all(SECRET not in (o.error or "") for o in outcomes.values())
+
+
+def test_gold_sql_returns_the_same_rows_in_place_as_on_copied_tables(arena):
+    tables = arena["pack"] / "rotations" / "seed_43" / "tables"
+    copied, in_place = open_sandbox(tables), open_sandbox(tables, in_place=True)
+    try:
+        for q in load_questions(arena["pack"]):
+            a, b = run_query(copied, q["gold_sql"]), run_query(in_place, q["gold_sql"])
+            assert a.error is None and b.error is None, q["id"]
+            assert sorted(map(repr, a.rows)) == sorted(map(repr, b.rows)), q["id"]
+    finally:
+        copied.close()
+        in_place.close()
