@@ -296,9 +296,9 @@ def mutants_of(q: Question, types: dict[str, dict[str, str]], nullable: dict[str
 def _canonical(tree: exp.Expression) -> str:
     """The SQL of ``tree`` after sqlglot's simplifier (``tree`` is consumed)."""
     try:
-        return simplify(tree).sql(dialect=DIALECT)
+        return simplify(tree).sql(dialect=DIALECT, copy=False)
     except Exception:  # simplify can fail on unusual trees; the plain SQL still identifies the query
-        return tree.sql(dialect=DIALECT)
+        return tree.sql(dialect=DIALECT, copy=False)
 
 
 # --------------------------------------------------------------------------- running
@@ -346,7 +346,7 @@ def prepare_mutants(spec: Spec, questions: tuple[Question, ...], types: dict[str
             need = need_of(tree, types)
             # a rollup is small enough to run its queries one by one: batch only the others
             batch = None if need else batchable(tree)
-            over_rollup = rollup_form(tree, need, result_types).sql(dialect=DIALECT) if need else None
+            over_rollup = rollup_form(tree, need, result_types).sql(dialect=DIALECT, copy=False) if need else None
             canon = _canonical(tree)  # consumes the tree
             if canon in seen:
                 equivalent.append((q.id, op))
