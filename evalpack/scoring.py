@@ -410,7 +410,7 @@ def open_sandbox(tables_dir: Path, limits: Limits = Limits(), *, in_place: bool 
             _try_set(con, setting)
         files = sorted(Path(tables_dir).resolve().glob("*.parquet"))
         if in_place:
-            con.execute("SET parquet_metadata_cache=true")
+            _try_set(con, "parquet_metadata_cache=true")  # an optimisation: footers are read once
             con.execute("SET allowed_paths=[" + ", ".join(_quote_literal(str(path)) for path in files) + "]")
         for path in files:
             source = f"read_parquet({_quote_literal(str(path))})"
