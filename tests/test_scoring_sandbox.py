@@ -203,7 +203,7 @@ def test_the_gold_sandbox_reads_its_own_table_files_and_nothing_else(arena):
     rotation's table files, so every attack still fails, even run past the statement filter."""
     import duckdb
 
-    tables = arena["pack"] / "rotations" / "seed_42" / "tables"
+    tables = (arena["pack"] / "rotations" / "seed_42" / "tables").resolve()  # as the sandbox names its files
     before_pack, before_outside = _snapshot(arena["pack"]), _snapshot(arena["outside"])
     con = open_sandbox(tables, Limits(timeout=0.5, memory_mb=256), in_place=True)
     try:
