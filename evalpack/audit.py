@@ -51,7 +51,7 @@ from evalpack.scoring import (
     top_level_order_by,
 )
 from evalpack.scoring import run_query as run_untrusted
-from evalpack.verify import Link, exclude_orphans, rotation_connection, tie_probe
+from evalpack.verify import Link, exclude_orphans, orphans_sql, rotation_connection, tie_probe
 
 NEAR_SUBSET = 0.95
 NOT_RECORDED = object()  # no value was recorded for this question and rotation
@@ -161,11 +161,8 @@ class LinkCount:
 
 
 def count_orphans(con: duckdb.DuckDBPyConnection, link: Link) -> int:
-    c, p = quote_ident(link.child_column), quote_ident(link.parent_column)
     # an anti join, not NOT EXISTS: the same rows, and DuckDB runs it several times faster on large tables
-    sql = (f"SELECT COUNT(*) FROM {quote_ident(link.child_table)} AS c ANTI JOIN {quote_ident(link.parent_table)} AS p "
-           f"ON c.{c} = p.{p} WHERE c.{c} IS NOT NULL")
-    return int(con.execute(sql).fetchall()[0][0])
+    return int(con.execute(orphans_sql(link, "COUNT(*)")).fetchall()[0][0])
 
 
 @dataclass(frozen=True)

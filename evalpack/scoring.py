@@ -965,9 +965,14 @@ def score_pack(pack: Path, sql_by_id: dict[str, str | None], *, rule: str = "spi
         small = all(sum(p.stat().st_size for p in _tables_dir(pack, r).glob("*.parquet")) < PAIRED_PARQUET_BYTES
                     for r in names)
         workers = 2 if small else 1
+    # whether a result-set question is compared in order depends on its gold SQL alone: parsed once
+    with contextlib.closing(duckdb.connect(":memory:")) as parser:
+        ordered = {q["id"]: top_level_order_by(parser, q["gold_sql"]) for q in questions
+                   if answer_type_of(q) == ROWS_TYPE and sql_by_id.get(q["id"]) is not None}
     with ThreadPoolExecutor(max_workers=workers) as pool:
         scored_rotations = list(pool.map(
-            lambda rotation: _score_rotation(pack, rotation, questions, sql_by_id, rule, limits, in_place), names))
+            lambda rotation: _score_rotation(pack, rotation, questions, sql_by_id, rule, limits, in_place, ordered),
+            names))
     per_rotation: dict[str, dict[str, dict]] = {q["id"]: {} for q in questions}
     query_seconds = 0.0
     for rotation, (entries, seconds) in zip(names, scored_rotations):
@@ -1006,8 +1011,9 @@ def score_pack(pack: Path, sql_by_id: dict[str, str | None], *, rule: str = "spi
 
 
 def _score_rotation(pack: Path, rotation: str, questions: list[dict], sql_by_id: dict[str, str | None], rule: str,
-                    limits: Limits, in_place: bool) -> tuple[dict[str, dict], float]:
-    """Each candidate's entry on one rotation (in its own sandbox), and the seconds its queries took."""
+                    limits: Limits, in_place: bool, ordered: dict[str, bool]) -> tuple[dict[str, dict], float]:
+    """Each candidate's entry on one rotation (in its own sandbox), and the seconds its queries took.
+    ``ordered``: the result-set questions compared in row order."""
     entries: dict[str, dict] = {}
     query_seconds = 0.0
     con = open_sandbox(_tables_dir(pack, rotation), limits, in_place=in_place)
@@ -1017,7 +1023,6 @@ def _score_rotation(pack: Path, rotation: str, questions: list[dict], sql_by_id:
             sql = sql_by_id.get(q["id"])
             if sql is None:
                 continue
-            ordered = answer_type_of(q) == ROWS_TYPE and top_level_order_by(con, q["gold_sql"])
             expected = expected_for(q, rotation)
             outcome = run_query(con, sql, limits.timeout, _fetch_cap(q, expected, rule))
             query_seconds += outcome.seconds
@@ -1025,7 +1030,7 @@ def _score_rotation(pack: Path, rotation: str, questions: list[dict], sql_by_id:
             if outcome.rows is None:
                 entry["error"] = outcome.error
             else:
-                entry["match"] = answer_matches(q, expected, outcome.rows, rule, ordered)
+                entry["match"] = answer_matches(q, expected, outcome.rows, rule, ordered.get(q["id"], False))
                 entry["observed"] = _report_value(observed(outcome.rows), outcome.rows)
             entries[q["id"]] = entry
         if catalog_state(con) != before:

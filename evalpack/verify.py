@@ -115,7 +115,8 @@ def exclude_orphans(sql: str, links: tuple[Link, ...], key_tables: tuple[str | N
     return rewritten.sql(dialect=DIALECT) if changed else None
 
 
-def _orphans_sql(link: Link, what: str) -> str:
+def orphans_sql(link: Link, what: str) -> str:
+    """SELECT ``what`` over the child rows of ``link`` whose non-NULL key has no parent (an anti join)."""
     c, p = quote_ident(link.child_column), quote_ident(link.parent_column)
     return (f"SELECT {what} FROM {quote_ident(link.child_table)} AS c ANTI JOIN {quote_ident(link.parent_table)} AS p "
             f"ON c.{c} = p.{p} WHERE c.{c} IS NOT NULL")
@@ -127,7 +128,7 @@ def live_links(con: duckdb.DuckDBPyConnection, links: tuple[Link, ...]) -> tuple
     check runs and reports it."""
     def live(link: Link) -> bool:
         try:
-            return bool(con.execute(f"SELECT EXISTS ({_orphans_sql(link, '1')})").fetchone()[0])
+            return bool(con.execute(f"SELECT EXISTS ({orphans_sql(link, '1')})").fetchone()[0])
         except duckdb.Error:
             return True
 
@@ -142,7 +143,7 @@ def orphan_key_tables(con: duckdb.DuckDBPyConnection, links: tuple[Link, ...]) -
         name = f"__orphan_keys_{i}"
         try:
             con.execute(f"CREATE OR REPLACE TABLE {name} AS "
-                        f"{_orphans_sql(link, f'DISTINCT c.{quote_ident(link.child_column)} AS k')}")
+                        f"{orphans_sql(link, f'DISTINCT c.{quote_ident(link.child_column)} AS k')}")
         except duckdb.Error:
             name = None
         names.append(name)
