@@ -1,4 +1,4 @@
-"""Stage 6: questions.jsonl, certificate.json, manifest.json, README.md (the dataset card) and verify.py, written
+"""Stage 5: questions.jsonl, certificate.json, manifest.json, README.md (the dataset card) and verify.py, written
 from the verified results."""
 
 import json
@@ -14,9 +14,7 @@ from dagster import (
 )
 
 from assets.common import CODE_VERSION, GROUP, PACKS, EvalpackResource, pack_check
-from evalpack.audit import audit_pack
-from evalpack.build import write_pack_files
-from evalpack.plan import plan_pack
+from evalpack.build import Checked, Derived, pack_findings, write_pack_files
 from evalpack.scoring import run_gold
 from evalpack.spec import Spec
 
@@ -43,12 +41,13 @@ def audit_markdown(findings: list) -> str:
 
 
 @asset(partitions_def=PACKS, group_name=GROUP, code_version=CODE_VERSION, kinds={"json"})
-def certificate(context: AssetExecutionContext, spec: Spec, rotation_tables: dict, verification: tuple,
-                near_miss: dict, evalpack: EvalpackResource) -> MaterializeResult:
+def certificate(context: AssetExecutionContext, spec: Spec, questions: Derived, rotations: list,
+                verification: Checked, evalpack: EvalpackResource) -> MaterializeResult:
     """The shipped questions, the verification certificate and the manifest (with the near-miss study), audited."""
     folder = evalpack.require_work_dir(context.partition_key)
-    write_pack_files(folder, spec, plan_pack(spec), verification, rotation_tables, near_miss)
-    findings = audit_pack(folder)  # the audit `evalpack build` runs too (it reads, writes nothing)
+    rows = {r.check.rotation: r.rows for r in rotations}
+    write_pack_files(folder, spec, questions.plans, verification.verdicts, rows, verification.near_miss)
+    findings = pack_findings(folder, verification)  # the audit `evalpack build` prints
     cert = json.loads((folder / "certificate.json").read_text(encoding="utf-8"))
     manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
     return MaterializeResult(metadata={

@@ -1,8 +1,11 @@
 """What every evalpack asset shares: the pack partitions, the settings resource and the pack folders.
 
 The partitions definition lives here, not in ``pipelines/``, because the asset decorators need it
-and imports only go down the layers (assets -> pipelines, never back); ``pipelines.partitions``
-re-exports it.
+and imports only go down the layers (assets -> pipelines, never back).
+
+Dagster writes its packs to a folder of its own (``packs/dagster/`` of this checkout unless
+``EVALPACK_PACKS_DIR`` says otherwise), never to where ``evalpack build -o packs/<name>`` writes:
+the pack asset replaces a finished pack only inside a folder that Dagster created and marked.
 """
 
 import os
@@ -10,7 +13,7 @@ import re
 import warnings
 from pathlib import Path
 
-from dagster import ConfigurableResource, DynamicPartitionsDefinition, PreviewWarning, asset_check
+from dagster import ConfigurableResource, DynamicPartitionsDefinition, Failure, PreviewWarning, asset_check
 from pydantic import Field
 
 from evalpack import __version__
@@ -19,6 +22,8 @@ REPO = Path(__file__).resolve().parents[1]
 GROUP = "evalpack"
 CODE_VERSION = __version__
 WORK = ".work"
+#: The file that marks a packs folder as Dagster's own (created with the folder; never inside a pack).
+OWNED = ".dagster-packs"
 
 #: One partition per spec file ``schemas/<key>.yaml``; the sensor adds them, the UI can too.
 PACKS = DynamicPartitionsDefinition(name="packs")
@@ -40,8 +45,9 @@ class EvalpackResource(ConfigurableResource):
 
     schemas_dir: str = Field(default=str(REPO / "schemas"),
                              description="Folder of pack specs; partition <key> reads <schemas_dir>/<key>.yaml")
-    packs_dir: str = Field(default=str(REPO / "packs"),
-                           description="Finished packs: <packs_dir>/<key>; working folders: <packs_dir>/.work/<key>")
+    packs_dir: str = Field(default=str(REPO / "packs" / "dagster"),
+                           description="Dagster's own folder of finished packs (<packs_dir>/<key>) and working "
+                                       "folders (<packs_dir>/.work/<key>); never the folder `evalpack build` writes")
     near_miss_threshold: float | None = Field(
         default=None, description="Highest acceptable share of near-miss mutants matching on every rotation; "
                                   "default: the threshold the near-miss study reports")
@@ -71,6 +77,21 @@ class EvalpackResource(ConfigurableResource):
             raise FileNotFoundError(f"{work}: no working folder for pack {pack!r}; materialise rotation_tables "
                                     "(or the whole build_pack job) for this partition first")
         return work
+
+    def claim_packs_dir(self) -> Path:
+        """``packs_dir``, created and marked as Dagster's if new; refused when it holds packs Dagster did not make
+        (``evalpack build`` output), so that a Dagster build never replaces a pack built from the command line."""
+        root = Path(self.packs_dir)
+        if (root / OWNED).is_file():
+            return root
+        if root.is_dir() and any(p.name != WORK for p in root.iterdir()):
+            raise Failure(description=f"{root}: holds packs that Dagster did not build (no {OWNED} marker); point "
+                                      "EVALPACK_PACKS_DIR at a folder of Dagster's own (default: packs/dagster/)",
+                          allow_retries=False)
+        root.mkdir(parents=True, exist_ok=True)
+        (root / OWNED).write_text("Packs built by the evalpack Dagster code location; `evalpack build` writes "
+                                  "elsewhere.\n", encoding="utf-8")
+        return root
 
     def signing_key_path(self) -> str | None:
         return self.signing_key or os.environ.get("EVALPACK_SIGNING_KEY") or None

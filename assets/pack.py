@@ -1,4 +1,4 @@
-"""Stage 8: the finished pack, moved from its working folder into ``<packs_dir>/<pack>`` in one rename.
+"""Stage 7: the finished pack, moved from its working folder into ``<packs_dir>/<pack>`` in one rename.
 
 It runs only after the blocking checks upstream passed, so a pack that reaches ``packs/`` is whole,
 verified and attested; a failed build leaves its working folder in ``packs/.work/`` to inspect.
@@ -15,6 +15,7 @@ from evalpack.build import publish_dir
 def pack(context: AssetExecutionContext, evalpack: EvalpackResource) -> MaterializeResult:
     """The published pack folder (replacing the previous build of this pack only once the new one is whole)."""
     work = evalpack.require_work_dir(context.partition_key)
+    evalpack.claim_packs_dir()
     out = evalpack.pack_dir(context.partition_key)
     publish_dir(work, out)
     files = [p for p in out.rglob("*") if p.is_file()]

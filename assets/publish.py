@@ -1,21 +1,29 @@
-"""Stage 9 (its own job, ``publish_pack``): the finished pack released on the Hugging Face Hub as tag ``v<version>``.
+"""The release (its own job, ``publish_pack``): the finished pack published on the Hugging Face Hub as tag ``v<version>``.
 
-``hub_release`` is downstream of ``pack``, which materialises only after every blocking check passed,
-and ``publish.publish_pack`` re-verifies the folder (attestation, hashes, gold SQL) before any request,
-so what goes up is the verified pack and nothing else. It is in its own group (``hub``), outside the
-``build_pack`` job that the sensor and the schedule run: a tag is never moved, so publishing is a
-release someone asks for, not a side effect of every rebuild (a rebuild with a fresh attestation but
-the same version would be refused by the Hub step and fail the build run).
+``hub_release`` is an asset that no "Materialize" button builds: it is declared here (an ``AssetSpec``
+downstream of ``pack``, group ``hub``) and recorded by the ``release_to_hub`` op of the ``publish_pack``
+job, the only way to publish. A tag is never moved, so publishing is a release someone asks for, not a
+side effect of "Materialize all", a sensor or a schedule (a rebuild with a fresh attestation but the same
+version would be refused by the Hub and fail the run). ``publish.publish_pack`` re-verifies the finished
+folder (attestation, hashes, gold SQL) before any request, so what goes up is the verified pack.
 
 The repo and the credentials come from ``HubResource``; ``pipelines.resources`` configures it from
 ``EVALPACK_HUB_REPO``, ``HF_TOKEN``, ``HF_ENDPOINT`` and ``EVALPACK_HUB_PRIVATE``. The token is handed
 to ``publish_pack`` only: it is never logged and never put in metadata.
 """
 
-from dagster import AssetExecutionContext, ConfigurableResource, Failure, MaterializeResult, MetadataValue, asset
+from dagster import (
+    AssetMaterialization,
+    AssetSpec,
+    ConfigurableResource,
+    Failure,
+    MetadataValue,
+    OpExecutionContext,
+    op,
+)
 from pydantic import Field
 
-from assets.common import CODE_VERSION, PACKS, EvalpackResource
+from assets.common import PACKS, EvalpackResource
 from assets.pack import pack
 from publish import PackRefused, PublishError, PublishResult, publish_pack
 
@@ -65,10 +73,15 @@ def release_metadata(result: PublishResult, private: bool) -> dict:
     }
 
 
-@asset(partitions_def=PACKS, group_name=HUB_GROUP, code_version=CODE_VERSION, kinds={"huggingface"}, deps=[pack])
-def hub_release(context: AssetExecutionContext, evalpack: EvalpackResource, hub: HubResource) -> MaterializeResult:
-    """The finished pack, re-verified and published to the Hub dataset repo: one commit, then the tag v<version>
-    (publishing the same content again is a no-op; a tag is never moved to other content)."""
+hub_release = AssetSpec(
+    "hub_release", deps=[pack], group_name=HUB_GROUP, partitions_def=PACKS, kinds={"huggingface"},
+    description="The finished pack on the Hub dataset repo, tagged v<version>: recorded by the publish_pack job "
+                "(never by Materialize)")
+
+
+@op(description="Re-verify the finished pack and publish it to the Hub: one commit, then the tag v<version> "
+                "(the same content again is a no-op; a tag is never moved to other content).")
+def release_to_hub(context: OpExecutionContext, evalpack: EvalpackResource, hub: HubResource) -> None:
     key = context.partition_key
     repo = hub.repo_for(key)
     folder = evalpack.pack_dir(key)
@@ -89,4 +102,5 @@ def hub_release(context: AssetExecutionContext, evalpack: EvalpackResource, hub:
                       metadata={"exit_code": exc.exit_code}) from None
     context.log.info(f"{result.repo_url} {result.tag} at {result.commit_sha[:12]}"
                      + (" (already published: nothing sent)" if result.already_published else ""))
-    return MaterializeResult(metadata=release_metadata(result, hub.private))
+    context.log_event(AssetMaterialization(asset_key=hub_release.key, partition=key,
+                                           metadata=release_metadata(result, hub.private)))

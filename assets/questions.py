@@ -1,12 +1,13 @@
-"""Stage 3: questions with gold SQL and expected answers, derived from the plan alone (no row is read)."""
+"""Stage 2: the rotation plans, the questions with gold SQL and expected answers, and the near-miss mutants
+of that SQL, all derived from the declarations alone (no row is read)."""
 
 from collections import Counter
 
 from dagster import AssetExecutionContext, MetadataValue, Output, asset
 
 from assets.common import CODE_VERSION, GROUP, PACKS
+from evalpack.build import Derived, derive
 from evalpack.plan import plan_pack
-from evalpack.questions import Question, derive_questions
 from evalpack.spec import Spec
 
 
@@ -17,17 +18,20 @@ def counts_markdown(title: str, counts: dict[str, int]) -> str:
 
 
 @asset(partitions_def=PACKS, group_name=GROUP, code_version=CODE_VERSION, kinds={"python", "sql"})
-def questions(context: AssetExecutionContext, spec: Spec) -> Output[tuple]:
+def questions(context: AssetExecutionContext, spec: Spec) -> Output[Derived]:
     """Every question the declarations fix, before any verification (answers come from the plan)."""
-    derived: tuple[Question, ...] = derive_questions(spec, plan_pack(spec))
-    kinds = Counter(q.kind for q in derived)
-    splits = Counter(q.split for q in derived)
-    context.log.info(f"{len(derived)} questions derived: {dict(sorted(kinds.items()))}")
+    derived = derive(spec, plan_pack(spec))
+    drafts = derived.questions
+    kinds = Counter(q.kind for q in drafts)
+    splits = Counter(q.split for q in drafts)
+    mutants, _ = derived.mutants.of(q.id for q in drafts)
+    context.log.info(f"{len(drafts)} questions derived: {dict(sorted(kinds.items()))}; {len(mutants)} mutants")
     return Output(derived, metadata={
-        "questions": len(derived),
+        "questions": len(drafts),
         "by_kind": MetadataValue.md(counts_markdown("kind", kinds)),
         "by_split": MetadataValue.json(dict(sorted(splits.items()))),
         "answers": spec.answers,
-        "first_question": MetadataValue.md(f"**{derived[0].id}** {derived[0].question}\n\n```sql\n"
-                                           f"{derived[0].gold_sql}\n```") if derived else "none",
+        "mutants": len(mutants),
+        "first_question": MetadataValue.md(f"**{drafts[0].id}** {drafts[0].question}\n\n```sql\n"
+                                           f"{drafts[0].gold_sql}\n```") if drafts else "none",
     })

@@ -1,31 +1,17 @@
-"""Stage 4: every question's gold SQL and golden checks on every rotation's written files (DuckDB).
-
-Connections come from ``dagster_duckdb.DuckDBResource``: one fresh connection per rotation (the
-engine opens one per rotation and closes it when that rotation is done). Keep the resource
-in-memory (``:memory:``); a database file would be shared by parallel runs.
-"""
+"""Stage 4: every rotation's pass combined: the verdict per question (it ships only if it passed every golden
+check on every rotation), the near-miss study of the questions that ship, and the audit's findings."""
 
 from collections import Counter
-from contextlib import ExitStack
-from pathlib import Path
 
 from dagster import AssetCheckResult, AssetCheckSeverity, AssetExecutionContext, MetadataValue, Output, asset
-from dagster_duckdb import DuckDBResource
 
 from assets.common import CODE_VERSION, GROUP, PACKS, EvalpackResource, pack_check
-from assets.tables import rotation_tables
-from evalpack.build import verify_pack_tables
-from evalpack.questions import Question
+from evalpack.build import Checked, Derived, combine_rotations
+from evalpack.nearmiss import study_markdown
 from evalpack.spec import Spec
 from evalpack.verify import Verdict
 
 MAX_ROWS_SHOWN = 50
-
-
-def verify_with(resource: DuckDBResource, spec: Spec, derived: tuple[Question, ...], folder: Path) -> tuple:
-    """The engine's verification with its connections taken from ``resource`` (each closed afterwards)."""
-    with ExitStack() as stack:
-        return verify_pack_tables(spec, derived, folder, connect=lambda: stack.enter_context(resource.get_connection()))
 
 
 def kinds_markdown(verdicts: tuple[Verdict, ...]) -> str:
@@ -50,22 +36,33 @@ def drops_markdown(verdicts: tuple[Verdict, ...]) -> str:
     return "\n".join(lines)
 
 
-@asset(partitions_def=PACKS, group_name=GROUP, code_version=CODE_VERSION, kinds={"duckdb"}, deps=[rotation_tables])
-def verification(context: AssetExecutionContext, spec: Spec, questions: tuple, evalpack: EvalpackResource,
-                 duckdb: DuckDBResource) -> Output[tuple]:
-    """One verdict per question: its observation and golden checks on every rotation; it ships only if all pass."""
-    folder = evalpack.require_work_dir(context.partition_key)
-    verdicts: tuple[Verdict, ...] = verify_with(duckdb, spec, questions, folder)
-    shipped = sum(v.ships for v in verdicts)
+def survival(study: dict) -> tuple[float, int, int]:
+    """(share of mutants run that match on every rotation, survivors, mutants run)."""
+    return float(study["match_all_rate"]), int(study["survivors_total"]), int(study["mutants_run"])
+
+
+@asset(partitions_def=PACKS, group_name=GROUP, code_version=CODE_VERSION, kinds={"duckdb"})
+def verification(context: AssetExecutionContext, spec: Spec, questions: Derived, rotations: list) -> Output[Checked]:
+    """One verdict per question: its observation and golden checks on every rotation; it ships only if all pass.
+    With the near-miss study (plausible wrong versions of each shipped gold SQL) and the audit's findings."""
+    checked = combine_rotations(spec, questions, [r.check for r in rotations])
+    verdicts = checked.verdicts
+    shipped = len(checked.shipped)
     reasons = Counter(v.drop_reason for v in verdicts if not v.ships)
-    context.log.info(f"{shipped}/{len(verdicts)} questions verify on every rotation; dropped: {dict(reasons)}")
-    return Output(verdicts, metadata={
+    rate, survived, ran = survival(checked.near_miss)
+    context.log.info(f"{shipped}/{len(verdicts)} questions verify on every rotation; dropped: {dict(reasons)}; "
+                     f"near-miss: {ran} mutants run, {survived} match on every rotation ({rate:.2%})")
+    return Output(checked, metadata={
         "shipped": shipped,
         "dropped": len(verdicts) - shipped,
         "by_kind": MetadataValue.md(kinds_markdown(verdicts)),
         "drop_reasons": MetadataValue.md(drops_markdown(verdicts)),
         "drop_reason_counts": MetadataValue.json(dict(sorted(reasons.items()))),
         "rotations": MetadataValue.json([f"seed_{s}" for s in spec.seeds()]),
+        "near_miss": MetadataValue.md(study_markdown(checked.near_miss)),
+        "mutants_run": ran,
+        "survivors": survived,
+        "survival_rate": rate,
     })
 
 
@@ -76,30 +73,42 @@ def answer_key_failures(verdicts: tuple[Verdict, ...]) -> list[tuple[Verdict, ob
 
 
 @pack_check(asset=verification, blocking=True)
-def rotations_hold_the_answer_key(verification: tuple) -> AssetCheckResult:
-    """Every question's gold SQL runs and returns the answer the plan fixed, on every rotation's written tables,
-    and at least one question ships. Answers come from the plan, never from the data, so a mismatch or an error
-    means a rotation's files are not what the plan wrote: a bad pack that must not go further. Questions dropped
-    by the other golden checks (empty result, orphan dependence, tie at LIMIT) are reported on the asset, as
-    `evalpack build` does, and do not block."""
-    failures = answer_key_failures(verification)
-    shipped = sum(v.ships for v in verification)
+def rotations_hold_the_answer_key(verification: Checked) -> AssetCheckResult:
+    """Every question's gold SQL runs and returns the answer the plan fixed, on every rotation's written tables.
+    Answers come from the plan, never from the data, so a mismatch or an error means a rotation's files are not
+    what the plan wrote: a bad pack that must not go further. Questions dropped by the other golden checks (empty
+    result, orphan dependence, tie at LIMIT) are reported on the asset, as `evalpack build` does, and do not block."""
+    verdicts = verification.verdicts
+    failures = answer_key_failures(verdicts)
     lines = ["| question | kind | rotation | expected | observed |", "|---|---|---|---|---|"]
     for v, o in failures[:MAX_ROWS_SHOWN]:
         seen = f"error: {o.error}" if o.error else repr(o.value)
         lines.append(f"| {v.question.id} | {v.question.kind} | {o.rotation} | "
                      f"{v.question.expected_for(o.rotation)!r} | {seen} |")
-    passed = not failures and shipped > 0
-    if passed:
-        description = f"all {len(verification)} questions return their planned answers on every rotation"
-    elif failures:
+    if failures:
         description = f"{len(failures)} (question, rotation) pairs contradict the answer key"
     else:
-        description = "no question verified on every rotation, so there is no pack to ship"
-    return AssetCheckResult(passed=passed, severity=AssetCheckSeverity.ERROR, description=description, metadata={
-        "failures": len(failures),
-        "rotations_affected": MetadataValue.json(sorted({o.rotation for _, o in failures})),
-        "questions_affected": len({v.question.id for v, _ in failures}),
-        "shipped": shipped,
-        "details": MetadataValue.md("\n".join(lines) if failures else "none"),
-    })
+        description = f"all {len(verdicts)} questions return their planned answers on every rotation"
+    return AssetCheckResult(passed=not failures, severity=AssetCheckSeverity.ERROR, description=description,
+                            metadata={
+                                "failures": len(failures),
+                                "rotations_affected": MetadataValue.json(sorted({o.rotation for _, o in failures})),
+                                "questions_affected": len({v.question.id for v, _ in failures}),
+                                "shipped": len(verification.shipped),
+                                "details": MetadataValue.md("\n".join(lines) if failures else "none"),
+                            })
+
+
+@pack_check(asset=verification, blocking=False)
+def near_miss_survival_under_threshold(verification: Checked, evalpack: EvalpackResource) -> AssetCheckResult:
+    """The share of near-miss mutants that still match on every rotation stays at or under the pack's threshold
+    (a warning: the pack still ships, but its questions let too many plausible wrong queries pass)."""
+    study = verification.near_miss
+    rate, survived, ran = survival(study)
+    threshold = evalpack.near_miss_threshold if evalpack.near_miss_threshold is not None else study["threshold"]
+    listed = "\n".join(f"- {s['question']} `{s['operator']}`: `{s['sql']}`" for s in study["survivors"][:20])
+    return AssetCheckResult(
+        passed=rate <= threshold, severity=AssetCheckSeverity.WARN,
+        description=f"{survived} of {ran} mutants match on every rotation ({rate:.2%}; threshold {threshold:.2%})",
+        metadata={"survival_rate": rate, "threshold": float(threshold), "survivors": survived, "mutants_run": ran,
+                  "examples": MetadataValue.md(listed or "none")})

@@ -20,10 +20,9 @@ from evalpack.attest import load_signer, now_utc, write_attestation
 from evalpack.audit import Finding, Run, audit_rotation, counted, in_question_order, read_records, seal_findings
 from evalpack.certify import certificate, dumps, manifest
 from evalpack.errors import EvalpackError
-from evalpack.nearmiss import MutantSet, plan_runs, prepare_mutants, study_rotation, summarize_study
+from evalpack.nearmiss import Mutant, MutantSet, plan_study, prepare_mutants, study_rotation, summarize_study
 from evalpack.plan import RotationPlan, plan_pack
 from evalpack.questions import Question, derive_questions
-from evalpack.rollup import plan_rollups
 from evalpack.spec import Spec, load_spec
 from evalpack.tables import duckdb_types, rotation_dir, write_rotation, write_table
 from evalpack.verify import Link, Observation, Verdict, rotation_connection, verify_rotation, verify_rotations
@@ -89,52 +88,89 @@ def verify_pack_tables(spec: Spec, questions: tuple[Question, ...], folder: Path
 
 
 @dataclass(frozen=True)
+class Derived:
+    """What the declarations alone give: the questions, and the near-miss mutants of their gold SQL."""
+
+    plans: tuple[RotationPlan, ...]
+    questions: tuple[Question, ...]
+    mutants: MutantSet
+
+    def plan(self, seed: int) -> RotationPlan:
+        return next(p for p in self.plans if p.seed == seed)
+
+
+def derive(spec: Spec, plans: tuple[RotationPlan, ...]) -> Derived:
+    """The questions of ``spec`` and their prepared mutants (pure: no row is read)."""
+    questions = derive_questions(spec, plans)
+    return Derived(plans, questions, prepare_mutants(spec, questions, duckdb_types(spec)))
+
+
+@dataclass(frozen=True)
+class RotationCheck:
+    """What one rotation's pass found: every question's observation (in question order), the audit's
+    findings for the questions that passed here, and the near-miss outcome of each of their mutants."""
+
+    rotation: str
+    observations: tuple[Observation, ...]
+    findings: tuple[Finding, ...]
+    outcomes: dict[Mutant, bool | None]
+
+
+def check_rotation(spec: Spec, derived: Derived, pack_dir: Path, seed: int) -> RotationCheck:
+    """The unit of work per rotation, on its written tables loaded once into one connection with the
+    engine's limits: verification's golden checks of every question, then, for the questions that
+    passed, the audit's checks (on verification's gold results: the same SQL on the same connection)
+    and the near-miss mutants. ``evalpack build`` loops over it; Dagster runs it as one step per rotation."""
+    rotation, questions = f"seed_{seed}", derived.questions
+    with rotation_connection(Path(pack_dir) / rotation_dir(seed) / "tables") as con:
+        link_counts = counted(con, [(link, "declared") for link in links_of(spec)])
+        live = tuple(lc.link for lc in link_counts if lc.orphan_rows)
+        observations = tuple(verify_rotation(con, questions, rotation, links_of(spec), live))
+        passed = {q.id: o for q, o in zip(questions, observations) if o.passed}
+        # what the certificate will record: verification's observation, through JSON
+        recorded = {(qid, rotation): json.loads(json.dumps(o.value)) for qid, o in passed.items()}
+        runs = {qid: Run(list(o.rows)) for qid, o in passed.items()}
+        records = [q.to_record(spec.answers) for q in questions if q.id in passed]
+        findings = audit_rotation(con, records, rotation, link_counts, recorded, runs=runs)
+        mutants, _ = derived.mutants.of(passed)
+        outcomes = study_rotation(con, rotation, {q.id: q for q in questions}, plan_study(con, mutants,
+                                                                                          duckdb_types(spec)))
+    return RotationCheck(rotation, observations, tuple(findings), outcomes)
+
+
+@dataclass(frozen=True)
 class Checked:
-    """What the pass over the rotations found."""
+    """What the passes over the rotations found, together."""
 
     verdicts: tuple[Verdict, ...]
     near_miss: dict
     findings: tuple[Finding, ...]  # the audit's, for the questions that ship
 
+    @property
+    def shipped(self) -> tuple[str, ...]:
+        return tuple(v.question.id for v in self.verdicts if v.ships)
 
-def check_rotations(spec: Spec, plans: tuple[RotationPlan, ...], questions: tuple[Question, ...], folder: Path,
-                    prepared: MutantSet) -> Checked:
-    """One pass per rotation over its written tables, loaded once: verification's golden checks of
-    every question, then, for the questions that have passed on every rotation so far, the audit's
-    checks (on verification's gold results: the same SQL on the same connection) and the near-miss
-    mutants. Raises EvalpackError (exit 1) when no question verifies on every rotation."""
-    types, links = duckdb_types(spec), links_of(spec)
-    by_id = {q.id: q for q in questions}
-    records = {q.id: q.to_record(spec.answers) for q in questions}
-    observations: dict[str, list[Observation]] = {q.id: [] for q in questions}
-    per_rotation: dict[str, dict] = {}
-    findings: list[Finding] = []
-    rollups = None
-    for p in plans:
-        rotation = f"seed_{p.seed}"
-        with rotation_connection(folder / rotation_dir(p.seed) / "tables") as con:
-            link_counts = counted(con, [(link, "declared") for link in links])
-            live = tuple(lc.link for lc in link_counts if lc.orphan_rows)
-            for q, obs in zip(questions, verify_rotation(con, questions, rotation, links, live)):
-                observations[q.id].append(obs)
-            running = [q.id for q in questions if all(o.passed for o in observations[q.id])]
-            # what the certificate will record: verification's observation, through JSON
-            recorded = {(qid, rotation): json.loads(json.dumps(observations[qid][-1].value)) for qid in running}
-            # verification's gold results stand for the audit's run: the same SQL on the same connection
-            runs = {qid: Run(list(observations[qid][-1].rows)) for qid in running}
-            findings += audit_rotation(con, [records[qid] for qid in running], rotation, link_counts, recorded,
-                                       runs=runs)
-            mutants, _ = prepared.of(running)
-            rollups = plan_rollups(con, [m.need for m in mutants if m.need], types) if rollups is None else rollups
-            per_rotation[rotation] = study_rotation(con, rotation, by_id, plan_runs(mutants, rollups))
-    verdicts = tuple(Verdict(q, tuple(observations[q.id])) for q in questions)
+
+def combine_rotations(spec: Spec, derived: Derived, checks: list[RotationCheck]) -> Checked:
+    """Every rotation's pass (in seed order) into the verdicts, the near-miss study of the questions that
+    ship and their audit findings. Raises EvalpackError (exit 1) when no question verifies on every rotation."""
+    questions = derived.questions
+    verdicts = tuple(Verdict(q, tuple(c.observations[i] for c in checks)) for i, q in enumerate(questions))
     shipped = tuple(v.question.id for v in verdicts if v.ships)
     if not shipped:
         reasons = Counter(v.drop_reason for v in verdicts)
         raise EvalpackError(f"{spec.path}: no question verified on every rotation, so there is no pack to "
                             f"ship (drop reasons: {dict(reasons)})", exit_code=1)
-    return Checked(verdicts, summarize_study(prepared, shipped, per_rotation),
-                   tuple(f for f in findings if f.question in shipped))
+    near_miss = summarize_study(derived.mutants, shipped, {c.rotation: c.outcomes for c in checks})
+    keep = set(shipped)
+    return Checked(verdicts, near_miss, tuple(f for c in checks for f in c.findings if f.question in keep))
+
+
+def pack_findings(folder: Path, checked: Checked) -> tuple[Finding, ...]:
+    """The audit `evalpack audit` runs, for a pack just written: its query checks ran in the passes over
+    the rotations; the seals are checked on the written questions."""
+    records = read_records(folder)
+    return tuple(in_question_order(records, seal_findings(records) + list(checked.findings)))
 
 
 def write_pack_files(folder: Path, spec: Spec, plans: tuple[RotationPlan, ...], verdicts: tuple[Verdict, ...],
@@ -190,15 +226,13 @@ def build_pack(spec_path: str | Path, out: str | Path, *, seed: int | None = Non
             # the questions come from the declarations and mutating their gold SQL is pure Python:
             # both run while the worker processes write the rotations (one phase at a time keeps
             # memory bounded: writers and DuckDB never hold a large rotation at once)
-            derived = background.submit(derive_questions, spec, plans)
-            prepared = background.submit(lambda: prepare_mutants(spec, derived.result(), duckdb_types(spec)))
+            derived = background.submit(derive, spec, plans)
             rows = write_rotations(spec, plans, staging, jobs, progress)
-            checked = check_rotations(spec, plans, derived.result(), staging, prepared.result())
+            checked = combine_rotations(spec, derived.result(),
+                                        [check_rotation(spec, derived.result(), staging, p.seed) for p in plans])
         verdicts, near_miss = checked.verdicts, checked.near_miss
         write_pack_files(staging, spec, plans, verdicts, rows, near_miss)
-        # the audit `evalpack audit` runs: its query checks ran in the pass above; seals are checked on the files
-        records = read_records(staging)
-        findings = tuple(in_question_order(records, seal_findings(records) + list(checked.findings)))
+        findings = pack_findings(staging, checked)
         write_attestation(staging, spec, started=started, finished=now_utc(), signing_key=signing_key)
         publish_dir(staging, out)
     except BaseException:

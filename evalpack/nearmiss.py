@@ -11,13 +11,11 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from pathlib import Path
 
 import duckdb
 from sqlglot import exp
 from sqlglot.optimizer.simplify import simplify
 
-from evalpack.plan import RotationPlan
 from evalpack.questions import DIALECT, Question, parse_gold
 from evalpack.rollup import (
     Need,
@@ -31,8 +29,7 @@ from evalpack.rollup import (
 )
 from evalpack.scoring import scalar_matches
 from evalpack.spec import Spec
-from evalpack.tables import duckdb_types, rotation_dir
-from evalpack.verify import map_on_cursors, rotation_connection
+from evalpack.verify import map_on_cursors
 
 OPERATORS = (
     "inclusive_end", "exclusive_start", "inclusive_start", "exclusive_end", "date_shift", "whole_units",
@@ -558,26 +555,6 @@ def study_rotation(con: duckdb.DuckDBPyConnection, rotation: str, questions: dic
     return {mutants[i]: r for part in map_on_cursors(con, run, plan.jobs(), workers) for i, r in part.items()}
 
 
-def run_study(spec: Spec, plans: tuple[RotationPlan, ...], questions: tuple[Question, ...], folder: Path,
-              threshold: float = 0.01, prepared: MutantSet | None = None) -> dict:
-    """Mutate every shipped question's gold SQL and record which mutants still pass.
-
-    Returns the manifest's ``near_miss_study`` (see :func:`summarize_study`).
-    """
-    types = duckdb_types(spec)
-    prepared = prepared or prepare_mutants(spec, questions, types)
-    mutants, _ = prepared.of(q.id for q in questions)
-    by_id = {q.id: q for q in questions}
-    plan = None
-    per_rotation = {}
-    # one rotation at a time: DuckDB already uses every core, and only one rotation is in memory
-    for p in plans:
-        with rotation_connection(folder / rotation_dir(p.seed) / "tables") as con:
-            plan = plan or plan_study(con, mutants, types)
-            per_rotation[f"seed_{p.seed}"] = study_rotation(con, f"seed_{p.seed}", by_id, plan)
-    return summarize_study(prepared, tuple(by_id), per_rotation, threshold)
-
-
 def summarize_study(prepared: MutantSet, question_ids: tuple[str, ...],
                     per_rotation: dict[str, dict[Mutant, bool | None]], threshold: float = 0.01) -> dict:
     """The manifest's ``near_miss_study`` for ``question_ids`` (each of their mutants must have an
@@ -630,4 +607,4 @@ def study_markdown(study: dict) -> str:
 
 
 __all__ = ["OPERATORS", "Mutant", "MutantSet", "StudyPlan", "build_mutants", "mutants_of", "plan_study",
-           "prepare_mutants", "run_study", "study_markdown", "study_rotation", "summarize_study"]
+           "prepare_mutants", "study_markdown", "study_rotation", "summarize_study"]

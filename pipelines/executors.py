@@ -1,7 +1,9 @@
 """The executor that runs a pack's steps, chosen by name so a distributed one can be swapped in.
 
-``multiprocess`` (default) runs independent steps (the rotations of a pack) in parallel processes
-on this machine; ``in_process`` runs them one after another in the run's process (debugging);
+``in_process`` (default) runs the steps one after another in the run's process, where the engine
+uses both cores inside each step (DuckDB's threads, two query cursors); ``multiprocess`` runs
+independent steps (the rotations of a pack) in parallel processes on this machine, which pays for
+its ~2 s per step only when rotations are large;
 ``dask`` (the ``dask`` extra: ``pip install -e '.[dask]'``) runs every step as a task on a
 ``dask.distributed`` cluster: the scheduler at ``$EVALPACK_DASK_SCHEDULER`` when that is set (an
 existing cluster: a laptop's, or one on Kubernetes), else a ``LocalCluster`` started for the run.
@@ -239,8 +241,9 @@ EXECUTORS: dict[str, Callable[[], ExecutorDefinition]] = {
 
 
 def executor(name: str | None = None) -> ExecutorDefinition:
-    """The executor called ``name`` (default: ``$EVALPACK_EXECUTOR``, else ``multiprocess``)."""
-    name = name or os.environ.get("EVALPACK_EXECUTOR", "multiprocess")
+    """The executor called ``name`` (default: ``$EVALPACK_EXECUTOR``, else ``in_process``: see the README, which
+    measures both; a step process costs about 2 s to start, more than a rotation of the example specs takes)."""
+    name = name or os.environ.get("EVALPACK_EXECUTOR", "in_process")
     try:
         return EXECUTORS[name]()
     except KeyError:

@@ -27,7 +27,7 @@ TRUE = {"1", "true", "yes", "on"}
 def evalpack_resource() -> EvalpackResource:
     return EvalpackResource(
         schemas_dir=os.environ.get("EVALPACK_SCHEMAS_DIR", str(REPO / "schemas")),
-        packs_dir=os.environ.get("EVALPACK_PACKS_DIR", str(REPO / "packs")),
+        packs_dir=os.environ.get("EVALPACK_PACKS_DIR", str(REPO / "packs" / "dagster")),
         signing_key=os.environ.get("EVALPACK_SIGNING_KEY") or None,
         public_key=os.environ.get("EVALPACK_PUBLIC_KEY") or None,
     )

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import importlib
 import json
 import os
 import shutil
@@ -41,7 +42,7 @@ from pipelines.sensors import spec_file_sensor
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMAS = ROOT / "schemas"
 EPOCH = "1767225600"  # 2026-01-01T00:00:00Z: fixes the attestation's times (SOURCE_DATE_EPOCH)
-STAGES = ["spec", "rotation_tables", "questions", "verification", "near_miss", "certificate", "attestation", "pack"]
+STAGES = ["spec", "questions", "rotations", "verification", "certificate", "attestation", "pack"]
 
 
 # --------------------------------------------------------------------------- helpers
@@ -123,17 +124,20 @@ def test_asset_graph_is_one_chain_of_stages_partitioned_by_pack():
     assert set(STAGES) <= keys
     parents = {name: {p.to_user_string() for p in graph.get(AssetKey(name)).parent_keys} for name in STAGES}
     assert parents == {
-        "spec": set(), "rotation_tables": {"spec"}, "questions": {"spec"},
-        "verification": {"spec", "questions", "rotation_tables"}, "near_miss": {"spec", "verification"},
-        "certificate": {"spec", "rotation_tables", "verification", "near_miss"},
+        "spec": set(), "questions": {"spec"}, "rotations": {"spec", "questions"},
+        "verification": {"spec", "questions", "rotations"},
+        "certificate": {"spec", "questions", "rotations", "verification"},
         "attestation": {"spec", "certificate"}, "pack": {"attestation"},
     }
+    # one step per rotation, and it is the engine's per-rotation unit
+    rotation_ops = {n.definition.name for n in graph.get(AssetKey("rotations")).assets_def.node_def.nodes}
+    assert rotation_ops == {"rotation_seeds", "check_rotation", "collect_rotations"}
     for name in STAGES:
         assert graph.get(AssetKey(name)).partitions_def.name == "packs"
     blocking = {c.name for c in graph.asset_check_keys if graph.get_check_spec(c).blocking}
     assert blocking == {"rotations_hold_the_answer_key", "shipped_questions_verify_on_every_rotation",
                         "attestation_verifies"}
-    assert defs.resolve_job_def("build_pack").executor_def.name == "multiprocess"
+    assert defs.resolve_job_def("build_pack").executor_def.name == "in_process"
 
 
 def test_pack_keys_cannot_leave_the_schemas_or_packs_folder():
@@ -186,7 +190,7 @@ def test_materialising_every_asset_gives_the_pack_evalpack_build_gives(instance,
     # what the UI shows
     spec_sha = hashlib.sha256((SCHEMAS / "retail.yaml").read_bytes()).hexdigest()
     assert done["spec"].tags["dagster/data_version"] == f"{spec_sha}+seed=42+rotations=3"
-    tables = done["rotation_tables"].metadata
+    tables = done["rotations"].metadata
     assert tables["rows_per_table"].value == {r: {"customers": 2000, "orders": 40000}
                                               for r in ("seed_42", "seed_43", "seed_44")}
     assert "orders.amount" in {c.name for c in tables["dagster/column_schema"].schema.columns}
@@ -195,26 +199,60 @@ def test_materialising_every_asset_gives_the_pack_evalpack_build_gives(instance,
     manifest = json.loads((pack / "manifest.json").read_text())
     assert verification["shipped"].value == manifest["questions"]["shipped"]
     assert "| **all** |" in verification["by_kind"].value
-    assert "| operator |" in done["near_miss"].metadata["near_miss"].value
+    assert "| operator |" in verification["near_miss"].value
+    assert verification["mutants_run"].value == manifest["near_miss_study"]["mutants_run"]
     assert done["certificate"].metadata["audit_findings"].value >= 0
     assert done["pack"].metadata["path"].value == str(pack)
+
+
+@pytest.mark.slow
+def test_the_readme_headless_command_builds_on_a_fresh_dagster_home(tmp_path):
+    """README: `export DAGSTER_HOME=...; python -m pipelines.run retail` on a folder Dagster has never seen, then
+    `dagster job execute ... --tags '{"dagster/partition": "retail"}'` as written, on the same instance."""
+    home, packs = tmp_path / "fresh_home", tmp_path / "dagster_packs"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DAGSTER_", "EVALPACK_"))}
+    env.update({"DAGSTER_HOME": str(home), "EVALPACK_PACKS_DIR": str(packs), "SOURCE_DATE_EPOCH": EPOCH})
+    done = subprocess.run([sys.executable, "-m", "pipelines.run", "retail", "--rotations", "2"], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "built retail: run " in done.stdout and str(packs / "retail") in done.stdout
+    verified = subprocess.run([sys.executable, "-m", "evalpack.cli", "verify", str(packs / "retail")], cwd=ROOT,
+                              env=env, capture_output=True, text=True, timeout=300)
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+
+    again = subprocess.run([sys.executable, "-m", "dagster", "job", "execute", "-m", "pipelines.definitions", "-a",
+                            "defs", "-j", "build_pack", "--tags", '{"dagster/partition": "retail"}'], cwd=ROOT,
+                           env=env, capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+    assert sorted(p.name for p in (packs / "retail" / "rotations").iterdir()) == ["seed_42", "seed_43", "seed_44"]
+
+    broken = subprocess.run([sys.executable, "-m", "pipelines.run", "nosuchpack"], cwd=ROOT, env=env,
+                            capture_output=True, text=True, timeout=300)
+    assert broken.returncode == 2 and "nosuchpack.yaml" in broken.stderr and "Traceback" not in broken.stderr
 
 
 # --------------------------------------------------------------------------- blocking checks
 
 
-def test_a_rotation_corrupted_after_generation_fails_the_blocking_check_and_stops_the_pack(instance, tmp_path):
-    first = build(instance, tmp_path, selection=["spec", "rotation_tables"], rotations=3)
-    assert first.success and sorted(materialized(first)) == ["rotation_tables", "spec"]
-    work = tmp_path / "packs" / ".work" / "retail"
-    add_one_to_an_amount(work / "rotations" / "seed_43" / "tables" / "orders.parquet")
+def test_a_rotation_corrupted_after_generation_fails_the_blocking_check_and_stops_the_pack(instance, tmp_path,
+                                                                                         monkeypatch):
+    module = importlib.import_module("assets.rotations")  # `assets.rotations` is also the asset's name
+    write = module.write_rotation
 
-    rest = build(instance, tmp_path, selection=STAGES[2:], rotations=3)
-    assert not rest.success
-    verdict = checks(rest)["rotations_hold_the_answer_key"]
+    def write_then_corrupt(spec, plan, folder):
+        rows = write(spec, plan, folder)
+        if plan.seed == 43:  # what a faulty writer or disk would do, between writing and checking
+            add_one_to_an_amount(folder / "rotations" / "seed_43" / "tables" / "orders.parquet")
+        return rows
+
+    monkeypatch.setattr(module, "write_rotation", write_then_corrupt)
+    result = build(instance, tmp_path, rotations=3)
+    assert not result.success
+    verdict = checks(result)["rotations_hold_the_answer_key"]
     assert not verdict.passed
     assert verdict.metadata["rotations_affected"].value == ["seed_43"]
-    assert sorted(materialized(rest)) == ["questions", "verification"]  # nothing downstream of the check
+    assert sorted(materialized(result)) == ["questions", "rotations", "spec", "verification"]  # nothing after it
+    work = tmp_path / "packs" / ".work" / "retail"
     assert not (tmp_path / "packs" / "retail").exists()
     assert not (work / "questions.jsonl").exists() and not (work / "attestation.intoto.json").exists()
 
@@ -229,9 +267,22 @@ def test_a_rotation_corrupted_after_verification_fails_the_pack_check_before_att
     assert not rest.success
     verdict = checks(rest)["shipped_questions_verify_on_every_rotation"]
     assert not verdict.passed and "seed_42=" in verdict.metadata["failures"].value
-    assert sorted(materialized(rest)) == ["certificate", "near_miss"]
+    assert sorted(materialized(rest)) == ["certificate"]
     assert not (work / "attestation.intoto.json").exists()
     assert not (tmp_path / "packs" / "retail").exists()
+
+
+def test_dagster_never_replaces_a_pack_evalpack_build_wrote(instance, tmp_path):
+    """A packs folder that holds CLI-built packs (no Dagster marker) is refused before anything is written."""
+    cli_pack = tmp_path / "packs" / "retail"
+    cli_pack.mkdir(parents=True)
+    (cli_pack / "manifest.json").write_text("{}")
+    result = build(instance, tmp_path, rotations=2)
+    assert not result.success
+    [failure] = [e for e in result.all_events if e.event_type_value == "STEP_FAILURE"]
+    assert "Dagster did not build" in failure.event_specific_data.user_failure_data.description
+    assert sorted(p.name for p in cli_pack.iterdir()) == ["manifest.json"]
+    assert EvalpackResource().packs_dir.endswith("packs/dagster")  # its own folder by default
 
 
 # --------------------------------------------------------------------------- sensor and schedule
@@ -291,6 +342,42 @@ def test_sensor_registers_new_specs_rebuilds_edited_ones_and_ignores_unchanged_o
     assert [r.partition_key for r in data.run_requests] == ["retail"]
     assert sha in data.run_requests[0].run_key
     assert data.run_requests[0].run_key != first_run_key
+
+
+def test_sensor_skips_an_invalid_spec_saying_where_and_registers_nothing(instance, tmp_path):
+    schemas = tmp_path / "schemas"
+    schemas.mkdir()
+    text = (SCHEMAS / "retail.yaml").read_text()
+    (schemas / "broken.yaml").write_text(text.replace("rows: 40000", "rows: lots"), encoding="utf-8")
+    assert "rows: lots" in (schemas / "broken.yaml").read_text()
+    data, added = tick(instance, schemas, None)
+    assert (added, data.run_requests) == ([], [])
+    assert f"{schemas / 'broken.yaml'}:" in data.skip_message and "rows" in data.skip_message
+    assert instance.get_dynamic_partitions("packs") == []
+    again, _ = tick(instance, schemas, data.cursor)  # still broken: still skipped, still saying why
+    assert again.run_requests == [] and again.skip_message == data.skip_message
+    (schemas / "broken.yaml").write_text(text, encoding="utf-8")  # fixed: registered and built
+    fixed, added = tick(instance, schemas, again.cursor)
+    assert added == ["broken"] and [r.partition_key for r in fixed.run_requests] == ["broken"]
+
+
+@pytest.mark.slow
+def test_turning_the_sensor_on_again_rebuilds_nothing_that_is_current(instance, tmp_path):
+    """The sensor is turned on (a first tick, no cursor), its build runs, and it is turned off and on again: the
+    new first tick finds every pack built from its spec's current bytes and starts nothing; an edit still rebuilds."""
+    schemas = tmp_path / "schemas"
+    schemas.mkdir()
+    shutil.copy(SCHEMAS / "retail.yaml", schemas)
+    data, added = tick(instance, schemas, None)
+    assert added == ["retail"] and [r.partition_key for r in data.run_requests] == ["retail"]
+    assert build(instance, tmp_path).success  # the run the sensor asked for (same spec bytes, no overrides)
+
+    for _ in range(2):  # turned on again, with its cursor lost, twice
+        data, added = tick(instance, schemas, None)
+        assert (added, data.run_requests) == ([], [])
+    (schemas / "retail.yaml").write_text((SCHEMAS / "retail.yaml").read_text() + "# edited\n")
+    data, _ = tick(instance, schemas, data.cursor)
+    assert [r.partition_key for r in data.run_requests] == ["retail"]
 
 
 def test_weekly_schedule_rebuilds_every_registered_pack_with_a_spec(instance, tmp_path):

@@ -30,13 +30,13 @@ from dagster import (
     materialize,
 )
 from dagster._core.definitions.metadata import UrlMetadataValue
-from dagster_duckdb import DuckDBResource
 from fakehub import FakeHub, client_env, git_blob_sha1
 from test_dagster import add_one_to_an_amount
 
 from assets import ALL_ASSETS, ALL_CHECKS, EvalpackResource
-from assets.publish import HUB_GROUP, HubResource, hub_release
+from assets.publish import HUB_GROUP, HubResource
 from pipelines.definitions import defs
+from pipelines.jobs import publish_pack
 from pipelines.resources import hub_resource
 from pipelines.schedules import weekly_rebuild
 from pipelines.sensors import spec_file_sensor
@@ -192,46 +192,59 @@ def test_releasing_the_same_pack_again_sends_no_commit(hub, deployment, released
     assert stored_with(deployment["home"], hub.token) == []
 
 
-# --------------------------------------------------------------------------- in one run: the blocking checks first
+# --------------------------------------------------------------------------- a failed build publishes nothing
 
 
-def test_a_failing_blocking_check_stops_the_release_before_any_request(hub, tmp_path):
-    """Build and release in one run: a rotation corrupted after generation fails rotations_hold_the_answer_key,
-    so neither pack nor hub_release materialises and nothing reaches the Hub."""
+def test_a_failing_blocking_check_leaves_nothing_to_release(hub, tmp_path, monkeypatch):
+    """A rotation corrupted between writing and checking fails rotations_hold_the_answer_key, so no pack is
+    finished; publish_pack then refuses, saying to build first, and nothing reaches the Hub."""
+    import importlib
+
+    module = importlib.import_module("assets.rotations")
+    write = module.write_rotation
+
+    def write_then_corrupt(spec, plan, folder):
+        rows = write(spec, plan, folder)
+        if plan.seed == 43:
+            add_one_to_an_amount(folder / "rotations" / "seed_43" / "tables" / "orders.parquet")
+        return rows
+
+    monkeypatch.setattr(module, "write_rotation", write_then_corrupt)
     resources = {"evalpack": EvalpackResource(schemas_dir=str(SCHEMAS), packs_dir=str(tmp_path / "packs")),
-                 "duckdb": DuckDBResource(database=":memory:"),
                  "io_manager": FilesystemIOManager(base_dir=str(tmp_path / "io")),
                  "hub": HubResource(repo="tester/blocked", token=hub.token, endpoint=hub.url)}
-    everything = [*ALL_ASSETS, hub_release, *ALL_CHECKS]
     config = {"ops": {"spec": {"config": {"rotations": 2}}}}
+    hub.clear_requests()
     with instance_for_test() as instance:
         instance.add_dynamic_partitions("packs", ["retail"])
-        first = materialize(everything, selection=["spec", "rotation_tables"], instance=instance,
-                            partition_key="retail", resources=resources, run_config=config)
-        assert first.success
-        add_one_to_an_amount(tmp_path / "packs" / ".work" / "retail" / "rotations" / "seed_43" / "tables" /
-                             "orders.parquet")
-        hub.clear_requests()
-        rest = materialize(everything, selection=["questions", "verification", "near_miss", "certificate",
-                                                  "attestation", "pack", "hub_release"],
-                           instance=instance, partition_key="retail", resources=resources, raise_on_error=False)
-    assert not rest.success
-    failed = [e.event_specific_data for e in rest.all_events if e.event_type_value == "ASSET_CHECK_EVALUATION"]
-    assert [c.check_name for c in failed if not c.passed] == ["rotations_hold_the_answer_key"]
-    done = {e.asset_key.to_user_string() for e in rest.get_asset_materialization_events()}
-    assert done == {"questions", "verification"}
+        built = materialize([*ALL_ASSETS, *ALL_CHECKS], instance=instance, partition_key="retail",
+                            resources=resources, run_config=config, raise_on_error=False)
+        assert not built.success
+        failed = [e.event_specific_data for e in built.all_events if e.event_type_value == "ASSET_CHECK_EVALUATION"]
+        assert [c.check_name for c in failed if not c.passed] == ["rotations_hold_the_answer_key"]
+        assert "pack" not in {e.asset_key.to_user_string() for e in built.get_asset_materialization_events()}
+        release = publish_pack.execute_in_process(instance=instance, partition_key="retail", resources=resources,
+                                                  raise_on_error=False)
+    assert not release.success
+    [failure] = [e for e in release.all_events if e.event_type_value == "STEP_FAILURE"]
+    assert "no finished pack" in failure.event_specific_data.user_failure_data.description
     assert hub.requests == [] and ("dataset", "tester/blocked") not in hub.repos
 
 
 # --------------------------------------------------------------------------- wiring and configuration (no network)
 
 
-def test_hub_release_is_its_own_job_downstream_of_pack():
+def test_hub_release_is_its_own_job_downstream_of_pack_and_no_materialize_button_runs_it():
     graph = defs.resolve_asset_graph()
     node = graph.get(AssetKey("hub_release"))
     assert {k.to_user_string() for k in node.parent_keys} == {"pack"}
     assert node.partitions_def.name == "packs" and node.group_name == HUB_GROUP
-    assert set(defs.resolve_job_def("publish_pack").asset_layer.selected_asset_keys) == {AssetKey("hub_release")}
+    # "Materialize all" materialises what is materialisable: hub_release is not; only publish_pack records it
+    assert not node.is_materializable
+    assert AssetKey("hub_release") not in graph.materializable_asset_keys
+    job = defs.resolve_job_def("publish_pack")
+    assert [n.definition.name for n in job.graph.nodes] == ["release_to_hub"]
+    assert job.partitions_def.name == "packs"
     build = defs.resolve_job_def("build_pack").asset_layer.selected_asset_keys
     assert AssetKey("pack") in build and AssetKey("hub_release") not in build
     assert spec_file_sensor.job_name == weekly_rebuild.job_name == "build_pack"  # automation never publishes
@@ -260,13 +273,13 @@ def test_the_hub_resource_is_read_from_the_environment(monkeypatch):
 
 def test_without_a_repo_the_release_fails_saying_what_to_set(hub, tmp_path):
     resources = {"evalpack": EvalpackResource(schemas_dir=str(SCHEMAS), packs_dir=str(tmp_path / "packs")),
-                 "duckdb": DuckDBResource(database=":memory:"), "hub": HubResource(endpoint=hub.url)}
+                 "hub": HubResource(endpoint=hub.url)}
     hub.clear_requests()
     with instance_for_test() as instance:
         instance.add_dynamic_partitions("packs", ["retail"])
-        result = materialize([*ALL_ASSETS, hub_release], selection=["hub_release"], instance=instance,
-                             partition_key="retail", resources=resources, raise_on_error=False)
+        result = publish_pack.execute_in_process(instance=instance, partition_key="retail", resources=resources,
+                                                 raise_on_error=False)
     assert not result.success
     [failure] = [e for e in result.all_events if e.event_type_value == "STEP_FAILURE"]
-    assert "EVALPACK_HUB_REPO" in failure.event_specific_data.error.message
+    assert "EVALPACK_HUB_REPO" in failure.event_specific_data.user_failure_data.description
     assert hub.requests == []

@@ -26,7 +26,7 @@ from evalpack.build import build_pack
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMAS = ROOT / "schemas"
 EPOCH = "1767225600"  # 2026-01-01T00:00:00Z: fixes the attestation's times (SOURCE_DATE_EPOCH)
-ROTATIONS = [f"rotation_tables.write_rotation_tables[seed_{s}]" for s in (42, 43, 44)]
+ROTATIONS = [f"rotations.check_rotation[seed_{s}]" for s in (42, 43, 44)]
 
 
 def files_of(folder: Path) -> dict[str, bytes]:

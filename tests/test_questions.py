@@ -18,8 +18,8 @@ from conftest import build_variant
 from evalpack.build import links_of, verify_pack_tables
 from evalpack.plan import plan_pack
 from evalpack.questions import Question, derive_questions
-from evalpack.scoring import connect_tables
 from evalpack.spec import load_spec
+from evalpack.tables import connect_tables
 from evalpack.verify import Link, check_question, exclude_orphans, live_links, orphan_key_tables
 
 SCHEMAS = Path(__file__).resolve().parents[1] / "schemas"
@@ -256,14 +256,14 @@ def test_no_question_ships_is_exit_1(tmp_path, monkeypatch):
     from evalpack import build as build_module
     from evalpack.cli import main
 
-    original = build_module.check_rotations
+    original = build_module.check_rotation
 
-    def without_tables(spec, plans, questions, folder, prepared):
+    def without_tables(spec, derived, folder, seed):
         for path in folder.rglob("*.parquet"):
             path.unlink()  # every gold SQL now errors
-        return original(spec, plans, questions, folder, prepared)
+        return original(spec, derived, folder, seed)
 
-    monkeypatch.setattr(build_module, "check_rotations", without_tables)
+    monkeypatch.setattr(build_module, "check_rotation", without_tables)
     code = main(["build", str(SCHEMAS / "retail.yaml"), "-o", str(tmp_path / "out"), "--jobs", "1"])
     assert code == 1
     assert list(tmp_path.iterdir()) == []

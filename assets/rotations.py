@@ -1,13 +1,16 @@
-"""Stage 2: every rotation's tables, one step per rotation (parallel under the multiprocess executor).
+"""Stage 3: every rotation, one step each: its tables written, then its checks (the engine's per-rotation unit).
 
-``rotation_tables`` is a graph-backed asset: ``rotation_seeds`` opens a fresh working folder and fans
-out one dynamic step per seed of the spec, ``write_rotation_tables`` plans and writes that rotation
-with the engine, and ``rotation_rows`` collects the rows written per table per rotation. The number
-of rotations comes from the spec (or the run's override), so it cannot be a static partition
-dimension; a dynamic fan-out gives one step per rotation for any spec.
+``rotations`` is a graph-backed asset: ``rotation_seeds`` opens a fresh working folder and fans out
+one dynamic step per seed of the spec; ``check_rotation`` writes that rotation's tables and runs
+``evalpack.build.check_rotation`` on them (verification's golden checks, the audit's checks, the
+near-miss mutants, on one connection), exactly what ``evalpack build`` runs per rotation; and
+``collect_rotations`` gathers the results in seed order. The number of rotations comes from the
+spec (or the run's override), so it cannot be a static partition dimension; a dynamic fan-out
+gives one step per rotation for any spec.
 """
 
 import shutil
+from dataclasses import dataclass
 
 from dagster import (
     DynamicOut,
@@ -22,12 +25,20 @@ from dagster import (
 )
 
 from assets.common import CODE_VERSION, GROUP, PACKS, EvalpackResource
+from evalpack.build import Derived, RotationCheck, check_rotation
 from evalpack.generate import arrow_schema
-from evalpack.plan import plan_rotation
 from evalpack.spec import Spec
 from evalpack.tables import rotation_dir, write_rotation
 
 Rows = dict[str, dict[str, int]]  # rotation folder (seed_42) -> table -> rows written
+
+
+@dataclass(frozen=True)
+class Rotation:
+    """One rotation's step: the rows written per table and what its checks found."""
+
+    rows: dict[str, int]
+    check: RotationCheck
 
 
 def column_schema(spec: Spec) -> TableSchema:
@@ -55,6 +66,7 @@ def rows_markdown(rows: Rows) -> str:
 
 @op(out=DynamicOut(int), description="A fresh working folder for the pack, then one output per rotation seed.")
 def rotation_seeds(context: OpExecutionContext, spec: Spec, evalpack: EvalpackResource):
+    evalpack.claim_packs_dir()
     work = evalpack.work_dir(context.partition_key)
     if work.exists():
         shutil.rmtree(work)
@@ -65,23 +77,29 @@ def rotation_seeds(context: OpExecutionContext, spec: Spec, evalpack: EvalpackRe
         yield DynamicOutput(seed, mapping_key=f"seed_{seed}")
 
 
-@op(description="Plan one rotation and write its tables (Parquet and CSV) into the working folder.")
-def write_rotation_tables(context: OpExecutionContext, spec: Spec, seed: int,
-                          evalpack: EvalpackResource) -> tuple[str, dict[str, int]]:
+@op(name="check_rotation", description="Write one rotation's tables (Parquet and CSV), then run the engine's "
+                                       "per-rotation checks on them: verification, audit, near-miss mutants.")
+def rotation_step(context: OpExecutionContext, spec: Spec, questions: Derived, seed: int,
+                  evalpack: EvalpackResource) -> Rotation:
     work = evalpack.require_work_dir(context.partition_key)
-    plan = plan_rotation(spec, seed)
+    plan = questions.plan(seed)
     for warning in plan.warnings:
         context.log.warning(f"seed_{seed}: {warning}")
     rows = write_rotation(spec, plan, work)
     context.log.info(f"seed_{seed}: " + ", ".join(f"{t} {n:,} rows" for t, n in rows.items()))
-    return f"seed_{seed}", rows
+    checked = check_rotation(spec, questions, work, seed)
+    passed = sum(o.passed for o in checked.observations)
+    context.log.info(f"seed_{seed}: {passed}/{len(checked.observations)} questions pass the golden checks; "
+                     f"{len(checked.outcomes)} near-miss mutants run")
+    return Rotation(rows, checked)
 
 
-@op(description="Rows written per table per rotation, in seed order, with the tables' schema.")
-def rotation_rows(context: OpExecutionContext, spec: Spec, written: list,
-                  evalpack: EvalpackResource) -> Output[dict]:
-    by_rotation = dict(written)
-    rows: Rows = {f"seed_{s}": by_rotation[f"seed_{s}"] for s in spec.seeds()}
+@op(description="Every rotation's result in seed order, with the rows written and the tables' schema.")
+def collect_rotations(context: OpExecutionContext, spec: Spec, results: list,
+                      evalpack: EvalpackResource) -> Output[list]:
+    by_rotation = {r.check.rotation: r for r in results}
+    ordered = [by_rotation[f"seed_{s}"] for s in spec.seeds()]
+    rows: Rows = {r.check.rotation: r.rows for r in ordered}
     work = evalpack.require_work_dir(context.partition_key)
     files = sorted(p for s in spec.seeds() for p in (work / rotation_dir(s) / "tables").iterdir())
     metadata = {
@@ -95,11 +113,11 @@ def rotation_rows(context: OpExecutionContext, spec: Spec, written: list,
         "bytes": sum(p.stat().st_size for p in files),
     }
     metadata.update({f"schema/{t.name}": table_schema(spec, t) for t in spec.tables})
-    return Output(rows, metadata=metadata)
+    return Output(ordered, metadata=metadata)
 
 
-@graph_asset(partitions_def=PACKS, group_name=GROUP, code_version=CODE_VERSION, kinds={"parquet", "csv"})
-def rotation_tables(spec: Spec) -> dict:
-    """Every rotation's tables under ``rotations/seed_<n>/tables/``: one step per rotation, run in parallel."""
-    written = rotation_seeds(spec).map(lambda seed: write_rotation_tables(spec, seed))
-    return rotation_rows(spec, written.collect())
+@graph_asset(partitions_def=PACKS, group_name=GROUP, code_version=CODE_VERSION, kinds={"parquet", "csv", "duckdb"})
+def rotations(spec: Spec, questions: Derived) -> list:
+    """Every rotation's tables under ``rotations/seed_<n>/tables/`` and its checks: one step per rotation."""
+    results = rotation_seeds(spec).map(lambda seed: rotation_step(spec, questions, seed))
+    return collect_rotations(spec, results.collect())
