@@ -74,7 +74,7 @@ class EvalpackResource(ConfigurableResource):
     def require_work_dir(self, pack: str) -> Path:
         work = self.work_dir(pack)
         if not work.is_dir():
-            raise FileNotFoundError(f"{work}: no working folder for pack {pack!r}; materialise rotation_tables "
+            raise FileNotFoundError(f"{work}: no working folder for pack {pack!r}; materialise rotations "
                                     "(or the whole build_pack job) for this partition first")
         return work
 

@@ -1,9 +1,9 @@
 """Hugging Face publishing for evalpack packs: Hub layout, dataset card, upload, version tags.
 
 Layer 2 of ARCHITECTURE.md: imports the engine (``evalpack``), never the reverse. Importing this
-package does not import huggingface_hub; only uploading needs it (``pip install 'evalpack[hub]'``).
+package does not import huggingface_hub (a dependency of evalpack); only uploading imports it.
 
-For code (the Dagster publish asset)::
+For code (the Dagster ``publish_pack`` job)::
 
     from publish import publish_pack
     result = publish_pack(Path("packs/retail"), "owner/retail-evalpack")   # token: HF_TOKEN or login

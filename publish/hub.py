@@ -73,7 +73,8 @@ def resolve_token(token: str | None = None) -> str:
     try:
         from huggingface_hub import get_token
     except ImportError as exc:
-        raise PublishError(f"publishing needs huggingface_hub: pip install 'evalpack[hub]' ({exc})") from exc
+        raise PublishError(f"publishing needs huggingface_hub, a dependency of evalpack: reinstall evalpack "
+                           f"(pip install -e .) ({exc})") from exc
     found = get_token()
     if not found:
         raise PublishError("no Hugging Face token: set HF_TOKEN or run `hf auth login` with a token that can write "
@@ -126,7 +127,8 @@ def upload_layout(layout: HubLayout, *, token: str, private: bool = False, log: 
         from huggingface_hub import CommitOperationAdd, CommitOperationDelete, HfApi
         from huggingface_hub.errors import HfHubHTTPError
     except ImportError as exc:
-        raise PublishError(f"publishing needs huggingface_hub: pip install 'evalpack[hub]' ({exc})") from exc
+        raise PublishError(f"publishing needs huggingface_hub, a dependency of evalpack: reinstall evalpack "
+                           f"(pip install -e .) ({exc})") from exc
     try:
         import httpx2
 

@@ -149,6 +149,16 @@ def test_pack_keys_cannot_leave_the_schemas_or_packs_folder():
             settings.work_dir(key)
 
 
+def test_only_the_dask_executor_uses_private_dagster_names_and_only_when_chosen():
+    sources = [p for folder in ("evalpack", "assets", "pipelines", "publish") for p in (ROOT / folder).rglob("*.py")]
+    private = sorted(p.relative_to(ROOT).as_posix() for p in sources if "dagster._" in p.read_text())
+    assert private == ["pipelines/dask_executor.py"]
+    env = {k: v for k, v in os.environ.items() if k != "EVALPACK_EXECUTOR"}
+    code = "import sys, pipelines.definitions; print('pipelines.dask_executor' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert done.stdout.strip() == "False", done.stderr
+
+
 def test_executor_is_chosen_by_name():
     assert executor("in_process").name == "in_process"
     assert executor("multiprocess").name == "multiprocess"
