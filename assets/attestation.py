@@ -17,9 +17,8 @@ from assets.certificate import certificate
 from assets.common import CODE_VERSION, GROUP, PACKS, EvalpackResource, pack_check
 from assets.spec import spec as spec_asset
 from evalpack import attest
+from evalpack.layout import PackLayout
 from evalpack.spec import Spec
-
-ATTESTATION = "attestation.intoto.json"
 
 
 def build_started(context: AssetExecutionContext) -> dt.datetime:
@@ -39,7 +38,7 @@ def attestation(context: AssetExecutionContext, spec: Spec, evalpack: EvalpackRe
     key = evalpack.signing_key_path()
     attest.write_attestation(folder, spec, started=build_started(context), finished=attest.now_utc(),
                              signing_key=key)
-    path = folder / ATTESTATION
+    path = PackLayout(folder).attestation
     metadata = {"folder": MetadataValue.path(str(folder)), "signed": key is not None}
     if path.is_file():
         data = path.read_bytes()

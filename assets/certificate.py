@@ -1,7 +1,6 @@
 """Stage 5: questions.jsonl, certificate.json, manifest.json, README.md (the dataset card) and verify.py, written
 from the verified results."""
 
-import json
 from pathlib import Path
 
 from dagster import (
@@ -14,11 +13,12 @@ from dagster import (
 )
 
 from assets.common import CODE_VERSION, GROUP, PACKS, EvalpackResource, pack_check
+from evalpack import layout
 from evalpack.build import Checked, Derived, pack_findings, write_pack_files
 from evalpack.scoring import run_gold
 from evalpack.spec import Spec
 
-PACK_FILES = ("questions.jsonl", "certificate.json", "manifest.json", "README.md", "verify.py")
+PACK_FILES = (layout.QUESTIONS, layout.CERTIFICATE, layout.MANIFEST, layout.CARD, layout.SCORER)
 
 
 def files_markdown(folder: Path, names: tuple[str, ...]) -> str:
@@ -48,8 +48,7 @@ def certificate(context: AssetExecutionContext, spec: Spec, questions: Derived, 
     rows = {r.check.rotation: r.rows for r in rotations}
     write_pack_files(folder, spec, questions.plans, verification.verdicts, rows, verification.near_miss)
     findings = pack_findings(folder, verification)  # the audit `evalpack build` prints
-    cert = json.loads((folder / "certificate.json").read_text(encoding="utf-8"))
-    manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
+    cert, manifest = layout.PackLayout(folder).read_certificate(), layout.PackLayout(folder).read_manifest()
     return MaterializeResult(metadata={
         "folder": MetadataValue.path(str(folder)),
         "files": MetadataValue.md(files_markdown(folder, PACK_FILES)),

@@ -9,6 +9,7 @@ from dagster import AssetExecutionContext, MaterializeResult, MetadataValue, ass
 from assets.attestation import attestation
 from assets.common import CODE_VERSION, GROUP, PACKS, EvalpackResource
 from evalpack.build import publish_dir
+from evalpack.layout import PackLayout
 
 
 @asset(partitions_def=PACKS, group_name=GROUP, code_version=CODE_VERSION, kinds={"folder"}, deps=[attestation])
@@ -24,5 +25,5 @@ def pack(context: AssetExecutionContext, evalpack: EvalpackResource) -> Material
         "path": MetadataValue.path(str(out)),
         "files": len(files),
         "bytes": sum(p.stat().st_size for p in files),
-        "questions": sum(1 for line in (out / "questions.jsonl").read_text(encoding="utf-8").splitlines() if line),
+        "questions": len(PackLayout(out).read_records()),
     })

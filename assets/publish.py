@@ -25,6 +25,7 @@ from pydantic import Field
 
 from assets.common import PACKS, EvalpackResource
 from assets.pack import pack
+from evalpack.layout import PackLayout
 from publish import PackRefused, PublishError, PublishResult, publish_pack
 
 HUB_GROUP = "hub"
@@ -85,7 +86,7 @@ def release_to_hub(context: OpExecutionContext, evalpack: EvalpackResource, hub:
     key = context.partition_key
     repo = hub.repo_for(key)
     folder = evalpack.pack_dir(key)
-    if not (folder / "manifest.json").is_file():
+    if not PackLayout(folder).manifest.is_file():
         raise Failure(description=f"{folder}: no finished pack {key!r}; run build_pack for this partition first "
                                   "(the pack asset writes it once every blocking check passed)", allow_retries=False)
     context.log.info(f"publishing {folder} to {repo}" + (" (private)" if hub.private else ""))

@@ -23,12 +23,14 @@ from dagster import (
     graph_asset,
     op,
 )
+from dagster_duckdb import DuckDBResource
 
 from assets.common import CODE_VERSION, GROUP, PACKS, EvalpackResource
 from evalpack.build import Derived, RotationCheck, check_rotation
 from evalpack.generate import arrow_schema
+from evalpack.layout import ROTATIONS, PackLayout, rotation_name
 from evalpack.spec import Spec
-from evalpack.tables import rotation_dir, write_rotation
+from evalpack.tables import write_rotation
 
 Rows = dict[str, dict[str, int]]  # rotation folder (seed_42) -> table -> rows written
 
@@ -72,24 +74,25 @@ def rotation_seeds(context: OpExecutionContext, spec: Spec, evalpack: EvalpackRe
         shutil.rmtree(work)
     work.mkdir(parents=True)
     work.chmod(0o755)
-    context.log.info(f"working folder {work}; rotations {[f'seed_{s}' for s in spec.seeds()]}")
+    context.log.info(f"working folder {work}; rotations {list(spec.rotation_names())}")
     for seed in spec.seeds():
-        yield DynamicOutput(seed, mapping_key=f"seed_{seed}")
+        yield DynamicOutput(seed, mapping_key=rotation_name(seed))
 
 
 @op(name="check_rotation", description="Write one rotation's tables (Parquet and CSV), then run the engine's "
                                        "per-rotation checks on them: verification, audit, near-miss mutants.")
 def rotation_step(context: OpExecutionContext, spec: Spec, questions: Derived, seed: int,
-                  evalpack: EvalpackResource) -> Rotation:
+                  evalpack: EvalpackResource, duckdb: DuckDBResource) -> Rotation:
     work = evalpack.require_work_dir(context.partition_key)
     plan = questions.plan(seed)
     for warning in plan.warnings:
-        context.log.warning(f"seed_{seed}: {warning}")
+        context.log.warning(f"{plan.rotation}: {warning}")
     rows = write_rotation(spec, plan, work)
-    context.log.info(f"seed_{seed}: " + ", ".join(f"{t} {n:,} rows" for t, n in rows.items()))
-    checked = check_rotation(spec, questions, work, seed)
+    context.log.info(f"{plan.rotation}: " + ", ".join(f"{t} {n:,} rows" for t, n in rows.items()))
+    with duckdb.get_connection() as con:  # the engine loads the rotation into it, with its own limits
+        checked = check_rotation(spec, questions, work, seed, con=con)
     passed = sum(o.passed for o in checked.observations)
-    context.log.info(f"seed_{seed}: {passed}/{len(checked.observations)} questions pass the golden checks; "
+    context.log.info(f"{plan.rotation}: {passed}/{len(checked.observations)} questions pass the golden checks; "
                      f"{len(checked.outcomes)} near-miss mutants run")
     return Rotation(rows, checked)
 
@@ -98,17 +101,17 @@ def rotation_step(context: OpExecutionContext, spec: Spec, questions: Derived, s
 def collect_rotations(context: OpExecutionContext, spec: Spec, results: list,
                       evalpack: EvalpackResource) -> Output[list]:
     by_rotation = {r.check.rotation: r for r in results}
-    ordered = [by_rotation[f"seed_{s}"] for s in spec.seeds()]
+    ordered = [by_rotation[name] for name in spec.rotation_names()]
     rows: Rows = {r.check.rotation: r.rows for r in ordered}
     work = evalpack.require_work_dir(context.partition_key)
-    files = sorted(p for s in spec.seeds() for p in (work / rotation_dir(s) / "tables").iterdir())
+    files = sorted(p for s in spec.seeds() for p in PackLayout(work).tables(s).iterdir())
     metadata = {
         "rows": MetadataValue.md(rows_markdown(rows)),
         "rows_per_table": MetadataValue.json(rows),
         "dagster/row_count": sum(n for counts in rows.values() for n in counts.values()),
         "dagster/column_schema": column_schema(spec),
         "rotations": MetadataValue.json(list(rows)),
-        "folder": MetadataValue.path(str(work / "rotations")),
+        "folder": MetadataValue.path(str(work / ROTATIONS)),
         "files": len(files),
         "bytes": sum(p.stat().st_size for p in files),
     }

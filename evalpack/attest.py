@@ -10,19 +10,19 @@ every check says UNSIGNED.
 ``SOURCE_DATE_EPOCH`` (reproducible builds) fixes the start and finish times and derives the invocation
 id from the build's inputs, so the same pack and the same key give byte-identical attestations.
 
-``evalpack verify PACK [--public-key KEY]`` checks the signature over the exact payload bytes, the
-payload type and statement type, re-hashes every subject, demands that the files on disk equal the
-subjects, then reruns every gold SQL.
+``evalpack verify PACK [--public-key KEY]`` runs the pack's one integrity check
+(:func:`evalpack.scoring.inspect_integrity`, the code every pack's ``verify.py`` and ``evalpack score``
+run too: signature over the exact payload bytes, payload, statement and predicate types, every subject
+re-hashed, the files on disk equal to the subjects), reports it line by line, then reruns every gold SQL.
+This module adds signing, keys and that reporting; it never re-implements a check.
 """
 
 from __future__ import annotations
 
-import binascii
 import datetime as dt
 import json
 import os
 import re
-import stat
 import subprocess
 import tempfile
 import uuid
@@ -34,24 +34,29 @@ from cryptography.exceptions import UnsupportedAlgorithm
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519
 from in_toto.models.metadata import Envelope
-from securesystemslib.exceptions import VerificationError
 from securesystemslib.signer import CryptoSigner, Signature, SSlibKey
 
 from evalpack import __version__
 from evalpack.errors import EvalpackError
-from evalpack.scoring import sha256_files
+from evalpack.layout import ATTESTATION, QUESTIONS
+from evalpack.scoring import (
+    PAYLOAD_TYPE,
+    PREDICATE_TYPE,
+    STATEMENT_TYPE,
+    UNSIGNED_NOTE,
+    InputError,
+    inspect_integrity,
+    pack_entries,
+    read_envelope,
+    run_gold,
+    sha256_files,
+)
 
-ATTESTATION = "attestation.intoto.json"
-PAYLOAD_TYPE = "application/vnd.in-toto+json"
-STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
-PREDICATE_TYPE = "https://slsa.dev/provenance/v1"
 BUILD_TYPE = "https://evalpack.dev/buildtypes/pack/v1"
 BUILDER_ID = "https://evalpack.dev/builder/evalpack"
 PRIVATE_KEY_FILE = "evalpack.key"
 PUBLIC_KEY_FILE = "evalpack.pub"
 ALGORITHMS = ("ed25519", "ecdsa-p256")
-
-_HEX = re.compile(r"[0-9a-f]{64}")
 
 
 # --------------------------------------------------------------------------- time
@@ -85,37 +90,14 @@ def rfc3339(moment: dt.datetime) -> str:
 # --------------------------------------------------------------------------- files and subjects
 
 
-def scan_pack(pack: Path) -> tuple[list[str], list[str]]:
-    """(regular files, other entries) of ``pack`` as sorted POSIX relative names, without the attestation.
-
-    Symlinks (to files or folders) and special files are "other": a pack holds regular files only.
-    """
-    pack = Path(pack)
-    files, other = [], []
-    for root, dirs, names in os.walk(pack, followlinks=False):
-        here = Path(root)
-        for name in list(dirs):
-            if (here / name).is_symlink():
-                dirs.remove(name)
-                other.append((here / name).relative_to(pack).as_posix())
-        for name in names:
-            path = here / name
-            rel = path.relative_to(pack).as_posix()
-            if rel == ATTESTATION:
-                continue
-            mode = os.lstat(path).st_mode
-            (files if stat.S_ISREG(mode) else other).append(rel)
-    return sorted(files), sorted(other)
-
-
 def subjects(pack: Path) -> list[dict[str, Any]]:
     """One in-toto subject per regular file of ``pack`` (sorted by name). Raises on symlinks/special files."""
     pack = Path(pack)
-    files, other = scan_pack(pack)
+    files, other = pack_entries(pack)
     if other:
         raise EvalpackError(f"{pack / other[0]}: not a regular file; a pack holds regular files only "
                             "(replace the link with a copy or remove it)")
-    digests = sha256_files([pack / name for name in files])
+    digests = sha256_files(list(files.values()))
     return [{"name": name, "digest": {"sha256": digest}} for name, digest in zip(files, digests)]
 
 
@@ -243,25 +225,6 @@ def load_signer(path: str | Path) -> PackSigner:
         raise EvalpackError(f"{path}: not a PEM private key ({exc}); make one with `evalpack keygen DIR`") from None
     _check_algorithm(key, path)
     return PackSigner(key)
-
-
-def load_public_key(path: str | Path) -> SSlibKey:
-    """A PEM public key file (SubjectPublicKeyInfo; ed25519 or ECDSA P-256) as a securesystemslib key."""
-    path, data = _read_key_file(path, "public key")
-    if b"PRIVATE KEY-----" in data:
-        raise EvalpackError(f"{path}: this is a private key; pass the public key ({PUBLIC_KEY_FILE}) and keep the "
-                            "private one secret")
-    try:
-        key = serialization.load_pem_public_key(data)
-    except (ValueError, UnsupportedAlgorithm) as exc:
-        raise EvalpackError(f"{path}: not a PEM public key ({exc}); pass the {PUBLIC_KEY_FILE} written by "
-                            "`evalpack keygen`") from None
-    _check_algorithm(key, path)
-    return SSlibKey.from_crypto(key)
-
-
-def algorithm_of(key: SSlibKey) -> str:
-    return "ed25519" if key.keytype == "ed25519" else "ecdsa-p256"
 
 
 def envelope(statement_: dict[str, Any], signer: PackSigner | None = None) -> Envelope:
@@ -395,160 +358,34 @@ class _Report:
         self.failures.append(line)
 
 
-def read_envelope(pack: str | Path) -> tuple[dict[str, Any] | None, str | None]:
-    """(envelope JSON, None) or (None, why it cannot be read)."""
-    path = Path(pack) / ATTESTATION
-    if not path.is_file():
-        return None, "missing, so nothing in this pack is pinned; ask its publisher for the attestation"
-    try:
-        data = json.loads(path.read_bytes())
-    except (ValueError, UnicodeDecodeError) as exc:
-        return None, f"not JSON ({exc})"
-    if not isinstance(data, dict) or not isinstance(data.get("payload"), str) or not isinstance(
-            data.get("payloadType"), str) or not isinstance(data.get("signatures"), list):
-        return None, "not a DSSE envelope (needs payload, payloadType and signatures)"
-    return data, None
-
-
 def signature_note(pack: str | Path) -> str | None:
     """``UNSIGNED: ...`` when a pack's attestation carries no signature (or is missing), else None.
 
     For every command that reads a pack, to say plainly that nothing vouches for who made it.
     """
-    data, why = read_envelope(pack)
+    data, why = read_envelope(Path(pack))
     if data is None:
         return f"UNSIGNED: {ATTESTATION} {why}"
-    if not data["signatures"]:
-        return f"UNSIGNED: {ATTESTATION} carries no signature; its hashes show the files are intact, not who made them"
-    return None
-
-
-def _check_signature(data: dict[str, Any], key: SSlibKey | None, key_path: str | None,
-                     report: _Report) -> tuple[str, bytes | None]:
-    """Parse the envelope with in-toto's Envelope and check its signature; returns (state, exact payload bytes)."""
-    raw = [dict(s) if isinstance(s, dict) else s for s in data["signatures"]]
-    if not all(isinstance(s, dict) and isinstance(s.get("sig"), str) for s in raw):
-        report.fail(ATTESTATION, "a signature entry is malformed (needs sig)")
-        return "failed", None
-    for s in raw:
-        s.setdefault("keyid", "")
-    try:
-        env = Envelope.from_dict({"payload": data["payload"], "payloadType": data["payloadType"], "signatures": raw})
-    except (binascii.Error, ValueError) as exc:
-        report.fail(ATTESTATION, f"the envelope cannot be decoded ({exc})")
-        return "failed", None
-    if env.payload_type != PAYLOAD_TYPE:
-        report.fail(ATTESTATION, f"payloadType is {env.payload_type!r}, expected {PAYLOAD_TYPE!r}")
-    if not env.signatures:
-        if key is not None:
-            report.fail(ATTESTATION, f"UNSIGNED, but --public-key {key_path} was given: the pack carries no signature, "
-                        "so nothing shows it comes from that key")
-            return "failed", env.payload
-        report.say(f"UNSIGNED: {ATTESTATION} carries no signature; the checks below show the files match the "
-                   "statement, not who made them")
-        return "unsigned", env.payload
-    keyids = ", ".join(k[:16] or "(none)" for k in env.signatures)
-    if key is None:
-        report.say(f"NOT CHECKED: {ATTESTATION} is signed (keyid {keyids}) but the signature was not checked; "
-                   "pass --public-key KEY to check it")
-        return "not checked", env.payload
-    # DSSE keyids are unauthenticated hints: offer the given key under every keyid the envelope names.
-    aliases = [SSlibKey(keyid, key.keytype, key.scheme, key.keyval) for keyid in env.signatures]
-    try:
-        env.verify(aliases, 1)  # over the PAE of the payload bytes exactly as decoded, never re-serialised
-    except (VerificationError, ValueError):
-        report.fail(ATTESTATION, f"the signature does not verify with {key_path} (key {key.keyid[:16]}, envelope "
-                    f"keyid {keyids}): the statement was changed after signing, or another key signed it")
-        return "failed", env.payload
-    report.say(f"OK signature: {algorithm_of(key)} key {key.keyid[:16]} ({key_path}) signed the statement")
-    return "verified", env.payload
-
-
-def _safe_name(name: str) -> bool:
-    parts = name.split("/")
-    return (bool(name) and not name.startswith("/") and "\\" not in name and "\x00" not in name
-            and all(p not in ("", ".", "..") for p in parts) and name != ATTESTATION)
-
-
-def _check_statement(payload: bytes, report: _Report) -> dict[str, str] | None:
-    """The subjects (name -> sha256) of a well-formed statement, or None (failures reported)."""
-    try:
-        stmt = json.loads(payload)
-    except (ValueError, UnicodeDecodeError) as exc:
-        report.fail(ATTESTATION, f"the payload is not a JSON statement ({exc})")
-        return None
-    if not isinstance(stmt, dict):
-        report.fail(ATTESTATION, "the payload is not a JSON object")
-        return None
-    if stmt.get("_type") != STATEMENT_TYPE:
-        report.fail(ATTESTATION, f"statement _type is {stmt.get('_type')!r}, expected {STATEMENT_TYPE!r}")
-    if stmt.get("predicateType") != PREDICATE_TYPE:
-        report.fail(ATTESTATION, f"predicateType is {stmt.get('predicateType')!r}, expected {PREDICATE_TYPE!r}")
-    entries = stmt.get("subject")
-    if not isinstance(entries, list) or not entries:
-        report.fail(ATTESTATION, "the statement lists no subject")
-        return None
-    listed: dict[str, str] = {}
-    ok = True
-    for i, entry in enumerate(entries):
-        name = entry.get("name") if isinstance(entry, dict) else None
-        digest = entry.get("digest") if isinstance(entry, dict) else None
-        sha = digest.get("sha256") if isinstance(digest, dict) else None
-        if not isinstance(name, str) or not isinstance(sha, str) or not _HEX.fullmatch(sha):
-            report.fail(ATTESTATION, f"subject {i} is malformed (needs a name and a sha256 digest)")
-            ok = False
-        elif not _safe_name(name):
-            report.fail(name, "subject name is not a relative POSIX path inside the pack")
-            ok = False
-        elif name in listed:
-            report.fail(name, "listed twice in the attestation")
-            ok = False
-        else:
-            listed[name] = sha
-    return listed if ok else None
-
-
-def _check_files(pack: Path, listed: dict[str, str], report: _Report) -> None:
-    """Re-hash every subject; the regular files on disk must be exactly the subjects."""
-    files, other = scan_pack(pack)
-    on_disk = set(files)
-    before = len(report.failures)
-    for name in other:
-        report.fail(name, "not a regular file (symlink or special file); a pack holds regular files only")
-    present = [name for name in listed if name in on_disk]
-    digests = dict(zip(present, sha256_files([pack / name for name in present])))
-    for name, expected in listed.items():
-        if name not in on_disk:
-            report.fail(name, "listed in the attestation but missing from the pack")
-            continue
-        actual = digests[name]
-        if actual != expected:
-            report.fail(name, f"sha256 {actual[:16]}... differs from the attested {expected[:16]}...")
-    for name in files:
-        if name not in listed:
-            report.fail(name, "in the pack but not in the attestation")
-    if len(report.failures) == before:
-        report.say(f"OK files: {len(listed)} files match the attested sha256, none missing, none extra")
+    return None if data["signatures"] else UNSIGNED_NOTE
 
 
 def _check_gold(pack: Path, report: _Report) -> tuple[int, int] | None:
-    from evalpack.scoring import run_gold
-
     try:
         passed, total, lines = run_gold(pack)
     except Exception as exc:  # a pack whose questions cannot be run fails verification, with the reason
-        report.fail("questions.jsonl", f"cannot rerun the gold SQL ({type(exc).__name__}: {exc})")
+        report.fail(QUESTIONS, f"cannot rerun the gold SQL ({type(exc).__name__}: {exc})")
         return None
     for line in lines:
         if not line.startswith("PASS"):
-            report.fail("questions.jsonl", line.removeprefix("FAIL "))
+            report.fail(QUESTIONS, line.removeprefix("FAIL "))
     if passed == total:
         report.say(f"OK gold SQL: {passed}/{total} questions verify on every rotation")
     return passed, total
 
 
 def verify_pack(pack: str | Path, public_key: str | Path | None = None, *, gold: bool = True) -> Verification:
-    """Check ``pack`` against its attestation (signature, types, hashes, file set), then rerun its gold SQL.
+    """Check ``pack`` with the one integrity check (:func:`evalpack.scoring.inspect_integrity`: signature,
+    types, hashes, file set), then rerun its gold SQL.
 
     Raises EvalpackError for a folder that is not a pack or an unreadable key; all else is a report line.
     The gold SQL is not rerun (a SKIP line) when the files do not match the attestation.
@@ -556,24 +393,23 @@ def verify_pack(pack: str | Path, public_key: str | Path | None = None, *, gold:
     pack = Path(pack)
     if not pack.is_dir():
         raise EvalpackError(f"{pack}: not a pack folder (expected the folder `evalpack build -o` wrote)")
-    key = load_public_key(public_key) if public_key else None
+    try:
+        integrity = inspect_integrity(pack, public_key)
+    except InputError as exc:  # a public key that cannot be used
+        raise EvalpackError(str(exc)) from None
     report = _Report()
-    signature, listed, gold_result = "failed", None, None
-    data, why = read_envelope(pack)
-    if data is None:
-        report.fail(ATTESTATION, why or "unreadable")
-    else:
-        signature, payload = _check_signature(data, key, str(public_key) if public_key else None, report)
-        if payload is not None:
-            listed = _check_statement(payload, report)
-    if listed is not None:
-        _check_files(pack, listed, report)
+    for state, name, text in integrity.lines:
+        if state == "fail":
+            report.fail(name, text)
+        else:
+            report.say(text)
+    gold_result = None
     if gold and report.failures:
         report.say("SKIP gold SQL: not rerun, because the checks above failed (the SQL in the pack is not trusted)")
     elif gold:
         gold_result = _check_gold(pack, report)
-    return Verification(pack, tuple(report.lines), tuple(report.failures), signature,
-                        len(listed) if listed else 0, gold_result)
+    return Verification(pack, tuple(report.lines), tuple(report.failures), integrity.signature, integrity.files,
+                        gold_result)
 
 
 def verify_command(pack: str | Path, public_key: str | Path | None = None) -> int:

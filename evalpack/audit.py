@@ -14,7 +14,11 @@ verification observed, and checks the seals of the questions it wrote):
 - ``empty``: no rows, or only NULL, unless the question is marked ``expected_empty``;
 - ``orphans``: rewritten to exclude child rows whose parent is missing, the query answers
   differently (both values are given), unless the question is about orphans;
-- ``tie``: an ORDER BY ... LIMIT cuts between rows with equal sort keys.
+- ``tie``: an ORDER BY ... LIMIT cuts between rows with equal sort keys that differ in what the
+  query returns.
+
+The three query checks are :func:`evalpack.golden.check`, the same rules verification applies at
+build time (README.md, "Golden checks"); this module only turns them into findings with evidence.
 
 and, for imported packs, ``as_received``: the received file no longer has its recorded SHA-256.
 
@@ -33,25 +37,28 @@ import json
 import re
 from collections import Counter
 from dataclasses import asdict, dataclass, field
-from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 import duckdb
-import sqlglot
 
-from evalpack.errors import EvalpackError
+from evalpack import golden as golden_rules
+from evalpack.golden import Golden, Link, LinkCount, OrphanEffect, Run, count_orphans, counted, jsonable
+from evalpack.layout import PackLayout
 from evalpack.scoring import (
-    ROWS_TYPE,
     answer_matches,
     expected_for,
-    observed,
     open_sandbox,
     quote_ident,
-    top_level_order_by,
 )
 from evalpack.scoring import run_query as run_untrusted
-from evalpack.verify import Link, exclude_orphans, orphans_sql, rotation_connection, tie_probe
+from evalpack.verify import rotation_connection
+
+# the golden rules live in evalpack.golden; these eight are re-exported for callers that import them from here
+__all__ = ["Golden", "Link", "LinkCount", "OrphanEffect", "Run", "count_orphans", "counted", "jsonable",
+           "Finding", "audit_pack", "audit_rotation", "audit_query", "audit_command", "golden", "tie_at_limit",
+           "orphan_effect", "same_rows", "run_query", "matches_answer", "infer_links", "link_of", "pack_links",
+           "seal_findings", "in_question_order", "summary", "as_received_findings"]
 
 NEAR_SUBSET = 0.95
 NOT_RECORDED = object()  # no value was recorded for this question and rotation
@@ -80,35 +87,9 @@ class Finding:
 # --------------------------------------------------------------------------- running queries
 
 
-def jsonable(value: Any) -> Any:
-    """``value`` as it reads back from JSON (for comparing with values recorded in pack files)."""
-    return json.loads(json.dumps(value, default=str))
-
-
 def _short(value: Any) -> str:
     text = json.dumps(value, ensure_ascii=False, default=str)
     return text if len(text) <= 120 else text[:117] + "..."
-
-
-@dataclass(frozen=True)
-class Run:
-    """One query's result on one connection: the rows, or the first line of the error."""
-
-    rows: list[tuple] | None
-    error: str | None = None
-
-    @property
-    def value(self) -> Any:
-        """The observed value in the form pack files record (the scalar, or up to 5 rows)."""
-        return None if self.rows is None else observed(self.rows)
-
-    @property
-    def empty(self) -> bool:
-        return self.rows is not None and (not self.rows or all(v is None for v in self.rows[0]))
-
-    def recorded(self) -> Any:
-        """What a pack file records for this run: the value, or ``error: ...``."""
-        return jsonable(self.value) if self.error is None else f"error: {self.error}"
 
 
 def run_query(con: duckdb.DuckDBPyConnection, sql: str) -> Run:
@@ -123,138 +104,36 @@ def run_query(con: duckdb.DuckDBPyConnection, sql: str) -> Run:
 
 def matches_answer(con: duckdb.DuckDBPyConnection, r: dict, expected: Any, rows: list[tuple]) -> bool:
     """Whether ``rows`` answer record ``r`` (expected here: ``expected``) under the pack's comparison rule."""
-    ordered = r.get("answer_type") == ROWS_TYPE and top_level_order_by(con, r["gold_sql"])
+    ordered = golden_rules.in_order(con, r.get("answer_type"), r["gold_sql"])
     return answer_matches({**r, "answer_type": r.get("answer_type") or "number"}, expected, rows, ordered=ordered)
 
 
-def _canonical(value: Any) -> Any:
-    if isinstance(value, float):
-        return float(f"{value:.12g}")
-    if isinstance(value, Decimal):
-        return value.normalize()
-    return value
-
-
 def same_rows(a: list[tuple], b: list[tuple]) -> bool:
-    """The same multiset of rows (floats compared at 12 significant digits)."""
-    def key(rows: list[tuple]) -> Counter:
-        return Counter(tuple(_canonical(v) for v in row) for row in rows)
-    return key(a) == key(b)
-
-
-@dataclass(frozen=True)
-class LinkCount:
-    """A link with the number of child rows whose non-null key matches no parent row."""
-
-    link: Link
-    orphan_rows: int
-    source: str  # declared | foreign_key | inferred
-
-    def describe(self) -> str:
-        lk = self.link
-        return f"{lk.child_table}.{lk.child_column} -> {lk.parent_table}.{lk.parent_column}"
-
-    def to_dict(self) -> dict:
-        lk = self.link
-        return {"child": f"{lk.child_table}.{lk.child_column}", "parent": f"{lk.parent_table}.{lk.parent_column}",
-                "source": self.source, "orphan_rows": self.orphan_rows}
-
-
-def count_orphans(con: duckdb.DuckDBPyConnection, link: Link) -> int:
-    # an anti join, not NOT EXISTS: the same rows, and DuckDB runs it several times faster on large tables
-    return int(con.execute(orphans_sql(link, "COUNT(*)")).fetchall()[0][0])
-
-
-@dataclass(frozen=True)
-class OrphanEffect:
-    as_written: Run
-    without_orphans: Run
-    sql: str
-    links: tuple[LinkCount, ...]  # the links whose orphans alone change the answer
-
-    def because(self) -> str:
-        return "; ".join(f"{lc.orphan_rows} {lc.link.child_table} {'row' if lc.orphan_rows == 1 else 'rows'} whose "
-                         f"{lc.link.child_column} matches no {lc.link.parent_table}.{lc.link.parent_column}"
-                         for lc in self.links)
-
-    def evidence(self) -> dict:
-        return {"as_written": self.as_written.recorded(), "without_orphans": self.without_orphans.recorded(),
-                "links": [lc.to_dict() for lc in self.links], "query_without_orphans": self.sql}
+    """The same answer (:func:`evalpack.golden.same_rows`: a multiset of rows, floats at 12 significant digits)."""
+    return golden_rules.same_rows(a, b)
 
 
 def orphan_effect(con: duckdb.DuckDBPyConnection, sql: str, run: Run,
                   links: tuple[LinkCount, ...]) -> OrphanEffect | None:
     """How excluding orphan rows changes the answer of ``sql`` (``run`` is its result); None if it does not."""
-    live = tuple(lc for lc in links if lc.orphan_rows > 0)
-    if run.rows is None or not live:
-        return None
-    try:
-        rewritten = exclude_orphans(sql, tuple(lc.link for lc in live))
-    except sqlglot.errors.SqlglotError:
-        return None
-    if rewritten is None:
-        return None
-    without = run_query(con, rewritten)
-    if without.rows is not None and same_rows(run.rows, without.rows):
-        return None
-    culprits = []
-    for lc in live:
-        one = exclude_orphans(sql, (lc.link,))
-        if one is None:
-            continue
-        alone = run_query(con, one)
-        if alone.rows is None or not same_rows(run.rows, alone.rows):
-            culprits.append(lc)
-    return OrphanEffect(run, without, rewritten, tuple(culprits or live))
+    return golden_rules.orphan_effect(con, sql, run, links, runner=run_query)
 
 
-def tie_at_limit(con: duckdb.DuckDBPyConnection, sql: str) -> dict | None:
-    """Evidence of a tie at an ORDER BY ... LIMIT boundary (the limit, the tied key, both rows), or None.
-
-    A tie counts when the last row kept and the first row cut have the same sort key but differ in
-    what the query returns: which of them is returned depends on row order.
-    """
-    try:
-        probe = tie_probe(sql)
-    except sqlglot.errors.SqlglotError:
-        return None
-    if probe is None:
-        return None
-    probe_sql, n, width = probe
-    if n < 1:
-        return None
-    run = run_query(con, probe_sql)
-    if run.rows is None or len(run.rows) <= n:
-        return None
-    last, cut = run.rows[n - 1], run.rows[n]
-    if tuple(last[-width:]) != tuple(cut[-width:]) or same_rows([last[:-width]], [cut[:-width]]):
-        return None  # no tie, or tied rows that read the same: the answer does not depend on row order
-    return {"limit": n, "sort_key": jsonable(list(last[-width:])), "last_row_kept": jsonable(list(last[:-width])),
-            "first_row_cut": jsonable(list(cut[:-width]))}
-
-
-@dataclass(frozen=True)
-class Golden:
-    """The golden checks of one query that ran: empty result, orphan dependence, tie at LIMIT."""
-
-    empty: bool  # empty (or only NULL) and not marked expected_empty
-    orphans: OrphanEffect | None  # None: independent of orphans, or the question is about orphans
-    tie: dict | None
-
-    def failed(self) -> list[str]:
-        """The names of the failed checks (as in evalpack.verify.CHECKS)."""
-        return [name for name, bad in (("non_empty", self.empty), ("orphan_independent", self.orphans),
-                                       ("deterministic", self.tie)) if bad]
+def tie_at_limit(con: duckdb.DuckDBPyConnection, sql: str, round_decimals: int | None = None) -> dict | None:
+    """Evidence of a tie at an ORDER BY ... LIMIT boundary (the limit, the tied key, both rows), or None
+    (:func:`evalpack.golden.find_tie`: equal sort keys and rows that differ in what the query returns)."""
+    tie = golden_rules.find_tie(con, sql, round_decimals, run_query)
+    return None if tie is None else tie.evidence()
 
 
 def golden(con: duckdb.DuckDBPyConnection, r: dict, run: Run, links: tuple[LinkCount, ...]) -> Golden:
-    """The golden checks of record ``r``'s gold query, whose result on ``con`` is ``run``."""
-    about_orphans = r.get("kind") == "fk_orphans" or bool(r.get("about_orphans"))
-    tie = tie_at_limit(con, r["gold_sql"])
-    # with a tie at the LIMIT, which tied row comes back varies from run to run, so comparing the
-    # answer with and without orphans would report that variation as orphan dependence
-    orphans = None if about_orphans or tie is not None else orphan_effect(con, r["gold_sql"], run, links)
-    return Golden(run.empty and not r.get("expected_empty"), orphans, tie)
+    """The golden checks (:func:`evalpack.golden.check`) of record ``r``'s gold query, whose result on
+    ``con`` is ``run``, run in the sandbox like the query itself."""
+    sql = r["gold_sql"]
+    return golden_rules.check(con, sql, run, links, about_orphans=r.get("kind") == "fk_orphans"
+                              or bool(r.get("about_orphans")), expected_empty=bool(r.get("expected_empty")),
+                              round_decimals=r.get("round_decimals"),
+                              ordered=golden_rules.in_order(con, r.get("answer_type"), sql), runner=run_query)
 
 
 # --------------------------------------------------------------------------- links
@@ -319,20 +198,6 @@ def link_of(entry: dict) -> Link:
     ct, cc = entry["child"].split(".", 1)
     pt, pc = entry["parent"].split(".", 1)
     return Link(ct, cc, pt, pc)
-
-
-def counted(con: duckdb.DuckDBPyConnection, links: list[tuple[Link, str]]) -> tuple[LinkCount, ...]:
-    """Each (link, source) with its orphan rows on ``con``; links whose tables or columns are missing are skipped."""
-    out, seen = [], set()
-    for link, source in links:
-        if link in seen:
-            continue
-        seen.add(link)
-        try:
-            out.append(LinkCount(link, count_orphans(con, link), source))
-        except duckdb.Error:
-            continue
-    return tuple(out)
 
 
 def _spec_links(manifest: dict) -> list[tuple[Link, str]] | None:
@@ -436,32 +301,29 @@ def audit_query(con: duckdb.DuckDBPyConnection, r: dict, rotation: str, links: t
                            f"about_orphans: true. The query without orphans: {effect.sql}",
                            effect.evidence()))
     tie = checks.tie
-    if tie is not None:
+    if tie is not None and tie.error is not None:
         out.append(Finding(qid, "tie", rotation,
-                           f"{head} ({rotation}): ORDER BY ... LIMIT {tie['limit']} cuts between rows with the same "
-                           f"sort key {_short(tie['sort_key'])}: {_short(tie['last_row_kept'])} is kept and "
-                           f"{_short(tie['first_row_cut'])} is cut, so the answer depends on row order",
+                           f"{head} ({rotation}): ORDER BY ... LIMIT {tie.limit}: the query with its sort keys "
+                           f"fails ({tie.error}), so whether a tie decides the answer is unknown",
+                           "make the ORDER BY terms columns or expressions of the query's own tables",
+                           tie.evidence()))
+    elif tie is not None:
+        out.append(Finding(qid, "tie", rotation,
+                           f"{head} ({rotation}): ORDER BY ... LIMIT {tie.limit} cuts between rows with the same "
+                           f"sort key {_short(tie.sort_key)}: {_short(tie.last_row_kept)} is kept and "
+                           f"{_short(tie.first_row_cut)} is cut, so the answer depends on row order",
                            "add a tie-breaker to ORDER BY (a unique column), or ask a question whose answer is unique",
-                           tie))
+                           tie.evidence()))
     return out
-
-
-def _read_json(path: Path) -> dict:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise EvalpackError(f"{path}: not found; is {path.parent} a pack (built or imported)?") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise EvalpackError(f"{path}: not valid JSON ({exc}); the pack is damaged: rebuild or re-import it") from None
 
 
 def _recorded_values(pack: Path, manifest: dict) -> tuple[dict, str]:
     """{(id, rotation): value recorded in certificate.json when the pack was made}, and when (import | build)."""
     made = "import" if manifest.get("source") else "build"
-    cert_path = pack / "certificate.json"
-    if not cert_path.is_file():
+    layout = PackLayout(pack)
+    if not layout.certificate.is_file():
         return {}, made
-    cert = _read_json(cert_path)
+    cert = layout.read_certificate()
     return {(str(q["id"]), rot): f"error: {res['error']}" if res.get("error") else res.get("observed")
             for q in cert.get("questions", []) for rot, res in q.get("results", {}).items()}, made
 
@@ -477,50 +339,19 @@ def pack_links(con: duckdb.DuckDBPyConnection, manifest: dict) -> tuple[LinkCoun
     return counted(con, recorded + inferred)
 
 
-def read_records(pack: Path) -> list[dict]:
-    """The question records of ``pack`` (built or imported; records without a gold query included)."""
-    path = Path(pack) / "questions.jsonl"
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise EvalpackError(f"{path}: not found; is {pack} a pack (built or imported)?") from None
-    records = []
-    for number, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise EvalpackError(f"{path}: line {number}: not JSON ({exc.msg}); the pack is damaged") from None
-        if not isinstance(record, dict) or "id" not in record:
-            raise EvalpackError(f"{path}: line {number}: not a question record (an object with an id)")
-        records.append(record)
-    return records
-
-
-def pack_rotations(pack: Path) -> list[str]:
-    """The rotation folders (``seed_<n>``) of ``pack``, in seed order."""
-    root = Path(pack) / "rotations"
-    found = [p.name for p in root.iterdir() if p.is_dir() and re.fullmatch(r"seed_\d+", p.name)] \
-        if root.is_dir() else []
-    if not found:
-        raise EvalpackError(f"{root}: no rotation folder (seed_<n>); is {pack} a pack?")
-    return sorted(found, key=lambda n: int(n.split("_", 1)[1]))
-
-
 def audit_pack(pack: Path, trusted: bool = False) -> list[Finding]:
     """Every finding of the audit on ``pack`` (built or imported), in question order.
 
     The gold SQL of a pack from elsewhere is untrusted and runs in the sandbox (tables copied into
     memory, then locked). ``trusted`` is for the build's own pack, whose SQL evalpack just wrote:
     the tables are then read in place (and loaded only when small), keeping memory bounded."""
-    pack = Path(pack)
-    manifest = _read_json(pack / "manifest.json")
-    records = read_records(pack)
+    pack, layout = Path(pack), PackLayout(pack)
+    manifest = layout.read_manifest()
+    records = layout.read_records()
     findings = as_received_findings(pack, manifest) + seal_findings(records)
     recorded, made = _recorded_values(pack, manifest)
-    for rotation in pack_rotations(pack):
-        folder = pack / "rotations" / rotation / "tables"
+    for rotation in layout.rotations():
+        folder = layout.tables(rotation)
         with rotation_connection(folder) if trusted else contextlib.closing(open_sandbox(folder)) as con:
             findings += audit_rotation(con, records, rotation, pack_links(con, manifest), recorded, made)
     return in_question_order(records, findings)
@@ -559,7 +390,7 @@ def audit_command(pack: str | Path, json_path: str | Path | None = None) -> int:
     """``evalpack audit PACK [--json FILE]``: 0 without findings, 1 with findings, 2 when PACK is not a pack."""
     pack = Path(pack)
     findings = audit_pack(pack)
-    questions = len(read_records(pack))
+    questions = len(PackLayout(pack).read_records())
     print(summary(pack, findings, questions))
     for f in findings:
         for line in f.lines():

@@ -16,16 +16,19 @@ from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+import duckdb
+
 from evalpack.attest import load_signer, now_utc, write_attestation
-from evalpack.audit import Finding, Run, audit_rotation, counted, in_question_order, read_records, seal_findings
+from evalpack.audit import Finding, Run, audit_rotation, counted, in_question_order, seal_findings
 from evalpack.certify import certificate, dumps, manifest
 from evalpack.errors import EvalpackError
+from evalpack.layout import PackLayout, rotation_name
 from evalpack.nearmiss import Mutant, MutantSet, plan_study, prepare_mutants, study_rotation, summarize_study
 from evalpack.plan import RotationPlan, plan_pack
 from evalpack.questions import Question, derive_questions
 from evalpack.spec import Spec, load_spec
-from evalpack.tables import duckdb_types, rotation_dir, write_rotation, write_table
-from evalpack.verify import Link, Observation, Verdict, rotation_connection, verify_rotation, verify_rotations
+from evalpack.tables import duckdb_types, write_rotation, write_table
+from evalpack.verify import Link, Observation, Verdict, rotation_connection, verify_rotation
 
 SCORER = Path(__file__).with_name("scoring.py")
 Progress = Callable[[int, str, int], None]
@@ -66,25 +69,17 @@ def write_rotations(spec: Spec, plans: tuple[RotationPlan, ...], folder: Path, j
     to the end; every file depends only on its own plan, so the bytes do not depend on the order."""
     rows_per_rotation = sum(t.rows for t in plans[0].tables)
     if jobs <= 1 or len(plans) == 1 or rows_per_rotation < PARALLEL_MIN_ROWS:
-        return {f"seed_{p.seed}": write_rotation(spec, p, folder, progress) for p in plans}
+        return {p.rotation: write_rotation(spec, p, folder, progress) for p in plans}
     tasks = sorted(((spec, p, t.name, str(folder)) for p in plans for t in p.tables),
                    key=lambda task: -task[1].table(task[2]).rows)
-    rows: dict[str, dict[str, int]] = {f"seed_{p.seed}": {} for p in plans}
+    rows: dict[str, dict[str, int]] = {p.rotation: {} for p in plans}
     with ProcessPoolExecutor(max_workers=jobs) as pool:
         for seed, table, count in pool.map(_write_one, tasks):
-            rows[f"seed_{seed}"][table] = count
+            rows[rotation_name(seed)][table] = count
             if progress:
                 progress(seed, table, count)
     # the manifest lists tables in spec order
     return {name: {t.name: counts[t.name] for t in spec.tables} for name, counts in rows.items()}
-
-
-def verify_pack_tables(spec: Spec, questions: tuple[Question, ...], folder: Path, connect=None,
-                       fmt: str = "parquet") -> tuple[Verdict, ...]:
-    """Verify every question on every rotation's written files under ``folder``."""
-    dirs = {f"seed_{s}": folder / rotation_dir(s) / "tables" for s in spec.seeds()}
-    return verify_rotations(questions, dirs, links_of(spec), connect=connect, fmt=fmt,
-                            types=duckdb_types(spec) if fmt == "csv" else None)
 
 
 @dataclass(frozen=True)
@@ -116,13 +111,15 @@ class RotationCheck:
     outcomes: dict[Mutant, bool | None]
 
 
-def check_rotation(spec: Spec, derived: Derived, pack_dir: Path, seed: int) -> RotationCheck:
+def check_rotation(spec: Spec, derived: Derived, pack_dir: Path, seed: int,
+                   con: duckdb.DuckDBPyConnection | None = None) -> RotationCheck:
     """The unit of work per rotation, on its written tables loaded once into one connection with the
     engine's limits: verification's golden checks of every question, then, for the questions that
     passed, the audit's checks (on verification's gold results: the same SQL on the same connection)
-    and the near-miss mutants. ``evalpack build`` loops over it; Dagster runs it as one step per rotation."""
-    rotation, questions = f"seed_{seed}", derived.questions
-    with rotation_connection(Path(pack_dir) / rotation_dir(seed) / "tables") as con:
+    and the near-miss mutants. ``evalpack build`` loops over it; Dagster runs it as one step per rotation,
+    with ``con`` from its DuckDB resource (the engine's limits are applied to it; it is closed after)."""
+    rotation, questions = rotation_name(seed), derived.questions
+    with rotation_connection(PackLayout(pack_dir).tables(seed), con=con) as con:
         link_counts = counted(con, [(link, "declared") for link in links_of(spec)])
         live = tuple(lc.link for lc in link_counts if lc.orphan_rows)
         observations = tuple(verify_rotation(con, questions, rotation, links_of(spec), live))
@@ -169,22 +166,31 @@ def combine_rotations(spec: Spec, derived: Derived, checks: list[RotationCheck])
 def pack_findings(folder: Path, checked: Checked) -> tuple[Finding, ...]:
     """The audit `evalpack audit` runs, for a pack just written: its query checks ran in the passes over
     the rotations; the seals are checked on the written questions."""
-    records = read_records(folder)
+    records = PackLayout(folder).read_records()
     return tuple(in_question_order(records, seal_findings(records) + list(checked.findings)))
+
+
+def assemble_pack(folder: Path, records: list[dict], certificate_: dict, manifest_: dict) -> None:
+    """The files every pack has besides its tables and attestation, for a build and an import alike:
+    questions.jsonl, certificate.json, manifest.json, README.md (the dataset card, rendered from those
+    three) and verify.py."""
+    from evalpack.card import write_card
+
+    layout = PackLayout(folder)
+    lines = [json.dumps(r, ensure_ascii=False, separators=(",", ":")) for r in records]
+    layout.questions.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    layout.certificate.write_bytes(dumps(certificate_))
+    layout.manifest.write_bytes(dumps(manifest_))
+    write_card(folder)  # deterministic, and attested with the rest
+    shutil.copyfile(SCORER, layout.scorer)
 
 
 def write_pack_files(folder: Path, spec: Spec, plans: tuple[RotationPlan, ...], verdicts: tuple[Verdict, ...],
                      rows: dict[str, dict[str, int]], near_miss: dict | None = None) -> None:
-    """questions.jsonl, certificate.json, manifest.json, README.md (the dataset card) and verify.py."""
-    from evalpack.card import write_card
-
-    shipped = [v.question for v in verdicts if v.ships]
-    lines = [json.dumps(q.to_record(spec.answers), ensure_ascii=False, separators=(",", ":")) for q in shipped]
-    (folder / "questions.jsonl").write_text("".join(line + "\n" for line in lines), encoding="utf-8")
-    (folder / "certificate.json").write_bytes(dumps(certificate(verdicts, [f"seed_{p.seed}" for p in plans])))
-    (folder / "manifest.json").write_bytes(dumps(manifest(spec, plans, verdicts, rows, duckdb_types(spec), near_miss)))
-    write_card(folder)  # from the three files above; deterministic, and attested with the rest
-    shutil.copyfile(SCORER, folder / "verify.py")
+    """A built pack's questions.jsonl, certificate.json, manifest.json, README.md and verify.py."""
+    records = [v.question.to_record(spec.answers) for v in verdicts if v.ships]
+    assemble_pack(folder, records, certificate(verdicts, [p.rotation for p in plans]),
+                  manifest(spec, plans, verdicts, rows, duckdb_types(spec), near_miss))
 
 
 def staging_dir(out: Path, force: bool) -> Path:

@@ -21,14 +21,14 @@ table, how to verify the attestation (signed or not), and a citation block.
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
 
-CARD = "README.md"
+from evalpack.layout import CARD, PackLayout
+
 QUESTIONS_CONFIG = "questions"
 SHARED_SPLIT = "test"
 DATA_DIR = "data"
@@ -139,7 +139,7 @@ def card_metadata(manifest: dict) -> dict:
         "pretty_name": f"{manifest['pack']} evalpack",
         "language": ["en"],
         "task_categories": ["table-question-answering"],
-        "tags": list(TAGS),
+        "tags": [t for t in TAGS if t != "synthetic" or not manifest.get("source")],  # imported: real data
         "size_categories": [size_category(total_rows(configs))],
         "configs": configs_metadata(configs),
     }
@@ -189,28 +189,15 @@ def _fmt(n: int) -> str:
     return f"{n:,}"
 
 
-def _read_json(path: Path) -> dict:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        return {}
-
-
-def _read_questions(path: Path) -> list[dict]:
-    if not path.is_file():
-        return []
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-
-
 def render_card(pack_dir: Path) -> str:
     """The dataset card of the pack in ``pack_dir``, from its manifest.json, questions.jsonl and certificate.json.
 
     Never reads the attestation (the card is written before it) and never names a Hub repo.
     """
-    pack_dir = Path(pack_dir)
-    manifest = json.loads((pack_dir / "manifest.json").read_text(encoding="utf-8"))
-    questions = _read_questions(pack_dir / "questions.jsonl")
-    cert = _read_json(pack_dir / "certificate.json")
+    layout = PackLayout(pack_dir)
+    manifest = layout.read_manifest()
+    questions = layout.read_records() if layout.questions.is_file() else []
+    cert = layout.read_certificate() if layout.certificate.is_file() else {}
 
     name, version = manifest["pack"], str(manifest["version"])
     tag = f"v{version}"
@@ -220,9 +207,12 @@ def render_card(pack_dir: Path) -> str:
     rotated = rotated_answers(manifest)
     qinfo = manifest.get("questions") or {}
     shipped = len(questions) if questions else int(qinfo.get("shipped", 0))
-    by_kind = dict(Counter(q.get("kind") for q in questions)) if questions else dict(qinfo.get("shipped_by_kind") or {})
-    by_split = dict(Counter(q.get("split") for q in questions)) if questions else dict(qinfo.get("by_split") or {})
-    by_type = dict(Counter(q.get("answer_type") for q in questions))
+    # an imported record may lack any of these (criteria-only items have no answer type)
+    by_kind = dict(Counter(q.get("kind") or "unknown" for q in questions)) if questions \
+        else dict(qinfo.get("shipped_by_kind") or {})
+    by_split = dict(Counter(q.get("split") or "unknown" for q in questions)) if questions \
+        else dict(qinfo.get("by_split") or {})
+    by_type = dict(Counter(q.get("answer_type") or "unknown" for q in questions))
     tool = (manifest.get("tool") or {}).get("version", "")
     duckdb_version = cert.get("duckdb_version") or (manifest.get("tool") or {}).get("duckdb", "")
     built_with = f"evalpack{' ' + tool if tool else ''}"
@@ -236,14 +226,30 @@ def render_card(pack_dir: Path) -> str:
     out.append(f"# {name} evalpack ({tag})\n")
     if manifest.get("description"):
         out.append(f"{manifest['description'].strip()}\n")
-    out.append(
-        f"An evaluation database for text-to-SQL systems and data agents, built with {built_with}. Its answers "
-        f"were fixed **before a single row existed**: the spec declares facts (totals, rates, shares, keys), the "
-        f"questions and their expected answers are derived from those declarations alone, and then "
-        f"{len(rotations)} seeded databases (*rotations*: {', '.join(f'`{r}`' for r in rotations)}) were generated "
-        f"so that every one of them holds those facts exactly. Every gold SQL was run with DuckDB"
-        f"{' ' + duckdb_version if duckdb_version else ''} on every rotation; only the questions that matched "
-        f"everywhere ship ({_fmt(shipped)} here). A system that memorised one database does not pass the others.\n")
+    source = manifest.get("source") or {}
+    if source:
+        status = dict(Counter(q.get("status") for q in questions))
+        received = (source.get("questions") or {}).get("file") or "a questions file"
+        data = (source.get("data") or {}).get("name") or "a database"
+        out.append(
+            f"An evaluation set for text-to-SQL systems and data agents, imported with {built_with} from "
+            f"`{received}` (kept byte for byte under `as-received/`) over `{data}`, which is the one rotation "
+            f"{', '.join(f'`{r}`' for r in rotations)}. Nothing was edited, invented or dropped: each of the "
+            f"{_fmt(shipped)} questions carries a `status` ({', '.join(f'{k} {v}' for k, v in sorted(status.items()))})"
+            f" that says whether its answer key can be scored yet, and `manifest.json` says what would make a "
+            f"provisional one scorable. Every gold SQL that arrived was run with DuckDB"
+            f"{' ' + duckdb_version if duckdb_version else ''}, as untrusted SQL, and its result recorded in "
+            f"`certificate.json`.\n")
+    else:
+        out.append(
+            f"An evaluation database for text-to-SQL systems and data agents, built with {built_with}. Its answers "
+            f"were fixed **before a single row existed**: the spec declares facts (totals, rates, shares, keys), the "
+            f"questions and their expected answers are derived from those declarations alone, and then "
+            f"{len(rotations)} seeded databases (*rotations*: {', '.join(f'`{r}`' for r in rotations)}) were "
+            f"generated so that every one of them holds those facts exactly. Every gold SQL was run with DuckDB"
+            f"{' ' + duckdb_version if duckdb_version else ''} on every rotation; only the questions that matched "
+            f"everywhere ship ({_fmt(shipped)} here). A system that memorised one database does not pass the "
+            f"others.\n")
     out.append(
         f"- **Configs** (on the Hub): `questions` (default) and one per table "
         f"({', '.join(f'`{t.name}`' for t in tables)}), each table with one split per rotation, read from "
@@ -367,7 +373,7 @@ def render_card(pack_dir: Path) -> str:
 
 def write_card(pack_dir: Path) -> Path:
     """Render the card of ``pack_dir`` and write it as its README.md (UTF-8, ``\\n`` line ends)."""
-    path = Path(pack_dir) / CARD
+    path = PackLayout(pack_dir).card
     path.write_bytes(render_card(pack_dir).encode("utf-8"))
     return path
 

@@ -74,7 +74,7 @@ def manifest(spec: Spec, plans: tuple[RotationPlan, ...], verdicts: tuple[Verdic
         "tool": {"name": "evalpack", "version": __version__, "duckdb": duckdb.__version__,
                  "pyarrow": pyarrow.__version__},
         "seeds": [p.seed for p in plans],
-        "rotations": [f"seed_{p.seed}" for p in plans],
+        "rotations": [p.rotation for p in plans],
         "answers": spec.answers,
         "holdout": spec.holdout,
         "spec": {"file": spec.path.replace("\\", "/").rsplit("/", 1)[-1], "sha256": spec.sha256, "text": spec.source},

@@ -1,4 +1,10 @@
-"""The `evalpack` command line. Errors a user can cause print one message and exit 2."""
+"""The `evalpack` command line. Errors a user can cause print one message and exit 2.
+
+Those errors are :class:`evalpack.errors.EvalpackError` and the standalone scorer's
+:class:`evalpack.scoring.InputError` (EvalpackError is one of those): one line ``evalpack: error: ...``
+naming the file and what to do, never a traceback. A file-system error nothing else caught
+(a folder where a file is expected, a full disk) is reported the same way.
+"""
 
 from __future__ import annotations
 
@@ -7,8 +13,15 @@ import os
 import sys
 import time
 from collections import Counter
+from importlib.metadata import entry_points
+from pathlib import Path
 
 from evalpack.errors import EvalpackError
+from evalpack.layout import rotation_name
+from evalpack.scoring import InputError
+
+#: The entry-point group through which other packages of this distribution add subcommands.
+COMMANDS = "evalpack.commands"
 
 
 def _progress_printer(enabled: bool):
@@ -16,14 +29,32 @@ def _progress_printer(enabled: bool):
         return None
 
     def show(seed: int, table: str, rows: int) -> None:
-        print(f"  seed_{seed}: {table} {rows:,} rows", file=sys.stderr, flush=True)
+        print(f"  {rotation_name(seed)}: {table} {rows:,} rows", file=sys.stderr, flush=True)
 
     return show
+
+
+def _check_output(output: str) -> None:
+    """Refuse an output folder that cannot be created because something on its path is a file."""
+    for parent in Path(output).absolute().parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise EvalpackError(f"{output}: cannot create the pack folder, {parent} is a file; "
+                                    "choose another -o")
+            return
+
+
+def _check_pack_folder(pack: str) -> None:
+    path = Path(pack)
+    if path.exists() and not path.is_dir():
+        raise EvalpackError(f"{pack}: not a pack folder but a file; pass the folder `evalpack build -o` "
+                            "or `evalpack import -o` wrote")
 
 
 def cmd_build(args: argparse.Namespace) -> int:
     from evalpack.build import build_pack
 
+    _check_output(args.output)
     started = time.perf_counter()
     result = build_pack(args.spec, args.output, seed=args.seed, rotations=args.rotations, force=args.force,
                         jobs=args.jobs, progress=_progress_printer(sys.stderr.isatty() or args.verbose),
@@ -74,15 +105,10 @@ def cmd_keygen(args: argparse.Namespace) -> int:
     return keygen_command(args.directory, algorithm=args.algorithm, force=args.force)
 
 
-def cmd_publish(args: argparse.Namespace) -> int:
-    from publish.cli import publish_command
-
-    return publish_command(args.pack, args.repo, private=args.private, dry_run=args.dry_run)
-
-
 def cmd_import(args: argparse.Namespace) -> int:
     from evalpack.importer import import_command
 
+    _check_output(args.output)
     return import_command(args.questions, data=args.data, output=args.output, force=args.force,
                           holdout=args.holdout, signing_key=args.signing_key or os.environ.get("EVALPACK_SIGNING_KEY"))
 
@@ -90,6 +116,7 @@ def cmd_import(args: argparse.Namespace) -> int:
 def cmd_audit(args: argparse.Namespace) -> int:
     from evalpack.audit import audit_command
 
+    _check_pack_folder(args.pack)
     return audit_command(args.pack, json_path=args.json)
 
 
@@ -127,12 +154,9 @@ def build_parser() -> argparse.ArgumentParser:
     k.add_argument("--force", action="store_true", help="overwrite an existing key pair")
     k.set_defaults(func=cmd_keygen)
 
-    p = sub.add_parser("publish", help="publish a verified pack to the Hugging Face Hub")
-    p.add_argument("pack")
-    p.add_argument("--repo", required=True, help="OWNER/NAME of the dataset repo")
-    p.add_argument("--private", action="store_true")
-    p.add_argument("--dry-run", action="store_true", help="print the layout; make no request")
-    p.set_defaults(func=cmd_publish)
+    # commands of the layers above the engine (`publish`) register themselves: the engine imports none of them
+    for command in sorted(entry_points(group=COMMANDS), key=lambda ep: ep.name):
+        command.load()(sub)
 
     i = sub.add_parser("import", help="make a pack from questions that arrive from outside plus a database")
     i.add_argument("questions", help="JSONL, JSON, or CSV with a header")
@@ -155,16 +179,26 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if getattr(args, "rotations", None) is not None and args.rotations < 1:
         parser.error("--rotations must be at least 1")
+    if getattr(args, "seed", None) is not None and args.seed < 0:
+        parser.error("--seed must be at least 0")
+    if getattr(args, "timeout", None) is not None and args.timeout <= 0:
+        parser.error("--timeout must be a positive number of seconds")
     try:
         return args.func(args)
-    except EvalpackError as exc:
+    except InputError as exc:  # EvalpackError included
         print(f"evalpack: error: {exc}", file=sys.stderr)
-        return exc.exit_code
-    except KeyboardInterrupt:
-        return 130
+        return getattr(exc, "exit_code", 2)
     except BrokenPipeError:  # output piped into a reader that stopped early (e.g. head)
         sys.stderr.close()
         return 1
+    except OSError as exc:  # a file-system error the engine did not name itself: still one line, with the path
+        if not exc.filename:
+            raise
+        print(f"evalpack: error: {exc.filename}: {exc.strerror or exc}; check that path (a file where a folder "
+              "is expected, permissions, free space)", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
 
 
 if __name__ == "__main__":

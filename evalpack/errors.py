@@ -1,12 +1,20 @@
-"""The one exception type for errors a user can cause (bad spec, bad pack, bad input)."""
+"""The one exception type for errors a user can cause (bad spec, bad pack, bad input).
+
+``EvalpackError`` is a kind of :class:`evalpack.scoring.InputError`, the input error of the standalone
+scorer (which cannot import this module, since it is copied into every pack as ``verify.py``): catching
+``InputError`` catches both, and the CLI handles both the same way.
+"""
 
 from __future__ import annotations
 
+from evalpack.scoring import InputError
 
-class EvalpackError(Exception):
+
+class EvalpackError(InputError):
     """A user-caused error. The message names the file, where in it, and what to do.
 
-    The CLI prints the message without a traceback and exits with ``exit_code`` (2 by default).
+    The CLI prints the message without a traceback and exits with ``exit_code`` (2 by default), as it
+    does for any :class:`~evalpack.scoring.InputError`.
     """
 
     def __init__(self, message: str, exit_code: int = 2) -> None:

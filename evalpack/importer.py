@@ -82,13 +82,14 @@ from evalpack.audit import (
     matches_answer,
     run_query,
 )
-from evalpack.build import SCORER, publish_dir, staging_dir
-from evalpack.certify import HASHES, dumps
+from evalpack.build import assemble_pack, publish_dir, staging_dir
+from evalpack.certify import HASHES
 from evalpack.errors import EvalpackError
+from evalpack.layout import PackLayout, rotation_name
 from evalpack.scoring import COMPARISON_RULE, ROWS_TYPE, SCALAR_TYPES, open_sandbox, quote_ident, sha256_file
 from evalpack.verify import Link
 
-ROTATION = "seed_0"
+ROTATION = rotation_name(0)
 RECEIVED = "as-received"
 STATUSES = ("scorable", "provisional", "criteria", "no_golden")
 GROUPS = {"with_query": "with their query", "answer_only": "a number alone", "query_only": "nothing to compare yet"}
@@ -687,7 +688,8 @@ def _problems(g: Golden) -> list[str]:
         out.append(f"without orphan rows it returns {_show(g.orphans.without_orphans.recorded())} "
                    f"({g.orphans.because()})")
     if g.tie is not None:
-        out.append(f"a tie at LIMIT {g.tie['limit']} makes it depend on row order")
+        out.append(f"a tie at LIMIT {g.tie.limit} makes it depend on row order" if g.tie.error is None else
+                   f"its ORDER BY ... LIMIT {g.tie.limit} cannot be checked for a tie ({g.tie.error})")
     return out
 
 
@@ -724,9 +726,7 @@ def classify(con: duckdb.DuckDBPyConnection, case: Case, links: tuple[LinkCount,
     record["failed_checks"] = g.failed()
     problems = _problems(g)
     matches = None if case.expected is None else matches_answer(con, record, case.expected, run.rows)
-    checks = {"matches": matches, "non_empty": not g.empty,
-              "orphan_independent": None if case.about_orphans else g.orphans is None,
-              "deterministic": g.tie is None}
+    checks = {"matches": matches, **g.checks()}
     observed_text = _show(record["observed_answer"])
     if not answered:
         step = (f"its query returns {observed_text}; nothing to compare it with yet: add the expected answer, derived "
@@ -843,8 +843,9 @@ def certificate(classified: list[Classified]) -> dict:
             "matches": "the gold SQL returns exactly the authored answer (null: no usable answer arrived)",
             "non_empty": "the result is not empty and not NULL, unless the question is marked expected_empty",
             "orphan_independent": "rewritten to exclude child rows whose parent is missing, the gold SQL returns "
-                                  "the same result (null: the question is marked about_orphans)",
-            "deterministic": "no tie at an ORDER BY ... LIMIT boundary",
+                                  "the same answer (null: the question is marked about_orphans, or reads no "
+                                  "child table with orphan rows)",
+            "deterministic": "no tie at an ORDER BY ... LIMIT boundary (null: no ORDER BY ... LIMIT)",
         },
         "questions": [
             {"id": c.record["id"], "status": c.record["status"],
@@ -879,7 +880,7 @@ def import_pack(questions: str | Path, *, data: str | Path, output: str | Path, 
     file_sha = hashlib.sha256(raw).hexdigest()
     staging = staging_dir(output, force)
     try:
-        tables_dir = staging / "rotations" / ROTATION / "tables"
+        tables_dir = PackLayout(staging).tables(ROTATION)
         source = write_source(data, tables_dir)
         (staging / RECEIVED).mkdir()
         (staging / RECEIVED / questions.name).write_bytes(raw)
@@ -899,11 +900,7 @@ def import_pack(questions: str | Path, *, data: str | Path, output: str | Path, 
             {**e, "orphan_rows": orphans[link_of(e)]} for e in inferred]
         manifest = _manifest(_pack_name(output), questions.name, received, file_sha, len(raw), source, holdout,
                              relationships, classified, unparsed, report)
-        lines = [json.dumps(r, ensure_ascii=False, separators=(",", ":")) for r in records]
-        (staging / "questions.jsonl").write_text("".join(line + "\n" for line in lines), encoding="utf-8")
-        (staging / "certificate.json").write_bytes(dumps(certificate(classified)))
-        (staging / "manifest.json").write_bytes(dumps(manifest))
-        shutil.copyfile(SCORER, staging / "verify.py")
+        assemble_pack(staging, records, certificate(classified), manifest)
         external = {"import": {"questions": {"name": questions.name, "sha256": file_sha},
                                "data": {"kind": source.kind, "name": source.name, "sha256": source.digests}},
                     "seeds": [0], "rotations": 1, "answers": "shared", "holdout": holdout}
@@ -947,6 +944,7 @@ def _manifest(name: str, file_name: str, received: Received, file_sha: str, size
         "relationships": relationships,
         "questions": {
             "cases": len(records),
+            "shipped": len(records),  # an import drops nothing: every case is in questions.jsonl
             "by_status": {s: status[s] for s in STATUSES},
             "provisional": {g: groups[g] for g in GROUPS},
             "by_split": dict(sorted(Counter(r["split"] for r in records).items())),

@@ -17,6 +17,7 @@ from fractions import Fraction
 import numpy as np
 
 from evalpack.errors import SpecError
+from evalpack.layout import rotation_name
 from evalpack.spec import Column, Spec, Table, add_months
 from evalpack.units import apportion, round_fraction, to_units
 
@@ -159,6 +160,11 @@ class RotationPlan:
 
     def table(self, name: str) -> TablePlan:
         return next(t for t in self.tables if t.name == name)
+
+    @property
+    def rotation(self) -> str:
+        """This rotation's name (``seed_42``): its folder in the pack and its split on the Hub."""
+        return rotation_name(self.seed)
 
 
 # --------------------------------------------------------------------------- helpers

@@ -295,7 +295,7 @@ def derive_questions(spec: Spec, plans: tuple[RotationPlan, ...]) -> tuple[Quest
     width = max(3, len(str(len(base))))
     questions = []
     for i, (draft, _) in enumerate(base):
-        expected = tuple((f"seed_{p.seed}", rot[i][1]) for p, rot in zip(plans, per_rotation))
+        expected = tuple((p.rotation, rot[i][1]) for p, rot in zip(plans, per_rotation))
         questions.append(Question(
             id=f"q{i + 1:0{width}d}",
             question=draft.question,

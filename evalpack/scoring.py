@@ -1,8 +1,11 @@
 """Score SQL against a pack: gold SQL (``python verify.py``) and candidate SQL (``--candidates``).
 
-This module uses only the standard library and ``duckdb`` (``cryptography`` is imported only to
-check a signature when a public key is given). It is copied byte for byte into every pack as
-``verify.py``; ``evalpack score`` runs the same code through :func:`score_command`.
+This module holds only what ``verify.py`` needs: the engine may import from it but never adds to
+it (an edit here changes the attested bytes of every pack). It uses only the standard library and
+``duckdb`` (``cryptography`` is imported only to check a signature when a public key is given). It
+is copied byte for byte into every pack as ``verify.py``; ``evalpack score`` runs the same code
+through :func:`score_command`, and ``evalpack verify`` and ``evalpack publish`` run the same
+integrity check (:func:`inspect_integrity`).
 
 Question records (``questions.jsonl``, one JSON object per line)
 ----------------------------------------------------------------
@@ -60,12 +63,18 @@ indexes, types, databases) must be the same after a rotation's candidates as bef
 
 Integrity
 ---------
-When ``attestation.intoto.json`` (a DSSE envelope around an in-toto Statement v1) is present,
-every regular file of the pack except the attestation must appear among its subjects with the
-same SHA-256, and every subject must exist, before anything is scored; otherwise the pack is
-refused (exit 2) naming each file. With ``--public-key`` the signature over the DSSE
-pre-authentication encoding is checked (ed25519, or ECDSA P-256 with SHA-256); an envelope
-without signatures is reported as UNSIGNED.
+Before anything is scored the pack must match ``attestation.intoto.json``, a DSSE envelope
+(``payloadType`` ``application/vnd.in-toto+json``; payload in standard or URL-safe base64) around
+an in-toto Statement v1 (``_type``) with the SLSA provenance v1 ``predicateType``. Every subject
+name must be a relative POSIX path inside the pack (no ``..``, no leading ``/``, no backslash, no
+NUL or control character) listed once with a lowercase hex SHA-256; every subject must exist with
+that hash, every other regular file of the pack must be a subject, and a symlink or special file
+anywhere is refused. A missing attestation is refused too: nothing would pin the files. Otherwise
+the pack is refused (exit 2) naming each file. With ``--public-key`` one signature over the DSSE
+pre-authentication encoding of the payload bytes must verify with that key (ed25519, or ECDSA
+P-256 with SHA-256 in DER, the encoding securesystemslib writes; a raw r||s signature is not
+accepted) and an envelope without signatures is refused; without a key a signature is reported as
+NOT CHECKED and an envelope without signatures as UNSIGNED.
 
 Exit codes: 0 every question correct (gold mode: every gold SQL verifies), 1 otherwise,
 2 bad input or a pack that fails its integrity check.
@@ -112,9 +121,15 @@ COMPARISON_RULE = (
 RULES = ("spider", "bird")
 SCALAR_TYPES = ("number", "integer", "string")
 ROWS_TYPE = "rows"
+# The pack's layout as this file needs it (evalpack.layout owns it; tests/test_layout.py checks these match).
+QUESTIONS_FILE = "questions.jsonl"
+ROTATIONS_DIR = "rotations"
+TABLES_DIR = "tables"
+ROTATION_FOLDER = re.compile(r"seed_(\d+)")
 ATTESTATION = "attestation.intoto.json"
 PAYLOAD_TYPE = "application/vnd.in-toto+json"
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
+PREDICATE_TYPE = "https://slsa.dev/provenance/v1"
 DEFAULT_TIMEOUT = 10.0  # seconds per query per rotation
 DEFAULT_MEMORY_MB = 1024  # working memory per rotation, on top of the loaded tables
 DEFAULT_THREADS = 2
@@ -351,30 +366,8 @@ def quote_ident(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-def _quote_literal(text: str) -> str:
+def quote_literal(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
-
-
-def connect_tables(tables_dir: Path, fmt: str = "parquet", con: duckdb.DuckDBPyConnection | None = None,
-                   types: dict | None = None) -> duckdb.DuckDBPyConnection:
-    """An in-memory connection with one view per table file in ``tables_dir`` (trusted SQL only).
-
-    ``types`` (table -> {column: duckdb type}) pins CSV column types so CSV and Parquet agree.
-    """
-    con = con or duckdb.connect(":memory:")
-    for path in sorted(Path(tables_dir).glob(f"*.{fmt}")):
-        location = _quote_literal(str(path))
-        if fmt == "parquet":
-            source = f"read_parquet({location})"
-        else:
-            cols = (types or {}).get(path.stem)
-            if cols:
-                spec = ", ".join(f"'{c}': '{t}'" for c, t in cols.items())
-                source = f"read_csv({location}, header=true, columns={{{spec}}})"
-            else:
-                source = f"read_csv({location}, header=true)"
-        con.execute(f"CREATE VIEW {quote_ident(path.stem)} AS SELECT * FROM {source}")
-    return con
 
 
 @dataclass(frozen=True)
@@ -411,9 +404,9 @@ def open_sandbox(tables_dir: Path, limits: Limits = Limits(), *, in_place: bool 
         files = sorted(Path(tables_dir).resolve().glob("*.parquet"))
         if in_place:
             _try_set(con, "parquet_metadata_cache=true")  # an optimisation: footers are read once
-            con.execute("SET allowed_paths=[" + ", ".join(_quote_literal(str(path)) for path in files) + "]")
+            con.execute("SET allowed_paths=[" + ", ".join(quote_literal(str(path)) for path in files) + "]")
         for path in files:
-            source = f"read_parquet({_quote_literal(str(path))})"
+            source = f"read_parquet({quote_literal(str(path))})"
             kind = "VIEW" if in_place else "TABLE"
             con.execute(f"CREATE {kind} {quote_ident(path.stem)} AS SELECT * FROM {source}")
         try:
@@ -524,7 +517,7 @@ def _first_line(exc: BaseException) -> str:
 
 def load_questions(pack: Path) -> list[dict]:
     """Every question record of a pack, scorable or not (InputError naming the line of a bad one)."""
-    path = Path(pack) / "questions.jsonl"
+    path = Path(pack) / QUESTIONS_FILE
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
@@ -584,51 +577,81 @@ def expected_for(record: dict, rotation: str) -> Any:
 
 def rotations(pack: Path) -> list[str]:
     """The rotation folders of a pack, in seed order."""
-    root = Path(pack) / "rotations"
+    root = Path(pack) / ROTATIONS_DIR
     if not root.is_dir():
-        raise InputError(f"{root}: no rotations folder; is {pack} a pack?")
-    found = [p.name for p in root.iterdir() if p.is_dir() and re.fullmatch(r"seed_\d+", p.name)]
-    return sorted(found, key=lambda n: int(n.split("_", 1)[1]))
+        raise InputError(f"{root}: no {ROTATIONS_DIR} folder; is {pack} a pack?")
+    found = [p.name for p in root.iterdir() if p.is_dir() and ROTATION_FOLDER.fullmatch(p.name)]
+    return sorted(found, key=lambda n: int(ROTATION_FOLDER.fullmatch(n).group(1)))
 
 
 def _tables_dir(pack: Path, rotation: str) -> Path:
-    return Path(pack) / "rotations" / rotation / "tables"
+    return Path(pack) / ROTATIONS_DIR / rotation / TABLES_DIR
 
 
 # --------------------------------------------------------------------------- integrity
+# The one integrity check of a pack: `python verify.py`, `evalpack score`, `evalpack verify`
+# (evalpack.attest.verify_pack) and `evalpack publish` all run inspect_integrity and differ only
+# in how they report it.
+
+UNSIGNED_NOTE = (f"UNSIGNED: {ATTESTATION} carries no signature; its hashes show the files are intact, "
+                 "not who made them")
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+_BASE64 = re.compile(r"[A-Za-z0-9+/]*={0,2}")
+_BASE64_URL = re.compile(r"[A-Za-z0-9_-]*={0,2}")
 
 
 @dataclass(frozen=True)
 class Integrity:
-    """The integrity check: ``status`` is absent | unsigned | signed | verified."""
+    """A pack that passed the integrity check: ``status`` is unsigned | signed (not checked) | verified."""
 
     status: str
     files: int
     message: str
 
 
-def pack_files(pack: Path) -> dict[str, Path]:
-    """Every regular file of the pack except the attestation, by POSIX relative name.
+@dataclass(frozen=True)
+class IntegrityReport:
+    """Everything the integrity check found, in the order it was checked.
 
-    Raises PackIntegrityError for anything that is not a regular file (a symlink, a device).
+    ``lines`` are ``(state, name, text)``: state ``ok``, ``note`` or ``fail``; ``name`` is the POSIX
+    name inside the pack that a failure is about (the attestation itself for envelope and statement
+    problems). ``signature`` is verified | not checked | unsigned | failed; ``files`` the number of
+    subjects of a well-formed statement (0 otherwise).
     """
+
+    lines: tuple[tuple[str, str, str], ...]
+    signature: str
+    files: int
+    signature_line: str
+
+    @property
+    def problems(self) -> tuple[tuple[str, str], ...]:
+        return tuple((name, text) for state, name, text in self.lines if state == "fail")
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+def pack_entries(pack: Path) -> tuple[dict[str, Path], list[str]]:
+    """(regular files by sorted POSIX relative name, other entries' names) of ``pack``, without the
+    attestation. Symlinks (to files or folders) and special files are "other": a pack holds regular
+    files only, and links are never followed."""
     pack = Path(pack)
-    found: dict[str, Path] = {}
-    problems = []
+    files: dict[str, Path] = {}
+    other: list[str] = []
     for folder, dirnames, filenames in os.walk(pack, followlinks=False):
-        for name in sorted(dirnames + filenames):
+        for name in dirnames + filenames:
             path = Path(folder) / name
             rel = path.relative_to(pack).as_posix()
             mode = os.lstat(path).st_mode
-            if stat.S_ISDIR(mode):
+            if stat.S_ISDIR(mode) or rel == ATTESTATION:
                 continue
-            if not stat.S_ISREG(mode):
-                problems.append(f"{path}: not a regular file (a pack holds only regular files)")
-            elif rel != ATTESTATION:
-                found[rel] = path
-    if problems:
-        raise PackIntegrityError("\n".join(problems))
-    return found
+            if stat.S_ISREG(mode):
+                files[rel] = path
+            else:
+                other.append(rel)
+    return dict(sorted(files.items())), sorted(other)
 
 
 def sha256_file(path: Path) -> str:
@@ -649,16 +672,38 @@ def sha256_files(paths: list[Path]) -> list[str]:
     return [digests[i] for i in range(len(paths))]
 
 
-def _b64decode(text: Any, what: str, where: Path) -> bytes:
-    if not isinstance(text, str):
-        raise PackIntegrityError(f"{where}: {what} is not base64 text")
+def read_envelope(pack: Path) -> tuple[dict[str, Any] | None, str | None]:
+    """(the DSSE envelope of ``pack`` as JSON, None) or (None, why it cannot be read)."""
+    path = Path(pack) / ATTESTATION
+    if not path.exists() and not path.is_symlink():
+        return None, "missing, so nothing in this pack is pinned; ask its publisher for the attestation"
+    if path.is_symlink() or not path.is_file():
+        return None, "not a regular file (symlink or special file); a pack holds regular files only"
     try:
-        return base64.b64decode(text, validate=True)
+        data = json.loads(path.read_bytes())
+    except OSError as exc:
+        return None, f"cannot be read ({exc.strerror or exc})"
+    except (ValueError, UnicodeDecodeError) as exc:
+        return None, f"not JSON ({_first_line(exc)})"
+    if not isinstance(data, dict) or not isinstance(data.get("payload"), str) or not isinstance(
+            data.get("payloadType"), str) or not isinstance(data.get("signatures"), list):
+        return None, "not a DSSE envelope (needs payload, payloadType and signatures)"
+    return data, None
+
+
+def b64decode(text: Any) -> bytes | None:
+    """Standard or URL-safe base64 (DSSE allows either; padding optional), strictly; None if invalid."""
+    if not isinstance(text, str):
+        return None
+    padded = text + "=" * (-len(text) % 4) if "=" not in text else text
+    try:
+        if _BASE64.fullmatch(text):
+            return base64.b64decode(padded, validate=True)
+        if _BASE64_URL.fullmatch(text):
+            return base64.urlsafe_b64decode(padded)
     except (binascii.Error, ValueError):
-        try:
-            return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
-        except (binascii.Error, ValueError):
-            raise PackIntegrityError(f"{where}: {what} is not valid base64") from None
+        return None
+    return None
 
 
 def pae(payload_type: str, payload: bytes) -> bytes:
@@ -667,119 +712,198 @@ def pae(payload_type: str, payload: bytes) -> bytes:
     return b"DSSEv1 %d %b %d %b" % (len(kind), kind, len(payload), payload)
 
 
-def _verify_signature(signatures: list, message: bytes, public_key: Path, where: Path) -> str:
-    """The algorithm that verified one of ``signatures`` with ``public_key``; PackIntegrityError if none."""
+def safe_name(name: Any) -> bool:
+    """Whether a subject name is a relative POSIX path inside the pack: no empty, ``.`` or ``..``
+    segment, no leading ``/``, no backslash, no NUL or other control character, not the attestation."""
+    if not isinstance(name, str) or not name or name.startswith("/") or name == ATTESTATION:
+        return False
+    if "\\" in name or any(ord(c) < 0x20 or ord(c) == 0x7F for c in name):
+        return False
+    return all(part not in ("", ".", "..") for part in name.split("/"))
+
+
+def _crypto():
+    """cryptography's modules, imported only when a signature is to be checked."""
     try:
-        from cryptography.exceptions import InvalidSignature
+        from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
         from cryptography.hazmat.primitives import hashes, serialization
         from cryptography.hazmat.primitives.asymmetric import ec, ed25519
-        from cryptography.hazmat.primitives.asymmetric.utils import encode_dss_signature
     except ImportError:
-        raise InputError(f"{public_key}: checking a signature needs the 'cryptography' package "
-                         "(pip install cryptography); the file hashes were not checked either") from None
+        raise InputError("checking a signature needs the 'cryptography' package (pip install cryptography); "
+                         "or run without --public-key to check the file hashes only") from None
+    return InvalidSignature, UnsupportedAlgorithm, hashes, serialization, ec, ed25519
+
+
+def load_public_key(path: str | Path) -> tuple[Any, str]:
+    """(the key, its algorithm) of a PEM public key file (SubjectPublicKeyInfo; ed25519 or ECDSA P-256).
+    InputError names the file and what to pass instead."""
+    _, unsupported, _, serialization, ec, ed25519 = _crypto()
+    path = Path(path)
     try:
-        key = serialization.load_pem_public_key(Path(public_key).read_bytes())
-    except (OSError, ValueError, TypeError) as exc:
-        raise InputError(f"{public_key}: not a PEM public key ({_first_line(exc)})") from None
-    for entry in signatures:
-        sig = _b64decode(entry.get("sig") if isinstance(entry, dict) else None, "a signature", where)
-        try:
-            if isinstance(key, ed25519.Ed25519PublicKey):
-                key.verify(sig, message)
-                return "ed25519"
-            if isinstance(key, ec.EllipticCurvePublicKey) and key.curve.name == "secp256r1":
-                forms = [sig]
-                if len(sig) == 64:  # raw r || s
-                    forms.append(encode_dss_signature(int.from_bytes(sig[:32], "big"), int.from_bytes(sig[32:], "big")))
-                for form in forms:
-                    try:
-                        key.verify(form, message, ec.ECDSA(hashes.SHA256()))
-                        return "ecdsa-p256-sha256"
-                    except InvalidSignature:
-                        continue
-                continue
-            raise InputError(f"{public_key}: unsupported key type; use an ed25519 or ECDSA P-256 public key")
-        except InvalidSignature:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read the public key ({exc.strerror or exc}); pass the evalpack.pub "
+                         "of the key pair the pack was signed with") from None
+    if b"PRIVATE KEY-----" in data:
+        raise InputError(f"{path}: this is a private key; pass the public key (evalpack.pub) and keep the "
+                         "private one secret")
+    try:
+        key = serialization.load_pem_public_key(data)
+    except (ValueError, TypeError, unsupported) as exc:
+        raise InputError(f"{path}: not a PEM public key ({_first_line(exc)}); pass the evalpack.pub written by "
+                         "`evalpack keygen`") from None
+    if isinstance(key, ed25519.Ed25519PublicKey):
+        return key, "ed25519"
+    if isinstance(key, ec.EllipticCurvePublicKey) and isinstance(key.curve, ec.SECP256R1):
+        return key, "ecdsa-p256"
+    raise InputError(f"{path}: unsupported key type; packs are signed with ed25519 or ECDSA P-256 keys")
+
+
+def signature_verifies(key: Any, signature: bytes, message: bytes) -> bool:
+    """Whether ``signature`` over ``message`` verifies with ``key``: ed25519 (64 bytes), or ECDSA P-256
+    with SHA-256 as DER, the encoding securesystemslib's signers (and evalpack's) write. A raw r||s
+    ECDSA signature is not accepted: one encoding per signature, as securesystemslib verifies."""
+    invalid, _, hashes, _, ec, ed25519 = _crypto()
+    try:
+        if isinstance(key, ed25519.Ed25519PublicKey):
+            key.verify(signature, message)
+        else:
+            key.verify(signature, message, ec.ECDSA(hashes.SHA256()))
+    except (invalid, ValueError):
+        return False
+    return True
+
+
+def inspect_integrity(pack: Path, public_key: str | Path | None = None) -> IntegrityReport:
+    """Check ``pack`` against its attestation and report every problem; raises only InputError for
+    a public key that cannot be used.
+
+    In order: the envelope (``payloadType``); the signature (over the DSSE pre-authentication
+    encoding of the payload bytes exactly as decoded; with ``public_key`` one signature must verify,
+    and an envelope without signatures fails; without it a signature is reported NOT CHECKED); the
+    statement (``_type``, ``predicateType``, one well-formed subject per safe, distinct name); then
+    the files: every subject re-hashed, and the regular files on disk (the attestation aside) must be
+    exactly the subjects, with no symlink or special file anywhere.
+    """
+    pack = Path(pack)
+    key, algorithm = load_public_key(public_key) if public_key else (None, None)
+    lines: list[tuple[str, str, str]] = []
+
+    def fail(name: str, text: str) -> None:
+        lines.append(("fail", name, text))
+
+    data, why = read_envelope(pack)
+    if data is None:
+        fail(ATTESTATION, why or "unreadable")
+        return IntegrityReport(tuple(lines), "failed", 0, f"{ATTESTATION} {why}")
+    if data["payloadType"] != PAYLOAD_TYPE:
+        fail(ATTESTATION, f"payloadType is {data['payloadType']!r}, expected {PAYLOAD_TYPE!r}")
+    payload = b64decode(data["payload"])
+    if payload is None:
+        fail(ATTESTATION, "the payload is not valid base64")
+        return IntegrityReport(tuple(lines), "failed", 0, "the payload is not valid base64")
+
+    # the signature
+    entries = data["signatures"]
+    signatures = [(e.get("keyid") if isinstance(e.get("keyid"), str) else "", b64decode(e.get("sig")))
+                  for e in entries if isinstance(e, dict)]
+    keyids = ", ".join(keyid[:16] or "(none)" for keyid, _ in signatures)
+    if len(signatures) != len(entries) or any(sig is None for _, sig in signatures):
+        signature = "failed"
+        line = f"a signature entry of {ATTESTATION} is malformed (needs sig as base64 text)"
+        fail(ATTESTATION, "a signature entry is malformed (needs sig as base64 text)")
+    elif not signatures and key is not None:
+        signature = "failed"
+        line = f"UNSIGNED, but --public-key {public_key} was given"
+        fail(ATTESTATION, f"UNSIGNED, but --public-key {public_key} was given: the pack carries no signature, so "
+                          "nothing shows it comes from that key")
+    elif not signatures:
+        signature, line = "unsigned", UNSIGNED_NOTE
+        lines.append(("note", ATTESTATION, line))
+    elif key is None:
+        signature = "not checked"
+        line = (f"NOT CHECKED: {ATTESTATION} is signed (keyid {keyids}) but the signature was not checked; "
+                "pass --public-key KEY to check it")
+        lines.append(("note", ATTESTATION, line))
+    elif any(signature_verifies(key, sig, pae(data["payloadType"], payload)) for _, sig in signatures):
+        # DSSE keyids are unauthenticated hints: any signature that verifies with the given key counts
+        signature, line = "verified", f"OK signature: {algorithm} key {public_key} signed the statement"
+        lines.append(("ok", ATTESTATION, line))
+    else:
+        signature = "failed"
+        line = f"the signature does not verify with {public_key}"
+        fail(ATTESTATION, f"the signature does not verify with {public_key} ({algorithm} key; envelope keyid "
+                          f"{keyids}): the statement was changed after signing, or another key signed it")
+
+    # the statement
+    def done(files: int = 0) -> IntegrityReport:
+        return IntegrityReport(tuple(lines), signature, files, line)
+
+    try:
+        statement = json.loads(payload)
+    except (ValueError, UnicodeDecodeError) as exc:
+        fail(ATTESTATION, f"the payload is not a JSON statement ({_first_line(exc)})")
+        return done()
+    if not isinstance(statement, dict):
+        fail(ATTESTATION, "the payload is not a JSON object")
+        return done()
+    if statement.get("_type") != STATEMENT_TYPE:
+        fail(ATTESTATION, f"statement _type is {statement.get('_type')!r}, expected {STATEMENT_TYPE!r}")
+    if statement.get("predicateType") != PREDICATE_TYPE:
+        fail(ATTESTATION, f"predicateType is {statement.get('predicateType')!r}, expected {PREDICATE_TYPE!r}")
+    subjects = statement.get("subject")
+    if not isinstance(subjects, list) or not subjects:
+        fail(ATTESTATION, "the statement lists no subject")
+        return done()
+    listed: dict[str, str] = {}
+    well_formed = True
+    for i, entry in enumerate(subjects):
+        name = entry.get("name") if isinstance(entry, dict) else None
+        digest = entry.get("digest") if isinstance(entry, dict) else None
+        sha = digest.get("sha256") if isinstance(digest, dict) else None
+        if not isinstance(name, str) or not isinstance(sha, str) or not _SHA256.fullmatch(sha):
+            fail(ATTESTATION, f"subject {i} is malformed (needs a name and a lowercase hex sha256 digest)")
+        elif not safe_name(name):
+            fail(ATTESTATION, f"subject {name!r} is not a relative POSIX path inside the pack")
+        elif name in listed:
+            fail(name, f"listed twice in {ATTESTATION}")
+        else:
+            listed[name] = sha
             continue
-    raise PackIntegrityError(f"{where}: the signature does not verify with {public_key} "
-                             "(wrong key, or the statement was changed after signing)")
+        well_formed = False
+    if not well_formed:
+        return done()
+
+    # the files
+    on_disk, other = pack_entries(pack)
+    before = len(lines)
+    for name in other:
+        fail(name, "not a regular file (symlink or special file); a pack holds regular files only")
+    present = [name for name in listed if name in on_disk]
+    digests = dict(zip(present, sha256_files([on_disk[name] for name in present])))
+    for name, expected in listed.items():
+        if name not in on_disk:
+            fail(name, f"listed in {ATTESTATION} but missing from the pack")
+        elif digests[name] != expected:
+            fail(name, f"sha256 {digests[name][:16]}... differs from the attested {expected[:16]}... (the file "
+                       "was changed)")
+    for name in on_disk:
+        if name not in listed:
+            fail(name, f"in the pack but not in {ATTESTATION} (a file was added)")
+    if len(lines) == before:
+        lines.append(("ok", "", f"OK files: {len(listed)} files match the attested sha256, none missing, none extra"))
+    return done(len(listed))
 
 
 def check_integrity(pack: Path, public_key: str | Path | None = None) -> Integrity:
-    """Re-hash the pack against its attestation (and check the signature when a key is given).
-
-    Returns what was checked; raises PackIntegrityError (one line per bad file) or InputError.
-    """
+    """:func:`inspect_integrity` for the scorer: what was checked, or PackIntegrityError naming each
+    bad file (one line each). InputError for a public key that cannot be used."""
     pack = Path(pack)
-    where = pack / ATTESTATION
-    if not where.exists() and not where.is_symlink():
-        if public_key:
-            raise PackIntegrityError(f"{where}: missing, so there is no signature to check with {public_key}")
-        return Integrity("absent", 0, f"no {ATTESTATION}: file hashes NOT checked")
-    if where.is_symlink() or not where.is_file():
-        raise PackIntegrityError(f"{where}: not a regular file")
-    try:
-        envelope = json.loads(where.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise PackIntegrityError(f"{where}: not a DSSE envelope (unreadable JSON: {_first_line(exc)})") from None
-    if not isinstance(envelope, dict) or envelope.get("payloadType") != PAYLOAD_TYPE:
-        raise PackIntegrityError(f"{where}: payloadType must be {PAYLOAD_TYPE!r}")
-    payload = _b64decode(envelope.get("payload"), "the payload", where)
-    signatures = envelope.get("signatures") or []
-    if not isinstance(signatures, list):
-        raise PackIntegrityError(f"{where}: signatures must be a list")
-    if public_key:
-        if not signatures:
-            raise PackIntegrityError(f"{where}: UNSIGNED, but --public-key {public_key} was given")
-        algorithm = _verify_signature(signatures, pae(PAYLOAD_TYPE, payload), Path(public_key), where)
-        status, sign_note = "verified", f"signature verified ({algorithm}, {public_key})"
-    elif signatures:
-        status, sign_note = "signed", (f"SIGNED ({len(signatures)} signature(s)) but the signature was NOT checked: "
-                                       "pass --public-key KEY")
-    else:
-        status, sign_note = "unsigned", "UNSIGNED (the envelope carries no signature)"
-    try:
-        statement = json.loads(payload.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError):
-        raise PackIntegrityError(f"{where}: the payload is not an in-toto Statement (not JSON)") from None
-    if not isinstance(statement, dict) or statement.get("_type") != STATEMENT_TYPE:
-        raise PackIntegrityError(f"{where}: the payload's _type must be {STATEMENT_TYPE!r}")
-    subjects = statement.get("subject")
-    if not isinstance(subjects, list):
-        raise PackIntegrityError(f"{where}: the statement has no subject list")
-    listed: dict[str, str] = {}
-    problems = []
-    for entry in subjects:
-        name = entry.get("name") if isinstance(entry, dict) else None
-        digest = (entry.get("digest") or {}).get("sha256") if isinstance(entry, dict) else None
-        if not isinstance(name, str) or not _safe_relative(name):
-            problems.append(f"{where}: subject {name!r} is not a relative POSIX path inside the pack")
-        elif not isinstance(digest, str) or not re.fullmatch(r"[0-9a-fA-F]{64}", digest):
-            problems.append(f"{where}: subject {name} has no sha256 digest")
-        elif name in listed:
-            problems.append(f"{where}: subject {name} is listed twice")
-        else:
-            listed[name] = digest.lower()
-    if problems:
-        raise PackIntegrityError("\n".join(problems))
-    on_disk = pack_files(pack)
-    both = sorted(set(listed) & set(on_disk))
-    actual = dict(zip(both, sha256_files([on_disk[name] for name in both])))
-    for name in sorted(set(listed) | set(on_disk)):
-        if name not in on_disk:
-            problems.append(f"{pack / name}: listed in {ATTESTATION} but missing from the pack")
-        elif name not in listed:
-            problems.append(f"{on_disk[name]}: not listed in {ATTESTATION} (a file was added)")
-        elif actual[name] != listed[name]:
-            problems.append(f"{on_disk[name]}: SHA-256 differs from {ATTESTATION} (the file was changed)")
-    if problems:
-        raise PackIntegrityError("\n".join(problems))
-    return Integrity(status, len(listed), f"{len(listed)} files match {ATTESTATION}; {sign_note}")
-
-
-def _safe_relative(name: str) -> bool:
-    parts = name.split("/")
-    return bool(name) and "\\" not in name and not name.startswith("/") and all(p not in ("", ".", "..") for p in parts)
+    report = inspect_integrity(pack, public_key)
+    if not report.ok:
+        raise PackIntegrityError("\n".join(f"{pack / name}: {text}" for name, text in report.problems))
+    status = "signed" if report.signature == "not checked" else report.signature
+    return Integrity(status, report.files, f"{report.files} files match {ATTESTATION}; {report.signature_line}")
 
 
 # --------------------------------------------------------------------------- candidates

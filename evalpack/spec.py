@@ -18,6 +18,7 @@ from typing import Any
 import yaml
 
 from evalpack.errors import SpecError
+from evalpack.layout import rotation_name
 
 NAME_RE = re.compile(r"^[a-z][a-z0-9_]*$")
 IDENT_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -209,6 +210,10 @@ class Spec:
     def seeds(self) -> tuple[int, ...]:
         """One seed per rotation: ``seed + i``."""
         return tuple(self.seed + i for i in range(self.rotations))
+
+    def rotation_names(self) -> tuple[str, ...]:
+        """The rotations' names, in seed order (``seed_42``, ...)."""
+        return tuple(rotation_name(s) for s in self.seeds())
 
 
 # --------------------------------------------------------------------------- YAML with lines

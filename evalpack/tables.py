@@ -1,4 +1,4 @@
-"""Write a rotation's tables to Parquet and CSV, streaming batch by batch."""
+"""Write a rotation's tables to Parquet and CSV, streaming batch by batch; open written tables as DuckDB views."""
 
 from __future__ import annotations
 
@@ -6,12 +6,15 @@ from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
+import duckdb
 import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 from evalpack.generate import arrow_schema, table_batches
+from evalpack.layout import PackLayout
 from evalpack.plan import RotationPlan
+from evalpack.scoring import quote_ident, quote_literal
 from evalpack.spec import Spec
 
 # Dictionary pages only for text (numbers and dates rarely repeat enough to pay for them);
@@ -28,18 +31,13 @@ MAX_ROW_GROUP = 1 << 20
 IN_FLIGHT = 1  # batches being written while the next is generated: bounds memory to two chunks
 
 
-def rotation_dir(seed: int) -> str:
-    """The POSIX folder of a rotation inside a pack (a valid Hub split name)."""
-    return f"rotations/seed_{seed}"
-
-
 def write_table(spec: Spec, plan: RotationPlan, table: str, pack_dir: Path) -> int:
     """Generate one table of one rotation into its Parquet and CSV files; returns the rows written.
 
     Each file has its own writer thread (pyarrow encodes without the GIL), so the next chunk is
     generated while the last one is encoded; each file still receives its batches in order, so
     the bytes do not depend on timing."""
-    out = pack_dir / rotation_dir(plan.seed) / "tables"
+    out = PackLayout(pack_dir).tables(plan.seed)
     out.mkdir(parents=True, exist_ok=True)
     schema = arrow_schema(spec, spec.table(table))
     text = [f.name for f in schema if pa.types.is_string(f.type)]
@@ -106,3 +104,25 @@ def duckdb_types(spec: Spec) -> dict[str, dict[str, str]]:
                                 if t.startswith("decimal") else names[t])
         out[table.name] = cols
     return out
+
+
+def connect_tables(tables_dir: Path, fmt: str = "parquet", con: duckdb.DuckDBPyConnection | None = None,
+                   types: dict | None = None) -> duckdb.DuckDBPyConnection:
+    """An in-memory connection with one view per table file in ``tables_dir`` (trusted SQL only).
+
+    ``types`` (table -> {column: duckdb type}) pins CSV column types so CSV and Parquet agree.
+    """
+    con = con or duckdb.connect(":memory:")
+    for path in sorted(Path(tables_dir).glob(f"*.{fmt}")):
+        location = quote_literal(str(path))
+        if fmt == "parquet":
+            source = f"read_parquet({location})"
+        else:
+            cols = (types or {}).get(path.stem)
+            if cols:
+                spec = ", ".join(f"'{c}': '{t}'" for c, t in cols.items())
+                source = f"read_csv({location}, header=true, columns={{{spec}}})"
+            else:
+                source = f"read_csv({location}, header=true)"
+        con.execute(f"CREATE VIEW {quote_ident(path.stem)} AS SELECT * FROM {source}")
+    return con

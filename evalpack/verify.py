@@ -1,14 +1,15 @@
 """Run every gold SQL on every rotation's written files and apply the golden checks.
 
 A question ships only when, on every rotation, its gold SQL returns exactly the expected
-answer, the result is not empty, the answer does not depend on orphan rows, and no tie sits
-at an ORDER BY ... LIMIT boundary.
+answer and passes the golden checks of :mod:`evalpack.golden` (the rules are there and in
+README.md): the result is not empty, the answer does not depend on orphan rows, and no tie sits
+at an ORDER BY ... LIMIT boundary. This module only runs them and reports the check booleans
+(:class:`Observation`, :class:`Verdict`).
 """
 
 from __future__ import annotations
 
 import contextlib
-import functools
 import queue
 import shutil
 import tempfile
@@ -19,24 +20,21 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import duckdb
-from sqlglot import exp
 
-from evalpack.questions import DIALECT, Question, parse_gold
-from evalpack.scoring import connect_tables, observed, quote_ident, scalar_matches
+from evalpack import golden
+from evalpack.golden import Link, exclude_orphans, live_links, orphan_key_tables, orphans_sql, run_trusted, tie_probe
+from evalpack.questions import Question
+from evalpack.scoring import observed, scalar_matches
+from evalpack.tables import connect_tables
+
+# the golden rules live in evalpack.golden; these six are re-exported for callers that import them from here
+__all__ = ["Link", "exclude_orphans", "live_links", "orphan_key_tables", "orphans_sql", "tie_probe",
+           "CHECKS", "Observation", "Verdict", "check_question", "verify_questions", "materialize",
+           "rotation_connection", "verify_rotation", "map_on_cursors", "gradable"]
 
 T = TypeVar("T")
 R = TypeVar("R")
 CHECKS = ("matches", "non_empty", "orphan_independent", "deterministic")
-
-
-@dataclass(frozen=True)
-class Link:
-    """A child column whose rows may point at a missing parent."""
-
-    child_table: str
-    child_column: str
-    parent_table: str
-    parent_column: str
 
 
 @dataclass(frozen=True)
@@ -79,131 +77,23 @@ class Verdict:
         return ", ".join(named[r] for r in order if r in reasons)
 
 
-@functools.lru_cache(maxsize=4096)
-def exclude_orphans(sql: str, links: tuple[Link, ...], key_tables: tuple[str | None, ...] | None = None) -> str | None:
-    """The query with every child table replaced by its rows whose parent exists (or is NULL).
-
-    With ``key_tables`` (one per link: a table of the link's orphan keys, see
-    :func:`orphan_key_tables`) a child row is dropped when its key is one of those: the same rows,
-    found by probing a handful of keys instead of the whole parent table.
-    Returns None when the query reads no child table of ``links``.
-    """
-    tree = parse_gold(sql)
-    by_child: dict[str, list[tuple[Link, str | None]]] = {}
-    for link, keys in zip(links, key_tables or (None,) * len(links)):
-        by_child.setdefault(link.child_table, []).append((link, keys))
-    changed = False
-
-    def rewrite(node: exp.Expression) -> exp.Expression:
-        nonlocal changed
-        if not isinstance(node, exp.Table) or node.name not in by_child or isinstance(node.parent, exp.Subquery):
-            return node
-        conditions = []
-        for link, keys in by_child[node.name]:
-            col = exp.column(link.child_column)
-            if keys is None:
-                parents = exp.select(exp.column(link.parent_column)).from_(link.parent_table)
-                kept = exp.In(this=col.copy(), query=parents.subquery())
-            else:
-                kept = exp.Not(this=exp.In(this=col.copy(), query=exp.select("k").from_(keys).subquery()))
-            conditions.append(exp.or_(exp.Is(this=col, expression=exp.Null()), kept))
-        inner = exp.select(exp.Star()).from_(exp.to_table(node.name)).where(exp.and_(*conditions))
-        changed = True
-        return inner.subquery(node.alias_or_name)
-
-    rewritten = tree.transform(rewrite, copy=True)
-    return rewritten.sql(dialect=DIALECT) if changed else None
-
-
-def orphans_sql(link: Link, what: str) -> str:
-    """SELECT ``what`` over the child rows of ``link`` whose non-NULL key has no parent (an anti join)."""
-    c, p = quote_ident(link.child_column), quote_ident(link.parent_column)
-    return (f"SELECT {what} FROM {quote_ident(link.child_table)} AS c ANTI JOIN {quote_ident(link.parent_table)} AS p "
-            f"ON c.{c} = p.{p} WHERE c.{c} IS NOT NULL")
-
-
-def live_links(con: duckdb.DuckDBPyConnection, links: tuple[Link, ...]) -> tuple[Link, ...]:
-    """The links that have at least one orphan row on ``con`` (read-only): excluding orphans can
-    only change an answer through these. A link that cannot be read counts as live, so that the
-    check runs and reports it."""
-    def live(link: Link) -> bool:
-        try:
-            return bool(con.execute(f"SELECT EXISTS ({orphans_sql(link, '1')})").fetchone()[0])
-        except duckdb.Error:
-            return True
-
-    return tuple(link for link in links if live(link))
-
-
-def orphan_key_tables(con: duckdb.DuckDBPyConnection, links: tuple[Link, ...]) -> tuple[str | None, ...]:
-    """For each link, a table on ``con`` of its distinct orphan keys (our own connection only);
-    None for a link that cannot be read (its check then reads the parent table itself)."""
-    names: list[str | None] = []
-    for i, link in enumerate(links):
-        name = f"__orphan_keys_{i}"
-        try:
-            con.execute(f"CREATE OR REPLACE TABLE {name} AS "
-                        f"{orphans_sql(link, f'DISTINCT c.{quote_ident(link.child_column)} AS k')}")
-        except duckdb.Error:
-            name = None
-        names.append(name)
-    return tuple(names)
-
-
-@functools.lru_cache(maxsize=4096)
-def tie_probe(sql: str) -> tuple[str, int, int] | None:
-    """The query extended with its ORDER BY keys as trailing columns over LIMIT+1 rows, LIMIT and
-    the number of keys; None without ORDER BY ... LIMIT."""
-    tree = parse_gold(sql)
-    if not isinstance(tree, exp.Select):
-        return None
-    limit, order = tree.args.get("limit"), tree.args.get("order")
-    if limit is None or order is None:
-        return None
-    try:
-        n = int(limit.expression.this)
-    except (AttributeError, TypeError, ValueError):
-        return None
-    probe = tree.copy()
-    keys = [exp.alias_(o.this.copy(), f"__tie_key_{i}") for i, o in enumerate(order.expressions)]
-    probe.set("expressions", [*probe.expressions, *keys])
-    width = len(keys)
-    return probe.limit(n + 1).sql(dialect=DIALECT), n, width
-
-
 def check_question(con: duckdb.DuckDBPyConnection, q: Question, rotation: str, expected: Any,
-                   links: tuple[Link, ...], key_tables: tuple[str | None, ...] | None = None) -> Observation:
-    """Run one question's gold SQL and golden checks on one connection.
+                   links: tuple[Link, ...], key_tables: tuple[str | None, ...] | None = None, *,
+                   about_orphans: bool = False, expected_empty: bool = False) -> Observation:
+    """Run one question's gold SQL and golden checks (:func:`evalpack.golden.check`) on one connection.
 
     ``links``: the links whose orphans the answer must not depend on (only those with orphan rows
-    on ``con`` matter, see :func:`live_links`); ``key_tables``: their orphan keys, if on ``con``."""
-    try:
-        rows = con.execute(q.gold_sql).fetchall()
-    except duckdb.Error as exc:
-        return Observation(rotation, None, (), error=str(exc).splitlines()[0])
+    on ``con`` matter, see :func:`live_links`); ``key_tables``: their orphan keys, if on ``con``.
+    ``about_orphans``: the question is about orphans (so is kind ``fk_orphans``)."""
+    run = run_trusted(con, q.gold_sql)
+    if run.rows is None:
+        return Observation(rotation, None, (), error=run.error)
+    rows = run.rows
     matches = scalar_matches(expected, q.answer_type, q.round_decimals, rows)
-    non_empty = bool(rows) and any(v is not None for v in rows[0])
-    deterministic: bool | None = None
-    probe = tie_probe(q.gold_sql)
-    if probe:
-        probe_sql, n, width = probe
-        try:
-            keys = [row[-width:] for row in con.execute(probe_sql).fetchall()]
-            deterministic = not (len(keys) > n and keys[n - 1] == keys[n])
-        except duckdb.Error:
-            deterministic = False
-    orphan_ok: bool | None = None
-    # with a tie at the LIMIT the returned row varies between runs: that is the tie's failure, not orphans
-    if q.kind != "fk_orphans" and links and deterministic is not False:
-        rewritten = exclude_orphans(q.gold_sql, links, key_tables)
-        if rewritten is not None:
-            # the answer must not move when orphan rows are excluded (with `matches`: it stays the declared one)
-            try:
-                orphan_ok = con.execute(rewritten).fetchall() == rows
-            except duckdb.Error:
-                orphan_ok = False
-    checks = (("matches", matches), ("non_empty", non_empty), ("orphan_independent", orphan_ok),
-              ("deterministic", deterministic))
+    g = golden.check(con, q.gold_sql, run, links, key_tables, about_orphans=about_orphans or q.kind == "fk_orphans",
+                     expected_empty=expected_empty, round_decimals=q.round_decimals,
+                     ordered=golden.in_order(con, q.answer_type, q.gold_sql), explain=False)
+    checks = (("matches", matches), *g.checks().items())
     return Observation(rotation, observed(rows), checks, rows=tuple(rows))
 
 
@@ -219,7 +109,10 @@ def verify_questions(con: duckdb.DuckDBPyConnection, questions, links: tuple[Lin
     kept = []
     for q in questions:
         question = q if isinstance(q, Question) else _from_record(q, rotation)
-        obs = check_question(con, question, rotation, question.expected_for(rotation), links)
+        flags = q if isinstance(q, dict) else {}
+        obs = check_question(con, question, rotation, question.expected_for(rotation), links,
+                             about_orphans=bool(flags.get("about_orphans")),
+                             expected_empty=bool(flags.get("expected_empty")))
         verdict = Verdict(question, (obs,))
         if verdict.ships:
             kept.append(q)
@@ -265,32 +158,22 @@ ENGINE_MEMORY_LIMIT = "1GiB"  # DuckDB's working memory per connection; beyond i
 def rotation_connection(tables_dir: Path, fmt: str = "parquet", types: dict | None = None,
                         con: duckdb.DuckDBPyConnection | None = None) -> Iterator[duckdb.DuckDBPyConnection]:
     """A connection to one rotation's tables (trusted SQL only), loaded into memory when small
-    (:func:`materialize`; CSV always). Our own connections get a memory limit and a private spill
-    folder, so peak memory stays bounded however large the rotation is."""
-    spill = None
+    (:func:`materialize`; CSV always). ``con``: an empty in-memory connection to use (a resource's),
+    else a new one. Either way it gets the engine's memory limit and a private spill folder, so peak
+    memory stays bounded however large the rotation is, and it is closed afterwards."""
+    spill = tempfile.mkdtemp(prefix="evalpack-spill-")
     if con is None:
-        spill = tempfile.mkdtemp(prefix="evalpack-spill-")
         con = duckdb.connect(":memory:", config={"memory_limit": ENGINE_MEMORY_LIMIT, "temp_directory": spill})
+    else:
+        con.execute(f"SET memory_limit = '{ENGINE_MEMORY_LIMIT}'")
+        con.execute(f"SET temp_directory = '{spill.replace(chr(39), chr(39) * 2)}'")
     try:
         connect_tables(tables_dir, fmt=fmt, con=con, types=types)
         # CSV views re-parse their file on every query: always load them
         yield materialize(con, max_rows=1 << 62 if fmt == "csv" else MATERIALIZE_ROWS)
     finally:
         con.close()
-        if spill:
-            shutil.rmtree(spill, ignore_errors=True)
-
-
-def verify_rotations(questions: tuple[Question, ...], tables_dirs: dict[str, Path], links: tuple[Link, ...] = (),
-                     connect: Callable[[], duckdb.DuckDBPyConnection] | None = None,
-                     fmt: str = "parquet", types: dict | None = None) -> tuple[Verdict, ...]:
-    """Every question on every rotation (one fresh connection per rotation, a view per table)."""
-    per_question: dict[str, list[Observation]] = {q.id: [] for q in questions}
-    for rotation, folder in tables_dirs.items():
-        with rotation_connection(folder, fmt, types, connect() if connect else None) as con:
-            for q, obs in zip(questions, verify_rotation(con, questions, rotation, links)):
-                per_question[q.id].append(obs)
-    return tuple(Verdict(q, tuple(per_question[q.id])) for q in questions)
+        shutil.rmtree(spill, ignore_errors=True)
 
 
 def verify_rotation(con: duckdb.DuckDBPyConnection, questions: tuple[Question, ...], rotation: str,

@@ -2,10 +2,11 @@
 
 First, the files the Hub layout is made of must agree with ``manifest.json`` (every table of every
 rotation is there with the row count the manifest and the card state, ``questions.jsonl`` has as
-many questions as shipped, ``certificate.json`` says ``all_match``). Then the engine's
-``evalpack verify`` check (:func:`evalpack.attest.verify_pack`): the signature when a public key is
-given, ``payloadType`` and ``_type``, every subject re-hashed, the files on disk equal to the
-subjects, and every gold SQL rerun.
+many questions as shipped, ``certificate.json`` says ``all_match``). Then ``evalpack verify``
+(:func:`evalpack.attest.verify_pack`), which runs the pack's one integrity check
+(:func:`evalpack.scoring.inspect_integrity`, the same as its ``verify.py``: the signature when a public
+key is given, ``payloadType``, ``_type`` and ``predicateType``, every subject re-hashed, the files on
+disk equal to the subjects) and then reruns every gold SQL.
 """
 
 from __future__ import annotations
@@ -17,8 +18,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 from evalpack import attest
-
-ATTESTATION = "attestation.intoto.json"
+from evalpack.layout import PackLayout
 
 
 @dataclass(frozen=True)
@@ -39,9 +39,14 @@ class Verification:
 def check_consistency(pack: Path, manifest: dict) -> list[str]:
     """What the layout relies on: tables, row counts, question count, certificate."""
     failures = []
-    for table, info in manifest.get("tables", {}).items():
-        for rotation in manifest.get("rotations", []):
-            path = pack / "rotations" / rotation / "tables" / f"{table}.parquet"
+    tables, rotations = manifest.get("tables", {}), manifest.get("rotations", [])
+    if not isinstance(tables, dict) or not isinstance(rotations, list) or not all(
+            isinstance(info, dict) for info in tables.values()):
+        return ["manifest.json: `tables` must map each table to its rows per rotation, and `rotations` list the "
+                "rotation folders; rebuild the pack"]
+    for table, info in tables.items():
+        for rotation in rotations:
+            path = PackLayout(pack).table(rotation, table)
             if not path.is_file():
                 failures.append(f"{path.relative_to(pack).as_posix()}: missing")
                 continue
@@ -53,22 +58,24 @@ def check_consistency(pack: Path, manifest: dict) -> list[str]:
             stated = (info.get("rows") or {}).get(rotation)
             if stated != rows:
                 failures.append(f"{path.relative_to(pack).as_posix()}: {rows} rows, manifest.json says {stated}")
-    questions = pack / "questions.jsonl"
+    questions = PackLayout(pack).questions
     if not questions.is_file():
         failures.append("questions.jsonl: missing")
     else:
-        count = sum(1 for line in questions.read_text(encoding="utf-8").splitlines() if line.strip())
+        text = questions.read_bytes().decode("utf-8", errors="replace")
+        count = sum(1 for line in text.splitlines() if line.strip())
         shipped = (manifest.get("questions") or {}).get("shipped")
         if shipped is not None and shipped != count:
             failures.append(f"questions.jsonl: {count} questions, manifest.json says {shipped} shipped")
-    certificate = pack / "certificate.json"
+    certificate = PackLayout(pack).certificate
     if not certificate.is_file():
         failures.append("certificate.json: missing")
     else:
         try:
-            if json.loads(certificate.read_text(encoding="utf-8")).get("all_match") is not True:
+            data = json.loads(certificate.read_text(encoding="utf-8"))
+            if not isinstance(data, dict) or data.get("all_match") is not True:
                 failures.append("certificate.json: all_match is not true")
-        except ValueError as exc:
+        except (ValueError, UnicodeDecodeError) as exc:
             failures.append(f"certificate.json: unreadable ({exc})")
     return failures
 

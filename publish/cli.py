@@ -1,4 +1,5 @@
-"""``evalpack publish PACK --repo OWNER/NAME [--private] [--dry-run]`` (routed here by evalpack.cli).
+"""``evalpack publish PACK --repo OWNER/NAME [--private] [--dry-run]``: registered as a subcommand of ``evalpack``
+through the ``evalpack.commands`` entry point (pyproject.toml), so the engine's CLI never imports this layer.
 
 Exit codes: 0 published (or already published with the same content, or a dry run of a verified
 pack); 1 refused (the pack fails verification, the tag exists with other content, the Hub said no);
@@ -7,6 +8,7 @@ pack); 1 refused (the pack fails verification, the tag exists with other content
 
 from __future__ import annotations
 
+import argparse
 import sys
 from pathlib import Path
 
@@ -64,3 +66,14 @@ def publish_command(pack: str | Path, repo: str, *, private: bool = False, dry_r
             print(f"  removed {len(result.deleted)} stale file(s) from main")
     print(f'load it: load_dataset("{result.repo_id}", "questions", revision="{result.tag}")')
     return 0
+
+
+def add_command(sub: argparse._SubParsersAction) -> None:
+    """Add ``publish`` to the ``evalpack`` command line (the ``evalpack.commands`` entry point)."""
+    p = sub.add_parser("publish", help="publish a verified pack to the Hugging Face Hub")
+    p.add_argument("pack")
+    p.add_argument("--repo", required=True, help="OWNER/NAME of the dataset repo")
+    p.add_argument("--private", action="store_true")
+    p.add_argument("--dry-run", action="store_true", help="print the layout; make no request")
+    p.set_defaults(func=lambda args: publish_command(args.pack, args.repo, private=args.private,
+                                                     dry_run=args.dry_run))

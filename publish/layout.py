@@ -44,6 +44,7 @@ import pyarrow.parquet as pq
 
 from evalpack.card import CARD, QUESTIONS_CONFIG, Config, hub_configs, rotated_answers, total_rows
 from evalpack.errors import EvalpackError
+from evalpack.layout import PackLayout
 from evalpack.scoring import load_questions
 
 DEFAULT_ENDPOINT = "https://huggingface.co"
@@ -154,7 +155,7 @@ def check_repo_id(repo_id: str) -> str:
 
 
 def read_manifest(pack: Path) -> dict:
-    path = Path(pack) / "manifest.json"
+    path = PackLayout(pack).manifest
     if not Path(pack).is_dir():
         raise PublishError(f"{pack}: no such pack folder; build one with `evalpack build SPEC -o {pack}`")
     if not path.is_file():
@@ -249,7 +250,7 @@ def build_layout(pack: str | Path, repo_id: str, endpoint: str | None = None) ->
                 data = questions_parquet(questions, split.name if rotated else None)
                 files.append(HubFile(split.path, len(data), content=data))
                 continue
-            source = pack / "rotations" / split.name / "tables" / f"{config.name}.parquet"
+            source = PackLayout(pack).table(split.name, config.name)
             if not source.is_file():
                 raise PublishError(f"{source}: missing; the pack is incomplete (rebuild it)")
             files.append(HubFile(split.path, source.stat().st_size, source=source))

@@ -130,8 +130,9 @@ def test_asset_graph_is_one_chain_of_stages_partitioned_by_pack():
         "attestation": {"spec", "certificate"}, "pack": {"attestation"},
     }
     # one step per rotation, and it is the engine's per-rotation unit
-    rotation_ops = {n.definition.name for n in graph.get(AssetKey("rotations")).assets_def.node_def.nodes}
-    assert rotation_ops == {"rotation_seeds", "check_rotation", "collect_rotations"}
+    nodes = {n.definition.name: n.definition for n in graph.get(AssetKey("rotations")).assets_def.node_def.nodes}
+    assert set(nodes) == {"rotation_seeds", "check_rotation", "collect_rotations"}
+    assert "duckdb" in nodes["check_rotation"].required_resource_keys  # its connection: the DuckDB resource's
     for name in STAGES:
         assert graph.get(AssetKey(name)).partitions_def.name == "packs"
     blocking = {c.name for c in graph.asset_check_keys if graph.get_check_spec(c).blocking}

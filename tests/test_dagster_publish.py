@@ -30,6 +30,7 @@ from dagster import (
     materialize,
 )
 from dagster._core.definitions.metadata import UrlMetadataValue
+from dagster_duckdb import DuckDBResource
 from fakehub import FakeHub, client_env, git_blob_sha1
 from test_dagster import add_one_to_an_amount
 
@@ -212,6 +213,7 @@ def test_a_failing_blocking_check_leaves_nothing_to_release(hub, tmp_path, monke
     monkeypatch.setattr(module, "write_rotation", write_then_corrupt)
     resources = {"evalpack": EvalpackResource(schemas_dir=str(SCHEMAS), packs_dir=str(tmp_path / "packs")),
                  "io_manager": FilesystemIOManager(base_dir=str(tmp_path / "io")),
+                 "duckdb": DuckDBResource(database=":memory:"),
                  "hub": HubResource(repo="tester/blocked", token=hub.token, endpoint=hub.url)}
     config = {"ops": {"spec": {"config": {"rotations": 2}}}}
     hub.clear_requests()

@@ -28,9 +28,8 @@ from hypothesis import strategies as st
 from evalpack.build import write_rotations
 from evalpack.cli import main
 from evalpack.plan import plan_pack
-from evalpack.scoring import connect_tables
 from evalpack.spec import Spec, parse_spec
-from evalpack.tables import duckdb_types
+from evalpack.tables import connect_tables, duckdb_types
 
 # A fixed set of examples in CI; EVALPACK_EXPLORE=N runs N fresh random examples instead.
 EXPLORE = int(os.environ.get("EVALPACK_EXPLORE", "0"))

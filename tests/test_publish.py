@@ -448,3 +448,38 @@ def test_reverification_names_every_problem(retail_pack, tmp_path):
     text = "\n".join(result.failures)
     assert f"{table}: " in text  # the row count no longer agrees with the manifest
     assert "FAIL verify.py" in text and "FAIL questions.jsonl" in text
+
+
+def test_an_imported_pack_has_a_card_and_is_published_like_a_built_one(hub, hub_env, tmp_path):
+    """`evalpack import` assembles its pack with the same function as `evalpack build`: it gets a card, and
+    `evalpack publish` releases it; `load_dataset` then reads its table and questions from the tag."""
+    import duckdb
+
+    with duckdb.connect(str(tmp_path / "warehouse.duckdb")) as con:
+        con.execute("CREATE TABLE sales AS SELECT * FROM (VALUES (1, 10.5), (2, 20.25), (3, 4.0)) AS t(id, amount)")
+    (tmp_path / "q.jsonl").write_text(json.dumps({
+        "id": "c1", "question": "How many sales are there?", "sql": "SELECT COUNT(*) FROM sales",
+        "check_sql": "SELECT COUNT(id) FROM sales", "answer": 3}) + "\n", encoding="utf-8")
+    pack = tmp_path / "customer"
+    done = subprocess.run([sys.executable, "-m", "evalpack.cli", "import", str(tmp_path / "q.jsonl"), "--data",
+                           str(tmp_path / "warehouse.duckdb"), "-o", str(pack)], cwd=ROOT, env=hub_env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    card = (pack / "README.md").read_text(encoding="utf-8")
+    header = card_header(card)
+    assert [c["config_name"] for c in header["configs"]] == ["questions", "sales"]
+    assert "synthetic" not in header["tags"] and "imported with evalpack" in card and "`q.jsonl`" in card
+    assert card == render_card(pack)
+
+    repo = "tester/customer-evalpack"
+    released = publish_cli(hub_env, pack, repo=repo)
+    assert released.returncode == 0, released.stdout + released.stderr
+    assert set(hub.repos[("dataset", repo)].tags) == {"v0.1.0"}
+    script = ("import json, sys; from datasets import load_dataset; "
+              "s = load_dataset(sys.argv[1], 'sales', revision='v0.1.0'); "
+              "q = load_dataset(sys.argv[1], 'questions', revision='v0.1.0'); "
+              "print(json.dumps({'sales': {k: s[k].num_rows for k in s}, 'questions': q['test'].num_rows}))")
+    loaded = subprocess.run([sys.executable, "-c", script, repo], cwd=ROOT, env=hub_env, capture_output=True,
+                            text=True, timeout=600)
+    assert loaded.returncode == 0, loaded.stderr[-3000:]
+    assert json.loads(loaded.stdout.strip().splitlines()[-1]) == {"sales": {"seed_0": 3}, "questions": 1}

@@ -15,12 +15,23 @@ import pyarrow.parquet as pq
 import pytest
 from conftest import build_variant
 
-from evalpack.build import links_of, verify_pack_tables
+from evalpack.build import Derived, check_rotation, links_of
+from evalpack.layout import PackLayout
+from evalpack.nearmiss import MutantSet
 from evalpack.plan import plan_pack
 from evalpack.questions import Question, derive_questions
 from evalpack.spec import load_spec
-from evalpack.tables import connect_tables
-from evalpack.verify import Link, check_question, exclude_orphans, live_links, orphan_key_tables
+from evalpack.tables import connect_tables, duckdb_types
+from evalpack.verify import (
+    Link,
+    Verdict,
+    check_question,
+    exclude_orphans,
+    live_links,
+    orphan_key_tables,
+    rotation_connection,
+    verify_rotation,
+)
 
 SCHEMAS = Path(__file__).resolve().parents[1] / "schemas"
 
@@ -108,13 +119,28 @@ def _corrupt_one_amount(pack: Path, seed: str) -> dict:
     return {"month": "2025-03", "channel": "web", "index": index}
 
 
+def verdicts_on(spec, plans, questions, pack: Path, fmt: str = "parquet") -> tuple[Verdict, ...]:
+    """Every question's verdict on the pack's written files: the build's per-rotation unit for Parquet (no
+    mutants to run), verification's golden checks alone on the CSV files."""
+    if fmt == "parquet":
+        derived = Derived(plans, questions, MutantSet((), ()))
+        checks = [check_rotation(spec, derived, pack, p.seed) for p in plans]
+        return tuple(Verdict(q, tuple(c.observations[i] for c in checks)) for i, q in enumerate(questions))
+    observations = []
+    for p in plans:
+        with rotation_connection(PackLayout(pack).tables(p.seed), fmt, duckdb_types(spec)) as con:
+            observations.append(verify_rotation(con, questions, p.rotation, links_of(spec)))
+    return tuple(Verdict(q, tuple(o[i] for o in observations)) for i, q in enumerate(questions))
+
+
 def test_corrupting_one_cent_drops_exactly_the_questions_that_read_that_row(retail_pack, tmp_path):
     pack = tmp_path / "retail"
     shutil.copytree(retail_pack, pack)
     _corrupt_one_amount(pack, "seed_43")
     spec = load_spec(SCHEMAS / "retail.yaml", rotations=3)
-    questions = derive_questions(spec, plan_pack(spec))
-    verdicts = verify_pack_tables(spec, questions, pack)
+    plans = plan_pack(spec)
+    questions = derive_questions(spec, plans)
+    verdicts = verdicts_on(spec, plans, questions, pack)
     dropped = {v.question.id: v for v in verdicts if not v.ships}
 
     def reads_row(q: Question) -> bool:
@@ -144,7 +170,7 @@ def test_dropped_questions_are_kept_in_the_manifest_with_reason_and_observations
     _corrupt_one_amount(pack, "seed_42")
     spec = load_spec(SCHEMAS / "retail.yaml", rotations=3)
     plans = plan_pack(spec)
-    verdicts = verify_pack_tables(spec, derive_questions(spec, plans), pack)
+    verdicts = verdicts_on(spec, plans, derive_questions(spec, plans), pack)
     rows = {f"seed_{p.seed}": {t.name: 0 for t in spec.tables} for p in plans}
     write_pack_files(pack, spec, plans, verdicts, rows, None)
     manifest = _manifest(pack)
@@ -243,9 +269,10 @@ def test_rotated_answers_differ_across_rotations_and_all_verify(rotated_pack):
 def test_csv_and_parquet_give_the_same_answers(retail_pack, finance_pack):
     for name, pack in (("retail", retail_pack), ("finance", finance_pack)):
         spec = load_spec(SCHEMAS / f"{name}.yaml", rotations=3)
-        questions = derive_questions(spec, plan_pack(spec))
-        parquet = verify_pack_tables(spec, questions, pack, fmt="parquet")
-        csv = verify_pack_tables(spec, questions, pack, fmt="csv")
+        plans = plan_pack(spec)
+        questions = derive_questions(spec, plans)
+        parquet = verdicts_on(spec, plans, questions, pack, fmt="parquet")
+        csv = verdicts_on(spec, plans, questions, pack, fmt="csv")
         assert all(v.ships for v in csv)
         for a, b in zip(parquet, csv):
             assert [o.value for o in a.observations] == [o.value for o in b.observations], a.question.id

@@ -99,10 +99,12 @@ def test_unsigned_pack_passes_and_says_unsigned(tmp_path, pack):
     assert json.loads((tmp_path / "r.json").read_text())["integrity"]["status"] == "unsigned"
 
 
-def test_pack_without_attestation_says_hashes_were_not_checked(tmp_path, pack):
-    assert check_integrity(pack).status == "absent"
-    code, out, _ = _run(pack, _declines(tmp_path, pack))
-    assert code == 1 and "NOT checked" in out
+def test_pack_without_attestation_is_refused(tmp_path, pack):
+    """Nothing would pin the files: the scorer refuses, as `evalpack verify` does."""
+    with pytest.raises(PackIntegrityError, match="missing, so nothing in this pack is pinned"):
+        check_integrity(pack)
+    code, out, err = _run(pack, _declines(tmp_path, pack))
+    assert code == 2 and out == "" and f"{pack / ATTESTATION}: missing" in err
 
 
 @pytest.mark.parametrize("victim", [
@@ -121,7 +123,7 @@ def test_one_flipped_byte_in_any_file_refuses_the_pack(tmp_path, pack, victim):
     target.write_bytes(bytes(data))
     with pytest.raises(PackIntegrityError) as caught:
         check_integrity(pack)
-    assert str(target) in str(caught.value) and "SHA-256 differs" in str(caught.value)
+    assert str(caught.value).startswith(f"{target}: sha256 ") and "differs from the attested" in str(caught.value)
     report = tmp_path / "r.json"
     code, out, err = _run(pack, _declines(tmp_path, pack), json_path=report)
     assert code == 2 and str(target) in err and out == "" and not report.exists()
@@ -136,7 +138,7 @@ def test_added_removed_and_linked_files_are_named(pack):
     with pytest.raises(PackIntegrityError) as caught:
         check_integrity(pack)
     message = str(caught.value)
-    assert f"{added}: not listed" in message
+    assert f"{added}: in the pack but not in {ATTESTATION}" in message
     assert f"{removed}: listed in {ATTESTATION} but missing" in message
     added.unlink()
     shutil.copyfile(pack / "rotations" / "seed_43" / "tables" / "orders.csv", removed)
@@ -178,7 +180,7 @@ def test_signatures_verify_with_the_right_key_only(tmp_path, pack, algorithm):
     verified = check_integrity(pack, public)
     assert verified.status == "verified" and algorithm.split("-")[0] in verified.message
     unchecked = check_integrity(pack)
-    assert unchecked.status == "signed" and "NOT checked" in unchecked.message
+    assert unchecked.status == "signed" and "NOT CHECKED" in unchecked.message
     with pytest.raises(PackIntegrityError, match="does not verify"):
         check_integrity(pack, wrong)
     code, _, err = _run(pack, _declines(tmp_path, pack), public_key=wrong)

@@ -28,7 +28,6 @@ def _snapshot(folder: Path) -> dict[str, str]:
 def arena(tmp_path: Path, retail_pack: Path, monkeypatch) -> dict[str, Path]:
     pack = tmp_path / "pack"
     shutil.copytree(retail_pack, pack)
-    (pack / "attestation.intoto.json").unlink(missing_ok=True)
     outside = tmp_path / "outside"
     outside.mkdir()
     secret = outside / "secret.csv"

@@ -1,0 +1,51 @@
+"""One module owns the pack layout (evalpack/layout.py); the standalone scorer spells its part of it alone."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from evalpack import layout, scoring
+from evalpack.errors import EvalpackError
+from evalpack.layout import PackLayout, rotation_name, seed_of
+
+
+def test_the_scorer_spells_the_layout_as_the_layout_module_does():
+    assert scoring.QUESTIONS_FILE == layout.QUESTIONS
+    assert scoring.ROTATIONS_DIR == layout.ROTATIONS
+    assert scoring.TABLES_DIR == layout.TABLES
+    assert scoring.ATTESTATION == layout.ATTESTATION
+    assert scoring.ROTATION_FOLDER.pattern == layout.ROTATION_NAME.pattern
+
+
+def test_paths_of_a_pack(tmp_path):
+    pack = PackLayout(tmp_path)
+    assert rotation_name(42) == "seed_42" and seed_of("seed_42") == 42
+    assert pack.table(42, "orders") == tmp_path / "rotations" / "seed_42" / "tables" / "orders.parquet"
+    assert pack.table("seed_7", "orders", "csv") == tmp_path / "rotations" / "seed_7" / "tables" / "orders.csv"
+    assert [pack.card.name, pack.questions.name, pack.certificate.name, pack.manifest.name, pack.scorer.name,
+            pack.attestation.name] == ["README.md", "questions.jsonl", "certificate.json", "manifest.json",
+                                       "verify.py", "attestation.intoto.json"]
+    with pytest.raises(ValueError):
+        seed_of("seed_x")
+
+
+def test_rotations_are_read_in_seed_order_and_a_folder_without_any_is_refused(tmp_path):
+    pack = PackLayout(tmp_path)
+    with pytest.raises(EvalpackError, match="no rotation folder"):
+        pack.rotations()
+    for name in ("seed_10", "seed_9", "seed_100", "other", "seed_"):
+        (tmp_path / "rotations" / name).mkdir(parents=True)
+    assert pack.rotations() == ["seed_9", "seed_10", "seed_100"]
+    assert scoring.rotations(tmp_path) == pack.rotations()
+
+
+def test_damaged_pack_files_are_one_clear_error(tmp_path):
+    pack = PackLayout(tmp_path)
+    pack.manifest.write_text("[1, 2]")
+    with pytest.raises(EvalpackError, match=re.escape(f"{pack.manifest}: not a JSON object")):
+        pack.read_manifest()
+    pack.questions.write_text('{"id": "q1"}\n\n[1]\n')
+    with pytest.raises(EvalpackError, match="line 3: not a question record"):
+        pack.read_records()
