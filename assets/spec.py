@@ -3,10 +3,11 @@
 import warnings
 from pathlib import Path
 
-from dagster import AssetExecutionContext, BetaWarning, Config, DataVersion, MetadataValue, Output, asset
+from dagster import AssetExecutionContext, BetaWarning, Config, DataVersion, Failure, MetadataValue, Output, asset
 from pydantic import Field
 
 from assets.common import CODE_VERSION, GROUP, PACKS, EvalpackResource
+from evalpack.errors import EvalpackError
 from evalpack.spec import Spec, load_spec
 
 
@@ -40,7 +41,10 @@ def spec_metadata(loaded: Spec, path: Path) -> dict:
 def spec(context: AssetExecutionContext, config: SpecConfig, evalpack: EvalpackResource) -> Output[Spec]:
     """The validated spec of ``schemas/<pack>.yaml`` (errors name the file, line and key path)."""
     path = evalpack.spec_path(context.partition_key)
-    loaded = load_spec(path, seed=config.seed, rotations=config.rotations)
+    try:
+        loaded = load_spec(path, seed=config.seed, rotations=config.rotations)
+    except EvalpackError as exc:  # the engine's one line (file:line, key path, what to do), not a traceback
+        raise Failure(description=str(exc), allow_retries=False) from None
     context.log.info(f"{path}: pack {loaded.name} {loaded.version}, seeds {list(loaded.seeds())}")
     if loaded.name != context.partition_key:
         context.log.warning(f"{path} names its pack {loaded.name!r}; the pack is written to "

@@ -283,6 +283,20 @@ def test_a_rotation_corrupted_after_verification_fails_the_pack_check_before_att
     assert not (tmp_path / "packs" / "retail").exists()
 
 
+def test_an_invalid_spec_fails_the_spec_step_with_the_engines_one_line(instance, tmp_path):
+    schemas = tmp_path / "schemas"
+    schemas.mkdir()
+    (schemas / "retail.yaml").write_text((SCHEMAS / "retail.yaml").read_text().replace("rows: 40000", "rows: -5"))
+    instance.add_dynamic_partitions("packs", ["retail"])
+    result = materialize([*ALL_ASSETS, *ALL_CHECKS], instance=instance, partition_key="retail",
+                         resources=resources(tmp_path, schemas), raise_on_error=False)
+    assert not result.success
+    [failure] = [e for e in result.all_events if e.event_type_value == "STEP_FAILURE"]
+    assert failure.step_key == "spec"
+    description = failure.event_specific_data.user_failure_data.description
+    assert description.startswith(f"{schemas / 'retail.yaml'}:") and "rows" in description and "\n" not in description
+
+
 def test_dagster_never_replaces_a_pack_evalpack_build_wrote(instance, tmp_path):
     """A packs folder that holds CLI-built packs (no Dagster marker) is refused before anything is written."""
     cli_pack = tmp_path / "packs" / "retail"

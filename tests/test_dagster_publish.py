@@ -26,10 +26,10 @@ from dagster import (
     Failure,
     FilesystemIOManager,
     RunsFilter,
+    UrlMetadataValue,
     instance_for_test,
     materialize,
 )
-from dagster._core.definitions.metadata import UrlMetadataValue
 from dagster_duckdb import DuckDBResource
 from fakehub import FakeHub, client_env, git_blob_sha1
 from test_dagster import add_one_to_an_amount
