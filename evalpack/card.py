@@ -273,10 +273,15 @@ def render_card(pack_dir: Path) -> str:
                          f"  # splits {', '.join(s.name for s in t.splits)}\n" for t in tables)
                + f'\nrotation = {first_table}["{rotations[0]}"]  # one database = the same split of every table\n'
                "```\n")
-    out.append("Question fields: `id`, `question`, `gold_sql` (DuckDB dialect, reads the tables by name), "
+    out.append("Question fields: `id`, `question` (an analyst's words, no identifiers), `evidence` (the "
+               "definitions it needs, as in BIRD: which column a measure sums, which dates a month covers, the "
+               "literal of a category; run with or without it), `paraphrases` (other phrasings of the same "
+               "question), `gold_sql` (DuckDB dialect, reads the tables by name), "
                "`answer_type` (`number` | `integer` | `string`), `round_decimals`, `expected_answer` (the JSON "
                "text of the answer, exactly as in `questions.jsonl`), `expected_number` / `expected_integer` / "
-               "`expected_string` (the same answer typed, filled for its own type only), `kind`, `split` "
+               "`expected_string` (the same answer typed, filled for its own type only), `kind`, `difficulty` "
+               "(`simple` | `moderate` | `challenging`, from the gold SQL's components), `skills` (what the gold SQL "
+               "exercises: `window`, `cte`, `join`, ...), `split` "
                "(`dev` | `holdout`), `question_sha256` (SHA-256 of the question text), `tags`.\n")
     out.append("Column types survive the trip: decimal amounts load as `decimal.Decimal`, dates as "
                "`datetime.date`, timestamps as `datetime.datetime`.\n")
@@ -326,6 +331,12 @@ def render_card(pack_dir: Path) -> str:
                       + [["**all**", f"**{shipped}**"]]) + "\n")
     if by_type:
         out.append("By answer type: " + ", ".join(f"`{k}` {v}" for k, v in sorted(by_type.items())) + ".\n")
+    levels = Counter(q.get("difficulty") for q in questions if q.get("difficulty"))
+    if levels:
+        skills = Counter(s for q in questions for s in q.get("skills") or [])
+        out.append("By difficulty (BIRD's three levels, from each gold SQL's components; the rule is in "
+                   "`manifest.json`): " + ", ".join(f"`{k}` {levels[k]}" for k in ("simple", "moderate", "challenging"))
+                   + ". By skill: " + ", ".join(f"`{k}` {v}" for k, v in sorted(skills.items())) + ".\n")
     if by_split:
         out.append("By split: " + ", ".join(f"`{k}` {v}" for k, v in sorted(by_split.items())) + ". "
                    "The `holdout` questions are for final evaluation; tune on `dev`.\n")

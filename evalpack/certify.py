@@ -10,6 +10,7 @@ import duckdb
 import pyarrow
 
 from evalpack import __version__
+from evalpack.difficulty import LEVELS, RULE
 from evalpack.plan import RotationPlan
 from evalpack.scoring import COMPARISON_RULE
 from evalpack.spec import Spec
@@ -87,6 +88,9 @@ def manifest(spec: Spec, plans: tuple[RotationPlan, ...], verdicts: tuple[Verdic
             "shipped_by_kind": dict(sorted(Counter(v.question.kind for v in shipped).items())),
             "dropped_by_kind": dict(sorted(Counter(v.question.kind for v in dropped).items())),
             "by_split": dict(sorted(Counter(v.question.split for v in shipped).items())),
+            "by_difficulty": {level: sum(v.question.difficulty == level for v in shipped) for level in LEVELS},
+            "by_skill": dict(sorted(Counter(s for v in shipped for s in v.question.skills).items())),
+            "difficulty_rule": RULE,
         },
         "warnings": all_warnings,
         "dropped": [

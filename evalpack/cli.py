@@ -68,6 +68,10 @@ def cmd_build(args: argparse.Namespace) -> int:
         print(f"  {table.name}: {', '.join(f'{c:,}' for c in sorted(counts))} rows per rotation")
     kinds = Counter(q.kind for q in shipped)
     print(f"  questions shipped: {len(shipped)} ({', '.join(f'{k} {n}' for k, n in sorted(kinds.items()))})")
+    levels = Counter(q.difficulty for q in shipped)
+    skills = Counter(s for q in shipped for s in q.skills)
+    print(f"  difficulty: {', '.join(f'{k} {levels[k]}' for k in ('simple', 'moderate', 'challenging'))}; skills: "
+          f"{', '.join(f'{k} {n}' for k, n in sorted(skills.items()))}")
     if dropped:
         reasons = Counter(v.drop_reason for v in dropped)
         print(f"  questions dropped: {len(dropped)} ({', '.join(f'{r} {n}' for r, n in sorted(reasons.items()))}; "

@@ -1,8 +1,9 @@
 """Questions, gold SQL and expected answers, derived from the answer keys alone.
 
 Gold SQL is built as a sqlglot AST (DuckDB dialect) so that verification and the near-miss
-study can transform it. Every window is stated exactly in the text ("on or after ... and
-strictly before ...") together with the rounding asked for.
+study can transform it. The text is an analyst's question in the spec's business words
+(:mod:`evalpack.phrasing`); its ``evidence`` states exactly what each term covers (the measure's
+column, the period's first and excluded last day, a category's literal) and the rounding asked for.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from typing import Any
 import sqlglot
 from sqlglot import exp
 
+from evalpack import phrasing
+from evalpack.difficulty import label
 from evalpack.plan import AnswerKey, RotationPlan
 from evalpack.spec import Spec, add_months
 from evalpack.units import from_units, round_fraction
@@ -38,6 +41,10 @@ class Question:
     tags: tuple[str, ...]
     split: str = "dev"
     tables: tuple[str, ...] = ()
+    evidence: str = ""  # the definitions a reader needs (BIRD's "evidence"): measures, periods, literals
+    paraphrases: tuple[str, ...] = ()  # the question's other phrasings, asking the same thing
+    difficulty: str = ""  # simple | moderate | challenging, from the gold SQL (evalpack.difficulty.RULE)
+    skills: tuple[str, ...] = ()  # what the gold SQL exercises (evalpack.difficulty.SKILLS)
 
     @property
     def question_sha256(self) -> str:
@@ -53,11 +60,15 @@ class Question:
         return {
             "id": self.id,
             "question": self.question,
+            "evidence": self.evidence,
+            "paraphrases": list(self.paraphrases),
             "gold_sql": self.gold_sql,
             "expected_answer": expected,
             "answer_type": self.answer_type,
             "round_decimals": self.round_decimals,
             "kind": self.kind,
+            "difficulty": self.difficulty,
+            "skills": list(self.skills),
             "split": self.split,
             "question_sha256": self.question_sha256,
             "tags": list(self.tags),
@@ -79,10 +90,6 @@ def window(column: str, start: dt.date, end: dt.date, time_type: str) -> exp.Exp
         exp.GTE(this=exp.column(column), expression=_lit_time(start, time_type)),
         exp.LT(this=exp.column(column), expression=_lit_time(end, time_type)),
     )
-
-
-def window_text(column: str, start: dt.date, end: dt.date) -> str:
-    return f"{column} on or after {start.isoformat()} and strictly before {end.isoformat()}"
 
 
 def _round(e: exp.Expression, decimals: int) -> exp.Expression:
@@ -127,7 +134,7 @@ def _month_label(month: dt.date) -> str:
 @dataclass(frozen=True)
 class _Draft:
     key: str  # stable key of the fact, the same on every rotation
-    question: str
+    wording: phrasing.Wording
     sql: exp.Expression
     answer_type: str
     round_decimals: int | None
@@ -143,26 +150,25 @@ def _drafts(spec: Spec, key: AnswerKey) -> list[tuple[_Draft, Any]]:
     def add(draft: _Draft, answer: Any) -> None:
         out.append((draft, answer))
 
+    sem = spec.semantics
     for c in key.curves:
         d = c.decimals
-        rounding = f"Round to {d} decimal places." if d else "Give a whole number."
+        words = phrasing.Words(sem, c.table)
         first, end = c.months[0], add_months(c.months[-1], 1)
         for month, total, rows in zip(c.months, c.totals, c.rows):
             nxt = add_months(month, 1)
             w = window(c.time_column, month, nxt, c.time_type)
             tag = ("outcome_curve", c.table, _month_label(month))
             add(_Draft(f"curve_total:{c.table}.{c.column}:{month}",
-                       f"What is the total {c.column} of {c.table} rows with {window_text(c.time_column, month, nxt)}? "
-                       f"{rounding}",
+                       phrasing.period_total(words, c.column, c.time_column, month, nxt, d),
                        _select(_round(_sum(c.column), d), c.table, w), "number", d, "period_total", tag, (c.table,)),
                 _money(total, d))
             add(_Draft(f"curve_rows:{c.table}:{month}",
-                       f"How many {c.table} rows have {window_text(c.time_column, month, nxt)}?",
+                       phrasing.period_rows(words, c.time_column, month, nxt),
                        _select(_count_star(), c.table, w), "integer", None, "period_rows", tag, (c.table,)), rows)
         w_all = window(c.time_column, first, end, c.time_type)
         add(_Draft(f"curve_grand:{c.table}.{c.column}",
-                   f"What is the total {c.column} of {c.table} rows with {window_text(c.time_column, first, end)}? "
-                   f"{rounding}",
+                   phrasing.grand_total(words, c.column, c.time_column, first, c.months[-1], end, d),
                    _select(_round(_sum(c.column), d), c.table, w_all), "number", d, "grand_total",
                    ("outcome_curve", c.table), (c.table,)), _money(sum(c.totals), d))
         best = max(c.totals)
@@ -175,8 +181,7 @@ def _drafts(spec: Spec, key: AnswerKey) -> list[tuple[_Draft, Any]]:
             sql = (exp.select(exp.alias_(label, "month")).from_(c.table)
                    .group_by(year.copy(), month.copy()).order_by(exp.Ordered(this=_sum(c.column), desc=True)).limit(1))
             add(_Draft(f"curve_peak:{c.table}.{c.column}",
-                       f"Over all {c.table} rows, which calendar month of {c.time_column} has the highest total "
-                       f"{c.column}? Answer as YYYY-MM.",
+                       phrasing.peak_period(words, c.column, c.time_column),
                        sql, "string", None, "peak_period", ("outcome_curve", c.table), (c.table,)),
                 _month_label(peak))
         if c.group_column:
@@ -185,20 +190,21 @@ def _drafts(spec: Spec, key: AnswerKey) -> list[tuple[_Draft, Any]]:
                     nxt = add_months(month, 1)
                     w = exp.and_(_eq_str(c.group_column, label), window(c.time_column, month, nxt, c.time_type))
                     add(_Draft(f"group_month:{c.table}.{c.column}:{label}:{month}",
-                               f"What is the total {c.column} of {c.table} rows with {c.group_column} = '{label}' and "
-                               f"{window_text(c.time_column, month, nxt)}? {rounding}",
+                               phrasing.group_period_total(words, c.column, c.time_column, c.group_column, label,
+                                                           month, nxt, d),
                                _select(_round(_sum(c.column), d), c.table, w), "number", d, "group_period_total",
                                ("group_shares", c.table, label, _month_label(month)), (c.table,)),
                         _money(c.group_totals[m][g], d))
                 w = exp.and_(_eq_str(c.group_column, label), w_all)
                 add(_Draft(f"group_total:{c.table}.{c.column}:{label}",
-                           f"What is the total {c.column} of {c.table} rows with {c.group_column} = '{label}' and "
-                           f"{window_text(c.time_column, first, end)}? {rounding}",
+                           phrasing.group_total(words, c.column, c.time_column, c.group_column, label, first,
+                                                c.months[-1], end, d),
                            _select(_round(_sum(c.column), d), c.table, w), "number", d, "group_total",
                            ("group_shares", c.table, label), (c.table,)),
                     _money(sum(row[g] for row in c.group_totals), d))
 
     for r in key.rates:
+        words = phrasing.Words(sem, r.table)
         for month, flagged, rows in zip(r.months, r.flagged, r.rows):
             nxt = add_months(month, 1)
             w = window(r.time_column, month, nxt, r.time_type)
@@ -208,34 +214,31 @@ def _drafts(spec: Spec, key: AnswerKey) -> list[tuple[_Draft, Any]]:
             )
             tag = ("rate_curve", r.table, _month_label(month))
             add(_Draft(f"rate:{r.table}.{r.column}:{month}",
-                       f"What fraction of {r.table} rows with {window_text(r.time_column, month, nxt)} have "
-                       f"{r.column} = true? Round to 4 decimal places.",
+                       phrasing.rate(words, r.column, r.time_column, month, nxt),
                        _select(_round(ratio, 4), r.table, w), "number", 4, "rate", tag, (r.table,)),
                 _rate(flagged, rows))
             add(_Draft(f"flagged:{r.table}.{r.column}:{month}",
-                       f"How many {r.table} rows with {window_text(r.time_column, month, nxt)} have "
-                       f"{r.column} = true?",
+                       phrasing.flagged_count(words, r.column, r.time_column, month, nxt),
                        _select(_count_star(), r.table, exp.and_(w, exp.column(r.column))), "integer", None,
                        "flagged_count", tag, (r.table,)), flagged)
 
     for led in key.ledgers:
+        words = phrasing.Words(sem, led.table)
         inner = (exp.select(exp.column(led.group_column)).from_(led.table).group_by(exp.column(led.group_column))
                  .having(exp.NEQ(this=_sum(led.debit_column), expression=_sum(led.credit_column))))
         add(_Draft(f"ledger_unbalanced:{led.table}",
-                   f"How many {led.group_column} groups of {led.table} (counting a missing {led.group_column} as one "
-                   f"group) have total {led.debit_column} different from total {led.credit_column}?",
+                   phrasing.ledger_balance(words, led.group_column, led.debit_column, led.credit_column),
                    exp.select(_count_star()).from_(inner.subquery("unbalanced")), "integer", None,
                    "ledger_balance", ("balanced_ledger", led.table), (led.table,)), 0)
         diff = exp.Sub(this=_sum(led.debit_column), expression=_sum(led.credit_column))
         add(_Draft(f"ledger_trial:{led.table}",
-                   f"What is the total {led.debit_column} minus the total {led.credit_column} over all {led.table} "
-                   f"rows (the trial balance)? Round to {led.decimals} decimal places.",
+                   phrasing.trial_balance(words, led.debit_column, led.credit_column, led.decimals),
                    _select(_round(diff, led.decimals), led.table), "number", led.decimals, "trial_balance",
                    ("balanced_ledger", led.table), (led.table,)), _money(0, led.decimals))
 
     for f in key.waterfalls:
         d = f.decimals
-        rounding = f"Round to {d} decimal places."
+        words = phrasing.Words(sem, f.table)
         start_text = from_units(f.starting, d)
         first = f.months[0]
         components = dict(f.components)
@@ -245,22 +248,20 @@ def _drafts(spec: Spec, key: AnswerKey) -> list[tuple[_Draft, Any]]:
             prev = f.starting if m == 0 else f.endings[m - 1]
             tag = ("waterfall", f.table, _month_label(month))
             add(_Draft(f"wf_net:{f.table}:{month}",
-                       f"What is the net {f.amount_column} (sum of signed movements) of {f.table} rows with "
-                       f"{window_text(f.period_column, month, nxt)}? {rounding}",
+                       phrasing.waterfall_net(words, f.amount_column, f.period_column, month, nxt, d),
                        _select(_round(_sum(f.amount_column), d), f.table, w), "number", d, "waterfall_net", tag,
                        (f.table,)), _money(f.endings[m] - prev, d))
             for mtype, values in components.items():
                 add(_Draft(f"wf_component:{f.table}:{mtype}:{month}",
-                           f"What is the sum of signed {f.amount_column} of {f.table} rows with "
-                           f"{f.type_column} = '{mtype}' and {window_text(f.period_column, month, nxt)}? {rounding}",
+                           phrasing.waterfall_component(words, f.amount_column, f.period_column, f.type_column, mtype,
+                                                        month, nxt, d),
                            _select(_round(_sum(f.amount_column), d), f.table,
                                    exp.and_(_eq_str(f.type_column, mtype), w)),
                            "number", d, "waterfall_component", tag + (mtype,), (f.table,)), _money(values[m], d))
             balance = exp.Add(this=exp.Literal.number(str(start_text)), expression=_sum(f.amount_column))
             add(_Draft(f"wf_ending:{f.table}:{month}",
-                       f"Starting from a balance of {start_text} before {first.isoformat()}, and adding the signed "
-                       f"{f.amount_column} of every {f.table} row with {window_text(f.period_column, first, nxt)}, "
-                       f"what is the balance at the end of {_month_label(month)}? {rounding}",
+                       phrasing.waterfall_ending(words, f.amount_column, f.period_column, str(start_text), first,
+                                                 month, nxt, d),
                        _select(_round(balance, d), f.table, window(f.period_column, first, nxt, f.period_type)),
                        "number", d, "waterfall_ending", tag, (f.table,)), _money(f.endings[m], d))
 
@@ -273,13 +274,13 @@ def _drafts(spec: Spec, key: AnswerKey) -> list[tuple[_Draft, Any]]:
                       .where(exp.and_(exp.Not(this=exp.Is(this=child.copy(), expression=exp.Null())),
                                       exp.Is(this=parent.copy(), expression=exp.Null()))))
         tag = ("relationship", k.child_table, k.parent_table)
+        child, parent = phrasing.Words(sem, k.child_table), phrasing.Words(sem, k.parent_table)
         add(_Draft(f"fk_orphans:{k.child_table}.{k.child_column}",
-                   f"How many {k.child_table} rows have a {k.child_column} that is not null and matches no "
-                   f"{k.parent_table}.{k.parent_column}?",
+                   phrasing.fk_orphans(child, parent, k.child_column, k.parent_column),
                    orphan_sql, "integer", None, "fk_orphans", tag + ("orphans",), (k.child_table, k.parent_table)),
             k.orphans)
         add(_Draft(f"fk_nulls:{k.child_table}.{k.child_column}",
-                   f"How many {k.child_table} rows have no {k.child_column} (NULL)?",
+                   phrasing.fk_nulls(child, parent, k.child_column),
                    _select(_count_star(), k.child_table, exp.Is(this=exp.column(k.child_column), expression=exp.Null())),
                    "integer", None, "fk_nulls", tag, (k.child_table,)), k.nulls)
     return out
@@ -296,16 +297,23 @@ def derive_questions(spec: Spec, plans: tuple[RotationPlan, ...]) -> tuple[Quest
     questions = []
     for i, (draft, _) in enumerate(base):
         expected = tuple((p.rotation, rot[i][1]) for p, rot in zip(plans, per_rotation))
+        text, paraphrases = draft.wording.chosen(spec.seed, draft.key)
+        gold_sql = draft.sql.sql(dialect=DIALECT)
+        level, skills = label(gold_sql, draft.answer_type)
         questions.append(Question(
             id=f"q{i + 1:0{width}d}",
-            question=draft.question,
-            gold_sql=draft.sql.sql(dialect=DIALECT),
+            question=text,
+            evidence=draft.wording.evidence,
+            paraphrases=paraphrases,
+            gold_sql=gold_sql,
             expected=expected,
             answer_type=draft.answer_type,
             round_decimals=draft.round_decimals,
             kind=draft.kind,
             tags=draft.tags,
             tables=draft.tables,
+            difficulty=level,
+            skills=skills,
         ))
     return assign_splits(spec, tuple(questions))
 

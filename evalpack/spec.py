@@ -19,6 +19,7 @@ import yaml
 
 from evalpack.errors import SpecError
 from evalpack.layout import rotation_name
+from evalpack.semantics import Measure, Semantics, TableWords, plural_of
 
 NAME_RE = re.compile(r"^[a-z][a-z0-9_]*$")
 IDENT_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -199,6 +200,7 @@ class Spec:
     waterfalls: tuple[Waterfall, ...] = ()
     time_grids: tuple[TimeGrid, ...] = ()
     ledgers: tuple[BalancedLedger, ...] = ()
+    semantics: Semantics = Semantics()
     path: str = ""
     sha256: str = ""
     source: str = field(default="", repr=False)
@@ -396,8 +398,9 @@ def add_months(day: dt.date, months: int) -> dt.date:
 TOP_KEYS = (
     "name", "version", "description", "license", "seed", "rotations", "answers", "holdout", "rows",
     "tables", "relationships", "outcome_curves", "rate_curves", "group_shares", "waterfalls",
-    "time_grids", "constraints",
+    "time_grids", "constraints", "semantics",
 )
+SEMANTICS_KEYS = ("tables", "columns", "measures", "currency", "synonyms")
 TABLE_KEYS = ("rows", "columns", "constraints", "description")
 COLUMN_KEYS = (
     "type", "unique", "min", "max", "decimals", "nullable", "choices", "weights", "rate", "start",
@@ -721,6 +724,57 @@ def _read_time_grid(r: _Reader, raw: Any, path: tuple) -> TimeGrid:
 # --------------------------------------------------------------------------- cross-checks
 
 
+def _read_semantics(r: _Reader, raw: Any, tables: dict[str, Table]) -> Semantics:
+    """``semantics:`` (optional): business names of tables, columns and measures, a currency, synonyms."""
+    if raw is None:
+        return Semantics()
+    p = ("semantics",)
+    m = r.mapping(raw, p, SEMANTICS_KEYS, (), "semantics key")
+
+    def table(name: Any, path: tuple) -> str:
+        if name not in tables:
+            raise r.err(path, f"unknown table {name!r}; semantics can name only declared tables")
+        return name
+
+    def column(ref: Any, path: tuple) -> tuple[str, str]:
+        t, c = _split_ref(r, ref, path)
+        if tables.get(t) is None or tables[t].column(c) is None:
+            raise r.err(path, f"unknown column {ref!r}; write table.column of a declared column")
+        return t, c
+
+    names = []
+    for t, v in r.mapping(m.get("tables", {}), p + ("tables",), tuple(m.get("tables") or {})).items():
+        tp = p + ("tables", t)
+        table(t, tp)
+        if isinstance(v, str):
+            names.append((t, TableWords(r.string(v, tp), plural_of(v))))
+            continue
+        tm = r.mapping(v, tp, ("name", "plural"))
+        singular = r.string(r.required(tm, "name", tp), tp + ("name",))
+        names.append((t, TableWords(singular, r.string(tm.get("plural", plural_of(singular)), tp + ("plural",)))))
+    columns = []
+    for ref, label in r.mapping(m.get("columns", {}), p + ("columns",), tuple(m.get("columns") or {})).items():
+        t, c = column(ref, p + ("columns", ref))
+        columns.append((f"{t}.{c}", r.string(label, p + ("columns", ref))))
+    measures = []
+    for name, v in r.mapping(m.get("measures", {}), p + ("measures",), tuple(m.get("measures") or {})).items():
+        mp = p + ("measures", name)
+        mm = r.mapping(v, mp, ("sum", "count"))
+        if len(mm) != 1:
+            raise r.err(mp, "a measure is one of {sum: table.column} or {count: table}")
+        if "sum" in mm:
+            t, c = column(mm["sum"], mp + ("sum",))
+            measures.append(Measure(r.string(name, mp), "sum", t, c))
+        else:
+            measures.append(Measure(r.string(name, mp), "count", table(mm["count"], mp + ("count",))))
+    synonyms = []
+    for word, alts in r.mapping(m.get("synonyms", {}), p + ("synonyms",), tuple(m.get("synonyms") or {})).items():
+        sp = p + ("synonyms", word)
+        synonyms.append((str(word), tuple(r.string(a, sp) for a in r.sequence(alts, sp))))
+    currency = None if m.get("currency") is None else r.string(m["currency"], p + ("currency",))
+    return Semantics(tuple(names), tuple(columns), tuple(measures), currency, tuple(synonyms))
+
+
 def _check_references(r: _Reader, spec: Spec) -> None:
     tables = {t.name: t for t in spec.tables}
 
@@ -941,6 +995,7 @@ def parse_spec(text: str, *, file: str = "<spec>", seed: int | None = None, rota
         waterfalls=many("waterfalls", _read_waterfall),
         time_grids=many("time_grids", _read_time_grid),
         ledgers=tuple(ledgers),
+        semantics=_read_semantics(r, top.get("semantics"), table_map),
         path=file,
         sha256=hashlib.sha256(text.encode("utf-8")).hexdigest(),
         source=text,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -16,6 +17,7 @@ import pytest
 from conftest import build_variant
 
 from evalpack.build import Derived, check_rotation, links_of
+from evalpack.difficulty import label
 from evalpack.layout import PackLayout
 from evalpack.nearmiss import MutantSet
 from evalpack.plan import plan_pack
@@ -78,14 +80,18 @@ def test_question_records_follow_the_pack_format(retail_pack):
     import hashlib
 
     for r in _records(retail_pack):
-        assert set(r) == {"id", "question", "gold_sql", "expected_answer", "answer_type", "round_decimals", "kind",
-                          "split", "question_sha256", "tags"}
+        assert set(r) == {"id", "question", "evidence", "paraphrases", "gold_sql", "expected_answer", "answer_type",
+                          "round_decimals", "kind", "difficulty", "skills", "split", "question_sha256", "tags"}
+        assert (r["difficulty"], tuple(r["skills"])) == label(r["gold_sql"], r["answer_type"])
         assert r["question_sha256"] == hashlib.sha256(r["question"].encode()).hexdigest()
         assert r["split"] in ("dev", "holdout")
         if r["kind"] in ("period_total", "group_period_total", "rate", "period_rows", "flagged_count"):
-            assert "on or after" in r["question"] and "strictly before" in r["question"]
-        if r["answer_type"] == "number":
-            assert f"Round to {r['round_decimals']} decimal places" in r["question"]
+            # the question names the month; the evidence gives its exact dates, the last one excluded
+            assert re.search(r"(January|February|March|April|May|June|July|August|September|October|November|"
+                             r"December) 2025", r["question"])
+            assert re.search(r"from 2025-\d\d-01 up to but not including 20\d\d-\d\d-01", r["evidence"])
+        if r["answer_type"] == "number" and r["kind"] != "rate":
+            assert "in EUR, to the cent" in r["question"] and "round to 2 decimal places" in r["evidence"]
     splits = [r["split"] for r in _records(retail_pack)]
     assert splits.count("holdout") == round(0.2 * len(splits))
 
@@ -97,10 +103,10 @@ def test_questions_come_from_the_answer_key_not_the_data(tmp_path):
     second = derive_questions(load_spec(SCHEMAS / "retail.yaml"), plan_pack(spec))
     assert [(q.id, q.question, q.gold_sql, q.split) for q in first] == [
         (q.id, q.question, q.gold_sql, q.split) for q in second]
-    totals = {q.question: q.expected_for("seed_42") for q in first if q.kind == "period_total"}
+    totals = {q.evidence: q.expected_for("seed_42") for q in first if q.kind == "period_total"}
     # declared points are answered exactly as declared
-    assert totals[next(t for t in totals if "on or after 2025-01-01 and strictly before 2025-02-01" in t)] == 980000.37
-    assert totals[next(t for t in totals if "on or after 2025-12-01" in t)] == 1412050.07
+    assert totals[next(t for t in totals if "from 2025-01-01 up to but not including 2025-02-01" in t)] == 980000.37
+    assert totals[next(t for t in totals if "from 2025-12-01 up to" in t)] == 1412050.07
 
 
 def _corrupt_one_amount(pack: Path, seed: str) -> dict:

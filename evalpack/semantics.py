@@ -1,0 +1,127 @@
+"""Business words for a schema: what questions call its tables, columns, values and measures.
+
+The spec's optional ``semantics:`` key names them (SPEC_FORMAT.md); every name it leaves out is
+derived from the identifier, so that a question never shows a raw identifier: ``ordered_at`` reads
+"ordered date", ``customer_id`` "customer", ``small_business`` "small business", a table ``orders``
+"order" / "orders", the sum of ``orders.amount`` "total amount of orders".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# a time column named <verb>_at / <verb>_on reads as "<noun> date"
+PARTICIPLES = {
+    "ordered": "order", "created": "creation", "updated": "update", "signed": "sign-up", "sold": "sale",
+    "shipped": "shipping", "paid": "payment", "booked": "booking", "opened": "opening", "closed": "closing",
+    "posted": "posting", "placed": "order", "registered": "registration", "joined": "joining",
+    "purchased": "purchase", "invoiced": "invoice", "delivered": "delivery", "started": "start", "ended": "end",
+}
+TIME_SUFFIXES = ("at", "on", "date", "time", "ts")
+
+
+def words(identifier: str) -> str:
+    """An identifier as words: underscores become spaces (``small_business`` -> "small business")."""
+    return " ".join(part for part in identifier.split("_") if part)
+
+
+def singular_of(plural: str) -> str:
+    if plural.endswith("ies") and len(plural) > 3:
+        return plural[:-3] + "y"
+    if plural.endswith(("sses", "xes", "ches", "shes")):
+        return plural[:-2]
+    if plural.endswith("s") and not plural.endswith("ss"):
+        return plural[:-1]
+    return plural
+
+
+def plural_of(singular: str) -> str:
+    if singular.endswith("y") and singular[-2:-1] not in "aeiou":
+        return singular[:-1] + "ies"
+    if singular.endswith(("s", "x", "ch", "sh")):
+        return singular + "es"
+    return singular + "s"
+
+
+def column_words(column: str) -> str:
+    """The default business name of a column (see the module docstring)."""
+    parts = [p for p in column.split("_") if p]
+    if len(parts) > 1 and parts[-1] in TIME_SUFFIXES:
+        head = parts[:-1]
+        if len(head) == 1 and head[0] in PARTICIPLES:
+            return f"{PARTICIPLES[head[0]]} date"
+        if len(head) == 2 and head[0] in PARTICIPLES and head[1] == "up":
+            return f"{PARTICIPLES[head[0]]} date"
+        return " ".join(head) + " date"
+    if len(parts) > 1 and parts[-1] == "id":
+        return " ".join(parts[:-1])
+    if len(parts) > 1 and parts[0] in ("is", "has"):
+        return " ".join(parts[1:])
+    return " ".join(parts)
+
+
+@dataclass(frozen=True)
+class TableWords:
+    singular: str
+    plural: str
+
+
+@dataclass(frozen=True)
+class Measure:
+    """A named measure: ``sum`` of ``table.column``, or ``count`` of ``table``'s rows."""
+
+    name: str
+    kind: str  # sum | count
+    table: str
+    column: str | None = None
+
+
+@dataclass(frozen=True)
+class Semantics:
+    """The business words of one spec (``semantics:``), with defaults derived from the identifiers."""
+
+    tables: tuple[tuple[str, TableWords], ...] = ()
+    columns: tuple[tuple[str, str], ...] = ()  # ("orders.ordered_at", "order date")
+    measures: tuple[Measure, ...] = ()
+    currency: str | None = None
+    synonyms: tuple[tuple[str, tuple[str, ...]], ...] = ()  # a business word -> other words for it
+
+    def table(self, name: str) -> TableWords:
+        """What a table's rows are called (``orders`` -> order / orders)."""
+        given = dict(self.tables).get(name)
+        if given is not None:
+            return given
+        text = words(name)
+        singular = singular_of(text)
+        return TableWords(singular, text if singular != text else plural_of(text))
+
+    def column(self, table: str, column: str) -> str:
+        """What a column is called (``orders.ordered_at`` -> "order date" unless the spec says otherwise)."""
+        return dict(self.columns).get(f"{table}.{column}") or column_words(column)
+
+    def value(self, value: str) -> str:
+        """A categorical value as words (``small_business`` -> "small business")."""
+        return words(value)
+
+    def sum_measure(self, table: str, column: str) -> str:
+        """The name of the sum of ``table.column`` ("revenue" when declared; else "total amount of orders")."""
+        for m in self.measures:
+            if m.kind == "sum" and (m.table, m.column) == (table, column):
+                return m.name
+        return f"total {self.column(table, column)} of {self.table(table).plural}"
+
+    def count_measure(self, table: str) -> str | None:
+        """The declared name of the count of ``table``'s rows, if any."""
+        return next((m.name for m in self.measures if m.kind == "count" and m.table == table), None)
+
+    def alternatives(self, word: str) -> tuple[str, ...]:
+        """The synonyms declared for a business word (for paraphrases)."""
+        return dict(self.synonyms).get(word, ())
+
+    def money(self, decimals: int) -> str:
+        """How a rounded amount is asked for ("in EUR, to the cent" / "to 2 decimal places")."""
+        if self.currency and decimals == 2:
+            return f"in {self.currency}, to the cent"
+        if self.currency:
+            return f"in {self.currency}, to {decimals} decimal places" if decimals else f"in whole {self.currency}"
+        return f"to {decimals} decimal places" if decimals else "as a whole number"
