@@ -16,7 +16,7 @@ import duckdb
 from sqlglot import exp
 from sqlglot.optimizer.simplify import simplify
 
-from evalpack.questions import DIALECT, Question, parse_gold
+from evalpack.questions import DIALECT, Question, compared_in_order, parse_gold
 from evalpack.rollup import (
     Need,
     Rollup,
@@ -27,7 +27,7 @@ from evalpack.rollup import (
     plan_rollups,
     rollup_form,
 )
-from evalpack.scoring import scalar_matches
+from evalpack.scoring import answer_matches
 from evalpack.spec import Spec
 from evalpack.verify import map_on_cursors
 
@@ -532,7 +532,9 @@ def study_rotation(con: duckdb.DuckDBPyConnection, rotation: str, questions: dic
 
     def judge(i: int, rows: list[tuple]) -> bool:
         q = questions[mutants[i].question_id]
-        return scalar_matches(q.expected_for(rotation), q.answer_type, q.round_decimals, rows)
+        # a result set is compared in order when the gold SQL orders it (the scorer's spider rule)
+        return answer_matches({"answer_type": q.answer_type, "round_decimals": q.round_decimals},
+                              q.expected_for(rotation), rows, ordered=compared_in_order(q.gold_sql))
 
     def one(cursor, i: int) -> bool | None:
         for sql in dict.fromkeys((plan.sql[i], mutants[i].sql)):

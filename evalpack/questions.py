@@ -9,6 +9,7 @@ column, the period's first and excluded last day, a category's literal) and the 
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import hashlib
 from dataclasses import dataclass, replace
 from decimal import ROUND_HALF_EVEN, Decimal
@@ -20,11 +21,11 @@ from sqlglot import exp
 
 from evalpack import phrasing
 from evalpack.difficulty import label
+from evalpack.families import FAMILIES
+from evalpack.families.base import DIALECT, Draft, Drafts, money
 from evalpack.plan import AnswerKey, RotationPlan
 from evalpack.spec import Spec, add_months
 from evalpack.units import from_units, round_fraction
-
-DIALECT = "duckdb"
 
 
 @dataclass(frozen=True)
@@ -113,11 +114,6 @@ def _select(projection: exp.Expression, table: str, where: exp.Expression | None
     return q.where(where) if where is not None else q
 
 
-def _money(units: int, decimals: int) -> float | int:
-    value = from_units(units, decimals)
-    return float(value) if decimals else int(value)
-
-
 def _rate(flagged: int, rows: int) -> float:
     """flagged / rows rounded half-even to 4 decimals, computed exactly."""
     scaled = Fraction(flagged * 10_000, rows)
@@ -131,23 +127,11 @@ def _month_label(month: dt.date) -> str:
 # --------------------------------------------------------------------------- families
 
 
-@dataclass(frozen=True)
-class _Draft:
-    key: str  # stable key of the fact, the same on every rotation
-    wording: phrasing.Wording
-    sql: exp.Expression
-    answer_type: str
-    round_decimals: int | None
-    kind: str
-    tags: tuple[str, ...]
-    tables: tuple[str, ...]
-
-
-def _drafts(spec: Spec, key: AnswerKey) -> list[tuple[_Draft, Any]]:
+def _drafts(spec: Spec, key: AnswerKey) -> Drafts:
     """Every question the answer key of one rotation yields, with that rotation's answer."""
-    out: list[tuple[_Draft, Any]] = []
+    out: Drafts = []
 
-    def add(draft: _Draft, answer: Any) -> None:
+    def add(draft: Draft, answer: Any) -> None:
         out.append((draft, answer))
 
     sem = spec.semantics
@@ -159,18 +143,18 @@ def _drafts(spec: Spec, key: AnswerKey) -> list[tuple[_Draft, Any]]:
             nxt = add_months(month, 1)
             w = window(c.time_column, month, nxt, c.time_type)
             tag = ("outcome_curve", c.table, _month_label(month))
-            add(_Draft(f"curve_total:{c.table}.{c.column}:{month}",
+            add(Draft(f"curve_total:{c.table}.{c.column}:{month}",
                        phrasing.period_total(words, c.column, c.time_column, month, nxt, d),
                        _select(_round(_sum(c.column), d), c.table, w), "number", d, "period_total", tag, (c.table,)),
-                _money(total, d))
-            add(_Draft(f"curve_rows:{c.table}:{month}",
+                money(total, d))
+            add(Draft(f"curve_rows:{c.table}:{month}",
                        phrasing.period_rows(words, c.time_column, month, nxt),
                        _select(_count_star(), c.table, w), "integer", None, "period_rows", tag, (c.table,)), rows)
         w_all = window(c.time_column, first, end, c.time_type)
-        add(_Draft(f"curve_grand:{c.table}.{c.column}",
+        add(Draft(f"curve_grand:{c.table}.{c.column}",
                    phrasing.grand_total(words, c.column, c.time_column, first, c.months[-1], end, d),
                    _select(_round(_sum(c.column), d), c.table, w_all), "number", d, "grand_total",
-                   ("outcome_curve", c.table), (c.table,)), _money(sum(c.totals), d))
+                   ("outcome_curve", c.table), (c.table,)), money(sum(c.totals), d))
         best = max(c.totals)
         if sum(1 for t in c.totals if t == best) == 1 and len(c.months) > 1:
             # asked over the whole table: the rows outside the declared months are too few to compete
@@ -180,7 +164,7 @@ def _drafts(spec: Spec, key: AnswerKey) -> list[tuple[_Draft, Any]]:
             # grouped by YEAR/MONTH and formatted once per group: a per-row STRFTIME is ten times slower
             sql = (exp.select(exp.alias_(label, "month")).from_(c.table)
                    .group_by(year.copy(), month.copy()).order_by(exp.Ordered(this=_sum(c.column), desc=True)).limit(1))
-            add(_Draft(f"curve_peak:{c.table}.{c.column}",
+            add(Draft(f"curve_peak:{c.table}.{c.column}",
                        phrasing.peak_period(words, c.column, c.time_column),
                        sql, "string", None, "peak_period", ("outcome_curve", c.table), (c.table,)),
                 _month_label(peak))
@@ -189,19 +173,19 @@ def _drafts(spec: Spec, key: AnswerKey) -> list[tuple[_Draft, Any]]:
                 for m, month in enumerate(c.months):
                     nxt = add_months(month, 1)
                     w = exp.and_(_eq_str(c.group_column, label), window(c.time_column, month, nxt, c.time_type))
-                    add(_Draft(f"group_month:{c.table}.{c.column}:{label}:{month}",
+                    add(Draft(f"group_month:{c.table}.{c.column}:{label}:{month}",
                                phrasing.group_period_total(words, c.column, c.time_column, c.group_column, label,
                                                            month, nxt, d),
                                _select(_round(_sum(c.column), d), c.table, w), "number", d, "group_period_total",
                                ("group_shares", c.table, label, _month_label(month)), (c.table,)),
-                        _money(c.group_totals[m][g], d))
+                        money(c.group_totals[m][g], d))
                 w = exp.and_(_eq_str(c.group_column, label), w_all)
-                add(_Draft(f"group_total:{c.table}.{c.column}:{label}",
+                add(Draft(f"group_total:{c.table}.{c.column}:{label}",
                            phrasing.group_total(words, c.column, c.time_column, c.group_column, label, first,
                                                 c.months[-1], end, d),
                            _select(_round(_sum(c.column), d), c.table, w), "number", d, "group_total",
                            ("group_shares", c.table, label), (c.table,)),
-                    _money(sum(row[g] for row in c.group_totals), d))
+                    money(sum(row[g] for row in c.group_totals), d))
 
     for r in key.rates:
         words = phrasing.Words(sem, r.table)
@@ -213,11 +197,11 @@ def _drafts(spec: Spec, key: AnswerKey) -> list[tuple[_Draft, Any]]:
                 expression=_count_star(),
             )
             tag = ("rate_curve", r.table, _month_label(month))
-            add(_Draft(f"rate:{r.table}.{r.column}:{month}",
+            add(Draft(f"rate:{r.table}.{r.column}:{month}",
                        phrasing.rate(words, r.column, r.time_column, month, nxt),
                        _select(_round(ratio, 4), r.table, w), "number", 4, "rate", tag, (r.table,)),
                 _rate(flagged, rows))
-            add(_Draft(f"flagged:{r.table}.{r.column}:{month}",
+            add(Draft(f"flagged:{r.table}.{r.column}:{month}",
                        phrasing.flagged_count(words, r.column, r.time_column, month, nxt),
                        _select(_count_star(), r.table, exp.and_(w, exp.column(r.column))), "integer", None,
                        "flagged_count", tag, (r.table,)), flagged)
@@ -226,15 +210,15 @@ def _drafts(spec: Spec, key: AnswerKey) -> list[tuple[_Draft, Any]]:
         words = phrasing.Words(sem, led.table)
         inner = (exp.select(exp.column(led.group_column)).from_(led.table).group_by(exp.column(led.group_column))
                  .having(exp.NEQ(this=_sum(led.debit_column), expression=_sum(led.credit_column))))
-        add(_Draft(f"ledger_unbalanced:{led.table}",
+        add(Draft(f"ledger_unbalanced:{led.table}",
                    phrasing.ledger_balance(words, led.group_column, led.debit_column, led.credit_column),
                    exp.select(_count_star()).from_(inner.subquery("unbalanced")), "integer", None,
                    "ledger_balance", ("balanced_ledger", led.table), (led.table,)), 0)
         diff = exp.Sub(this=_sum(led.debit_column), expression=_sum(led.credit_column))
-        add(_Draft(f"ledger_trial:{led.table}",
+        add(Draft(f"ledger_trial:{led.table}",
                    phrasing.trial_balance(words, led.debit_column, led.credit_column, led.decimals),
                    _select(_round(diff, led.decimals), led.table), "number", led.decimals, "trial_balance",
-                   ("balanced_ledger", led.table), (led.table,)), _money(0, led.decimals))
+                   ("balanced_ledger", led.table), (led.table,)), money(0, led.decimals))
 
     for f in key.waterfalls:
         d = f.decimals
@@ -247,23 +231,23 @@ def _drafts(spec: Spec, key: AnswerKey) -> list[tuple[_Draft, Any]]:
             w = window(f.period_column, month, nxt, f.period_type)
             prev = f.starting if m == 0 else f.endings[m - 1]
             tag = ("waterfall", f.table, _month_label(month))
-            add(_Draft(f"wf_net:{f.table}:{month}",
+            add(Draft(f"wf_net:{f.table}:{month}",
                        phrasing.waterfall_net(words, f.amount_column, f.period_column, month, nxt, d),
                        _select(_round(_sum(f.amount_column), d), f.table, w), "number", d, "waterfall_net", tag,
-                       (f.table,)), _money(f.endings[m] - prev, d))
+                       (f.table,)), money(f.endings[m] - prev, d))
             for mtype, values in components.items():
-                add(_Draft(f"wf_component:{f.table}:{mtype}:{month}",
+                add(Draft(f"wf_component:{f.table}:{mtype}:{month}",
                            phrasing.waterfall_component(words, f.amount_column, f.period_column, f.type_column, mtype,
                                                         month, nxt, d),
                            _select(_round(_sum(f.amount_column), d), f.table,
                                    exp.and_(_eq_str(f.type_column, mtype), w)),
-                           "number", d, "waterfall_component", tag + (mtype,), (f.table,)), _money(values[m], d))
+                           "number", d, "waterfall_component", tag + (mtype,), (f.table,)), money(values[m], d))
             balance = exp.Add(this=exp.Literal.number(str(start_text)), expression=_sum(f.amount_column))
-            add(_Draft(f"wf_ending:{f.table}:{month}",
+            add(Draft(f"wf_ending:{f.table}:{month}",
                        phrasing.waterfall_ending(words, f.amount_column, f.period_column, str(start_text), first,
                                                  month, nxt, d),
                        _select(_round(balance, d), f.table, window(f.period_column, first, nxt, f.period_type)),
-                       "number", d, "waterfall_ending", tag, (f.table,)), _money(f.endings[m], d))
+                       "number", d, "waterfall_ending", tag, (f.table,)), money(f.endings[m], d))
 
     for k in key.keys:
         child = exp.column(k.child_column, table="c")
@@ -275,14 +259,16 @@ def _drafts(spec: Spec, key: AnswerKey) -> list[tuple[_Draft, Any]]:
                                       exp.Is(this=parent.copy(), expression=exp.Null()))))
         tag = ("relationship", k.child_table, k.parent_table)
         child, parent = phrasing.Words(sem, k.child_table), phrasing.Words(sem, k.parent_table)
-        add(_Draft(f"fk_orphans:{k.child_table}.{k.child_column}",
+        add(Draft(f"fk_orphans:{k.child_table}.{k.child_column}",
                    phrasing.fk_orphans(child, parent, k.child_column, k.parent_column),
                    orphan_sql, "integer", None, "fk_orphans", tag + ("orphans",), (k.child_table, k.parent_table)),
             k.orphans)
-        add(_Draft(f"fk_nulls:{k.child_table}.{k.child_column}",
+        add(Draft(f"fk_nulls:{k.child_table}.{k.child_column}",
                    phrasing.fk_nulls(child, parent, k.child_column),
                    _select(_count_star(), k.child_table, exp.Is(this=exp.column(k.child_column), expression=exp.Null())),
                    "integer", None, "fk_nulls", tag, (k.child_table,)), k.nulls)
+    for family in FAMILIES:
+        out += family(spec, key)
     return out
 
 
@@ -324,6 +310,13 @@ def assign_splits(spec: Spec, questions: tuple[Question, ...]) -> tuple[Question
     ranked = sorted(questions, key=lambda q: hashlib.sha256(f"{spec.sha256}:{q.question_sha256}".encode()).hexdigest())
     held = {q.id for q in ranked[:count]}
     return tuple(replace(q, split="holdout" if q.id in held else "dev") for q in questions)
+
+
+@functools.lru_cache(maxsize=4096)
+def compared_in_order(sql: str) -> bool:
+    """Whether a result set from ``sql`` is compared in row order: it has a top-level ORDER BY."""
+    tree = parse_gold(sql)
+    return isinstance(tree, exp.Query) and tree.args.get("order") is not None
 
 
 def parse_gold(sql: str) -> exp.Expression:

@@ -24,7 +24,7 @@ import duckdb
 from evalpack import golden
 from evalpack.golden import Link, exclude_orphans, live_links, orphan_key_tables, orphans_sql, run_trusted, tie_probe
 from evalpack.questions import Question
-from evalpack.scoring import observed, scalar_matches
+from evalpack.scoring import answer_matches, observed
 from evalpack.tables import connect_tables
 
 # the golden rules live in evalpack.golden; these six are re-exported for callers that import them from here
@@ -89,10 +89,11 @@ def check_question(con: duckdb.DuckDBPyConnection, q: Question, rotation: str, e
     if run.rows is None:
         return Observation(rotation, None, (), error=run.error)
     rows = run.rows
-    matches = scalar_matches(expected, q.answer_type, q.round_decimals, rows)
+    ordered = golden.in_order(con, q.answer_type, q.gold_sql)
+    matches = answer_matches({"answer_type": q.answer_type, "round_decimals": q.round_decimals}, expected, rows,
+                             ordered=ordered)
     g = golden.check(con, q.gold_sql, run, links, key_tables, about_orphans=about_orphans or q.kind == "fk_orphans",
-                     expected_empty=expected_empty, round_decimals=q.round_decimals,
-                     ordered=golden.in_order(con, q.answer_type, q.gold_sql), explain=False)
+                     expected_empty=expected_empty, round_decimals=q.round_decimals, ordered=ordered, explain=False)
     checks = (("matches", matches), *g.checks().items())
     return Observation(rotation, observed(rows), checks, rows=tuple(rows))
 

@@ -40,7 +40,8 @@ SCHEMAS = Path(__file__).resolve().parents[1] / "schemas"
 ALL_FAMILIES = {
     "period_total", "grand_total", "peak_period", "period_rows", "rate", "flagged_count", "group_period_total",
     "group_total", "ledger_balance", "trial_balance", "waterfall_net", "waterfall_component", "waterfall_ending",
-    "fk_orphans", "fk_nulls",
+    "fk_orphans", "fk_nulls", "month_over_month", "percent_change", "running_total", "quarter_total",
+    "half_year_total", "average_per_row", "monthly_series", "group_gap", "group_ranking",
 }
 
 
@@ -90,7 +91,7 @@ def test_question_records_follow_the_pack_format(retail_pack):
             assert re.search(r"(January|February|March|April|May|June|July|August|September|October|November|"
                              r"December) 2025", r["question"])
             assert re.search(r"from 2025-\d\d-01 up to but not including 20\d\d-\d\d-01", r["evidence"])
-        if r["answer_type"] == "number" and r["kind"] != "rate":
+        if r["answer_type"] == "number" and r["kind"] not in ("rate", "percent_change"):
             assert "in EUR, to the cent" in r["question"] and "round to 2 decimal places" in r["evidence"]
     splits = [r["split"] for r in _records(retail_pack)]
     assert splits.count("holdout") == round(0.2 * len(splits))
@@ -156,8 +157,16 @@ def test_corrupting_one_cent_drops_exactly_the_questions_that_read_that_row(reta
         in_group = q.kind not in ("group_period_total", "group_total") or "web" in tags
         return sums_amount and in_month and in_group
 
-    expected = {q.id for q in questions if reads_row(q)}
-    assert expected == set(dropped)
+    # the one-total families: exactly the questions that read the row; the analyst families (evalpack/families)
+    # read it through their monthly totals, so every one of them over March 2025 drops too
+    one_total = {"period_total", "grand_total", "group_period_total", "group_total"}
+    expected = {q.id for q in questions if reads_row(q) and q.kind in one_total | {"peak_period"}}
+    assert expected == {qid for qid, v in dropped.items() if v.question.kind in one_total}
+    analyst = {v.question.kind for v in dropped.values()} - one_total
+    assert analyst <= {"month_over_month", "percent_change", "running_total", "quarter_total", "half_year_total",
+                       "average_per_row", "monthly_series", "group_gap", "group_ranking"}
+    assert "running_total" in analyst and "quarter_total" in analyst
+    dropped = {qid: v for qid, v in dropped.items() if v.question.kind in one_total}
     assert {v.question.kind for v in dropped.values()} == {"period_total", "grand_total", "group_period_total",
                                                            "group_total"}
     for v in dropped.values():
