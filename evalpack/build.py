@@ -120,9 +120,10 @@ def check_rotation(spec: Spec, derived: Derived, pack_dir: Path, seed: int,
     with ``con`` from its DuckDB resource (the engine's limits are applied to it; it is closed after)."""
     rotation, questions = rotation_name(seed), derived.questions
     with rotation_connection(PackLayout(pack_dir).tables(seed), con=con) as con:
-        link_counts = counted(con, [(link, "declared") for link in links_of(spec)])
+        links = links_of(spec)
+        link_counts = counted(con, [(link, "declared") for link in links])
         live = tuple(lc.link for lc in link_counts if lc.orphan_rows)
-        observations = tuple(verify_rotation(con, questions, rotation, links_of(spec), live))
+        observations = tuple(verify_rotation(con, questions, rotation, links, live))
         passed = {q.id: o for q, o in zip(questions, observations) if o.passed}
         # what the certificate will record: verification's observation, through JSON
         recorded = {(qid, rotation): json.loads(json.dumps(o.value)) for qid, o in passed.items()}

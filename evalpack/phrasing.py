@@ -232,10 +232,3 @@ def fk_nulls(child: Words, parent: Words, child_column: str) -> Wording:
     return Wording((f"How many {child.many} have no {parent.one}?", f"Count the {child.many} without {article(parent.one)}.",
                     f"How many {child.many} are not linked to any {parent.one}?"),
                    join(f"such {article(child.one)} has no {child.table}.{child_column} (it is NULL)"))
-
-
-def amount_words(semantics: Semantics, units: int, decimals: int) -> str:
-    """An amount of integer units for a question ("EUR 1,100,000.00", or "1,100,000.00")."""
-    value = units / 10 ** decimals
-    text = f"{value:,.{decimals}f}"
-    return f"{semantics.currency} {text}" if semantics.currency else text
