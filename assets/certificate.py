@@ -46,7 +46,7 @@ def certificate(context: AssetExecutionContext, spec: Spec, questions: Derived, 
     """The shipped questions, the verification certificate and the manifest (with the near-miss study), audited."""
     folder = evalpack.require_work_dir(context.partition_key)
     rows = {r.check.rotation: r.rows for r in rotations}
-    write_pack_files(folder, spec, questions.plans, verification.verdicts, rows, verification.near_miss)
+    write_pack_files(folder, spec, questions, verification.verdicts, rows, verification.near_miss)
     findings = pack_findings(folder, verification)  # the audit `evalpack build` prints
     cert, manifest = layout.PackLayout(folder).read_certificate(), layout.PackLayout(folder).read_manifest()
     return MaterializeResult(metadata={

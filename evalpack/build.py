@@ -25,7 +25,7 @@ from evalpack.errors import EvalpackError
 from evalpack.layout import PackLayout, rotation_name
 from evalpack.nearmiss import Mutant, MutantSet, plan_study, prepare_mutants, study_rotation, summarize_study
 from evalpack.plan import RotationPlan, plan_pack
-from evalpack.questions import Question, derive_questions
+from evalpack.questions import Question, Selection, derive_selected
 from evalpack.spec import Spec, load_spec
 from evalpack.tables import duckdb_types, write_rotation, write_table
 from evalpack.verify import Link, Observation, Verdict, rotation_connection, verify_rotation
@@ -45,6 +45,7 @@ class BuildResult:
     near_miss: dict
     warnings: tuple[str, ...]
     audit: tuple = ()
+    selection: Selection | None = None
 
     @property
     def shipped(self) -> list[Question]:
@@ -89,6 +90,7 @@ class Derived:
     plans: tuple[RotationPlan, ...]
     questions: tuple[Question, ...]
     mutants: MutantSet
+    selection: Selection
 
     def plan(self, seed: int) -> RotationPlan:
         return next(p for p in self.plans if p.seed == seed)
@@ -96,8 +98,8 @@ class Derived:
 
 def derive(spec: Spec, plans: tuple[RotationPlan, ...]) -> Derived:
     """The questions of ``spec`` and their prepared mutants (pure: no row is read)."""
-    questions = derive_questions(spec, plans)
-    return Derived(plans, questions, prepare_mutants(spec, questions, duckdb_types(spec)))
+    questions, selection = derive_selected(spec, plans)
+    return Derived(plans, questions, prepare_mutants(spec, questions, duckdb_types(spec)), selection)
 
 
 @dataclass(frozen=True)
@@ -186,12 +188,13 @@ def assemble_pack(folder: Path, records: list[dict], certificate_: dict, manifes
     shutil.copyfile(SCORER, layout.scorer)
 
 
-def write_pack_files(folder: Path, spec: Spec, plans: tuple[RotationPlan, ...], verdicts: tuple[Verdict, ...],
+def write_pack_files(folder: Path, spec: Spec, derived: Derived, verdicts: tuple[Verdict, ...],
                      rows: dict[str, dict[str, int]], near_miss: dict | None = None) -> None:
     """A built pack's questions.jsonl, certificate.json, manifest.json, README.md and verify.py."""
     records = [v.question.to_record(spec.answers) for v in verdicts if v.ships]
-    assemble_pack(folder, records, certificate(verdicts, [p.rotation for p in plans]),
-                  manifest(spec, plans, verdicts, rows, duckdb_types(spec), near_miss))
+    assemble_pack(folder, records, certificate(verdicts, [p.rotation for p in derived.plans]),
+                  manifest(spec, derived.plans, verdicts, rows, duckdb_types(spec), near_miss,
+                           selection=derived.selection.to_dict()))
 
 
 def staging_dir(out: Path, force: bool) -> Path:
@@ -238,7 +241,7 @@ def build_pack(spec_path: str | Path, out: str | Path, *, seed: int | None = Non
             checked = combine_rotations(spec, derived.result(),
                                         [check_rotation(spec, derived.result(), staging, p.seed) for p in plans])
         verdicts, near_miss = checked.verdicts, checked.near_miss
-        write_pack_files(staging, spec, plans, verdicts, rows, near_miss)
+        write_pack_files(staging, spec, derived.result(), verdicts, rows, near_miss)
         findings = pack_findings(staging, checked)
         write_attestation(staging, spec, started=started, finished=now_utc(), signing_key=signing_key)
         publish_dir(staging, out)
@@ -246,4 +249,4 @@ def build_pack(spec_path: str | Path, out: str | Path, *, seed: int | None = Non
         shutil.rmtree(staging, ignore_errors=True)
         raise
     warnings = tuple(dict.fromkeys(w for p in plans for w in p.warnings))
-    return BuildResult(out, spec, verdicts, rows, near_miss, warnings, findings)
+    return BuildResult(out, spec, verdicts, rows, near_miss, warnings, findings, derived.result().selection)

@@ -27,6 +27,7 @@ from pathlib import Path
 
 import yaml
 
+from evalpack.kinds import KINDS
 from evalpack.layout import CARD, PackLayout
 
 QUESTIONS_CONFIG = "questions"
@@ -327,8 +328,25 @@ def render_card(pack_dir: Path) -> str:
     out.append(f"{_fmt(total_rows(configs))} rows in all (tables on every rotation plus questions).\n")
 
     out.append("## Questions\n")
-    out.append(_table(["kind", "questions"], [[f"`{k}`", v] for k, v in sorted(by_kind.items())]
-                      + [["**all**", f"**{shipped}**"]]) + "\n")
+    study = (manifest.get("near_miss_study") or {}).get("families") or {}
+
+    def caught(kind: str) -> str:
+        f = study.get(kind)
+        return f"{f['mutants'] - f['match_all']} of {f['mutants']}" if f and f.get("mutants") else ""
+
+    out.append(_table(["kind", "asks", "questions", "near-miss mutants caught"],
+                      [[f"`{k}`", KINDS.get(k, ""), v, caught(k)] for k, v in sorted(by_kind.items())]
+                      + [["**all**", "", f"**{shipped}**", ""]]) + "\n")
+    selection = qinfo.get("selection")
+    if selection:
+        mix = selection.get("mix")
+        how = (f"the difficulty mix {', '.join(f'{k} {v:g}' for k, v in mix.items())}" if isinstance(mix, dict)
+               else "no difficulty mix")
+        out.append(f"The declarations give {selection.get('pool_size')} questions; {how} "
+                   f"{'chose' if selection.get('mix_applied') else 'was not applied, and chose'} "
+                   f"{sum((selection.get('chosen') or {}).values())} of them"
+                   + (f" ({selection['note']})" if selection.get("note") else "") + " (`manifest.json` -> "
+                   "`questions.selection`).\n")
     if by_type:
         out.append("By answer type: " + ", ".join(f"`{k}` {v}" for k, v in sorted(by_type.items())) + ".\n")
     levels = Counter(q.get("difficulty") for q in questions if q.get("difficulty"))

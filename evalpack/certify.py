@@ -62,7 +62,7 @@ def certificate(verdicts: tuple[Verdict, ...], rotations: list[str]) -> dict:
 
 def manifest(spec: Spec, plans: tuple[RotationPlan, ...], verdicts: tuple[Verdict, ...],
              rows: dict[str, dict[str, int]], schemas: dict[str, dict[str, str]],
-             near_miss: dict | None = None, warnings: list[str] | None = None) -> dict:
+             near_miss: dict | None = None, warnings: list[str] | None = None, selection: dict | None = None) -> dict:
     """How the pack was made, what was dropped and why, and the near-miss study."""
     shipped = [v for v in verdicts if v.ships]
     dropped = [v for v in verdicts if not v.ships]
@@ -91,6 +91,7 @@ def manifest(spec: Spec, plans: tuple[RotationPlan, ...], verdicts: tuple[Verdic
             "by_difficulty": {level: sum(v.question.difficulty == level for v in shipped) for level in LEVELS},
             "by_skill": dict(sorted(Counter(s for v in shipped for s in v.question.skills).items())),
             "difficulty_rule": RULE,
+            **({"selection": selection} if selection else {}),
         },
         "warnings": all_warnings,
         "dropped": [

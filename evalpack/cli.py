@@ -68,6 +68,12 @@ def cmd_build(args: argparse.Namespace) -> int:
         print(f"  {table.name}: {', '.join(f'{c:,}' for c in sorted(counts))} rows per rotation")
     kinds = Counter(q.kind for q in shipped)
     print(f"  questions shipped: {len(shipped)} ({', '.join(f'{k} {n}' for k, n in sorted(kinds.items()))})")
+    if result.selection:
+        sel = result.selection
+        mix = (" / ".join(f"{k} {v:g}" for k, v in sel.mix) + (" applied" if sel.mix_applied else " not applied: "
+               + sel.note)) if sel.mix else "any"
+        print(f"  selection: {sum(n for _, n in sel.chosen)} of {sum(n for _, n in sel.pool)} derived questions "
+              f"(difficulty mix {mix})")
     levels = Counter(q.difficulty for q in shipped)
     skills = Counter(s for q in shipped for s in q.skills)
     print(f"  difficulty: {', '.join(f'{k} {levels[k]}' for k in ('simple', 'moderate', 'challenging'))}; skills: "

@@ -20,10 +20,10 @@ import sqlglot
 from sqlglot import exp
 
 from evalpack import phrasing
-from evalpack.difficulty import label
+from evalpack.difficulty import LEVELS, label
 from evalpack.families import FAMILIES
 from evalpack.families.base import DIALECT, Draft, Drafts, money
-from evalpack.plan import AnswerKey, RotationPlan
+from evalpack.plan import AnswerKey, RotationPlan, stable_int
 from evalpack.spec import Spec, add_months
 from evalpack.units import from_units, round_fraction
 
@@ -272,26 +272,129 @@ def _drafts(spec: Spec, key: AnswerKey) -> Drafts:
     return out
 
 
+@dataclass(frozen=True)
+class Selection:
+    """How ``questions:`` chose a pack's questions from every one its declarations give (the pool)."""
+
+    pool: tuple[tuple[str, int], ...]  # per difficulty level, after include/exclude
+    chosen: tuple[tuple[str, int], ...]
+    mix: tuple[tuple[str, float], ...] | None  # the mix asked for; None: ``difficulty: any``
+    mix_applied: bool
+    note: str = ""  # why the mix was not applied
+
+    def to_dict(self) -> dict:
+        """The manifest's ``questions.selection``."""
+        return {"pool": dict(self.pool), "chosen": dict(self.chosen), "pool_size": sum(n for _, n in self.pool),
+                "mix": dict(self.mix) if self.mix else "any", "mix_applied": self.mix_applied, "note": self.note,
+                "rule": SELECTION_RULE}
+
+
+SELECTION_RULE = (
+    "Every question the declarations give forms the pool (after questions.include / exclude). With a difficulty "
+    "mix, n is the largest count whose share of each level the pool can fill (at most questions.max); each level "
+    "gets n times its share, rounded by largest remainder. Within a level, questions are taken round-robin over "
+    "the families (families whose SQL needs a window, CTE, subquery, HAVING or join first, the rest in an order "
+    "drawn from the seed), each family's questions in an order drawn from the seed, so every family is kept "
+    "before any has two more than another. When the mix could keep fewer than half of the pool (however large "
+    "questions.max), it is not applied: the pool ships (up to questions.max, taken the same way) and the manifest "
+    "says why."
+)
+COMPLEX_SKILLS = frozenset({"window", "cte", "subquery", "having", "join"})
+
+
+def _order(spec: Spec, items: list[tuple[Draft, str, tuple[str, ...]]]) -> list[int]:
+    """Indexes of ``items`` round-robin over their families (complex families first, then seeded order)."""
+    families: dict[str, list[int]] = {}
+    for i, (draft, _, _) in enumerate(items):
+        families.setdefault(draft.kind, []).append(i)
+
+    def family_key(kind: str) -> tuple:
+        complex_ = any(COMPLEX_SKILLS & set(items[i][2]) for i in families[kind])
+        return (not complex_, stable_int("family", spec.seed, kind))
+
+    queues = [sorted(families[k], key=lambda i: stable_int("pick", spec.seed, items[i][0].key))
+              for k in sorted(families, key=family_key)]
+    out: list[int] = []
+    depth = 0
+    while len(out) < len(items):
+        out += [q[depth] for q in queues if depth < len(q)]
+        depth += 1
+    return out
+
+
+def _counts(mix: tuple[tuple[str, float], ...], pool: dict[str, int], most: int | None) -> dict[str, int]:
+    """How many questions of each level the mix takes from ``pool``: the largest n it can fill."""
+    shares = dict(mix)
+    fill = [int(Fraction(pool.get(level, 0)) / Fraction(str(share))) for level, share in mix if share > 0]
+    n = min(fill + ([most] if most is not None else []))
+    exact = {level: Fraction(str(shares[level])) * n for level in shares}
+    counts = {level: int(v) for level, v in exact.items()}
+    by_remainder = sorted(shares, key=lambda level: (-(exact[level] - counts[level]), LEVELS.index(level)))
+    for level in by_remainder[:n - sum(counts.values())]:
+        counts[level] += 1
+    return {level: min(c, pool.get(level, 0)) for level, c in counts.items()}
+
+
+def select(spec: Spec, items: list[tuple[Draft, str, tuple[str, ...]]]) -> tuple[list[int], Selection]:
+    """The indexes (in ``items``' order) of the questions ``spec.questions`` keeps, and how they were chosen.
+
+    ``items`` are (draft, difficulty, skills); the choice reads only the drafts' keys, kinds and labels,
+    which are the same on every rotation."""
+    plan = spec.questions
+    eligible = [i for i, (d, _, _) in enumerate(items)
+                if (not plan.include or d.kind in plan.include) and d.kind not in plan.exclude]
+    by_level = {level: [i for i in eligible if items[i][1] == level] for level in LEVELS}
+    pool = {level: len(v) for level, v in by_level.items()}
+    chosen: set[int] = set()
+    note, applied = "", False
+    if plan.mix is not None:
+        fillable = sum(_counts(plan.mix, pool, None).values())
+        if fillable and 2 * fillable >= len(eligible):
+            applied = True
+            counts = _counts(plan.mix, pool, plan.max)
+            for level, ids in by_level.items():
+                picked = _order(spec, [items[i] for i in ids])[:counts[level]]
+                chosen |= {ids[j] for j in picked}
+        else:
+            note = (f"the pool ({', '.join(f'{k} {v}' for k, v in pool.items())}) would fill the mix with only "
+                    f"{fillable} of its {len(eligible)} questions; the pool ships instead")
+    if not applied:
+        limit = len(eligible) if plan.max is None else plan.max
+        chosen = {eligible[j] for j in _order(spec, [items[i] for i in eligible])[:limit]}
+    kept = sorted(chosen)
+    return kept, Selection(tuple(pool.items()), tuple((level, sum(items[i][1] == level for i in kept))
+                                                       for level in LEVELS), plan.mix, applied, note)
+
+
 def derive_questions(spec: Spec, plans: tuple[RotationPlan, ...]) -> tuple[Question, ...]:
     """All questions of a pack, with each rotation's expected answer, ids ``q001``..."""
+    return derive_selected(spec, plans)[0]
+
+
+def derive_selected(spec: Spec, plans: tuple[RotationPlan, ...]) -> tuple[tuple[Question, ...], Selection]:
+    """The questions ``spec.questions`` selects, with each rotation's expected answer, ids ``q001``..., and
+    how they were selected."""
     per_rotation = [_drafts(spec, p.answer_key) for p in plans]
     base = per_rotation[0]
     for other in per_rotation[1:]:
         if [d.key for d, _ in other] != [d.key for d, _ in base]:
             raise AssertionError("rotations planned different question sets")
-    width = max(3, len(str(len(base))))
+    gold = [draft.sql.sql(dialect=DIALECT) for draft, _ in base]
+    labels = [label(sql, draft.answer_type) for sql, (draft, _) in zip(gold, base)]
+    kept, selection = select(spec, [(draft, level, skills) for (draft, _), (level, skills) in zip(base, labels)])
+    width = max(3, len(str(len(kept))))
     questions = []
-    for i, (draft, _) in enumerate(base):
+    for n, i in enumerate(kept):
+        draft = base[i][0]
         expected = tuple((p.rotation, rot[i][1]) for p, rot in zip(plans, per_rotation))
         text, paraphrases = draft.wording.chosen(spec.seed, draft.key)
-        gold_sql = draft.sql.sql(dialect=DIALECT)
-        level, skills = label(gold_sql, draft.answer_type)
+        level, skills = labels[i]
         questions.append(Question(
-            id=f"q{i + 1:0{width}d}",
+            id=f"q{n + 1:0{width}d}",
             question=text,
             evidence=draft.wording.evidence,
             paraphrases=paraphrases,
-            gold_sql=gold_sql,
+            gold_sql=gold[i],
             expected=expected,
             answer_type=draft.answer_type,
             round_decimals=draft.round_decimals,
@@ -301,7 +404,7 @@ def derive_questions(spec: Spec, plans: tuple[RotationPlan, ...]) -> tuple[Quest
             difficulty=level,
             skills=skills,
         ))
-    return assign_splits(spec, tuple(questions))
+    return assign_splits(spec, tuple(questions)), selection
 
 
 def assign_splits(spec: Spec, questions: tuple[Question, ...]) -> tuple[Question, ...]:

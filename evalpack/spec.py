@@ -17,7 +17,9 @@ from typing import Any
 
 import yaml
 
+from evalpack.difficulty import LEVELS
 from evalpack.errors import SpecError
+from evalpack.kinds import KINDS
 from evalpack.layout import rotation_name
 from evalpack.semantics import Measure, Semantics, TableWords, plural_of
 
@@ -180,6 +182,21 @@ class BalancedLedger:
     path: tuple = ()  # where it is declared: ("tables", t, "constraints", i) or ("constraints", i)
 
 
+DEFAULT_MIX = (("simple", 0.3), ("moderate", 0.5), ("challenging", 0.2))  # BIRD's split
+
+
+@dataclass(frozen=True)
+class QuestionPlan:
+    """``questions:``: which families to ask, at most how many, and the difficulty mix to ship.
+
+    ``mix`` is None when the spec says ``difficulty: any`` (every question that verifies ships)."""
+
+    include: tuple[str, ...] = ()  # empty: every family
+    exclude: tuple[str, ...] = ()
+    max: int | None = None
+    mix: tuple[tuple[str, float], ...] | None = DEFAULT_MIX
+
+
 @dataclass(frozen=True)
 class Spec:
     """A validated pack spec. ``sha256`` is the SHA-256 of the spec file's bytes as read."""
@@ -201,6 +218,7 @@ class Spec:
     time_grids: tuple[TimeGrid, ...] = ()
     ledgers: tuple[BalancedLedger, ...] = ()
     semantics: Semantics = Semantics()
+    questions: QuestionPlan = QuestionPlan()
     path: str = ""
     sha256: str = ""
     source: str = field(default="", repr=False)
@@ -398,8 +416,9 @@ def add_months(day: dt.date, months: int) -> dt.date:
 TOP_KEYS = (
     "name", "version", "description", "license", "seed", "rotations", "answers", "holdout", "rows",
     "tables", "relationships", "outcome_curves", "rate_curves", "group_shares", "waterfalls",
-    "time_grids", "constraints", "semantics",
+    "time_grids", "constraints", "semantics", "questions",
 )
+QUESTIONS_KEYS = ("include", "exclude", "max", "difficulty")
 SEMANTICS_KEYS = ("tables", "columns", "measures", "currency", "synonyms")
 TABLE_KEYS = ("rows", "columns", "constraints", "description")
 COLUMN_KEYS = (
@@ -775,6 +794,45 @@ def _read_semantics(r: _Reader, raw: Any, tables: dict[str, Table]) -> Semantics
     return Semantics(tuple(names), tuple(columns), tuple(measures), currency, tuple(synonyms))
 
 
+def _read_questions(r: _Reader, raw: Any) -> QuestionPlan:
+    """``questions:`` (optional): families to include or exclude, a maximum count, a difficulty mix."""
+    if raw is None:
+        return QuestionPlan()
+    p = ("questions",)
+    m = r.mapping(raw, p, QUESTIONS_KEYS, (), "questions key")
+
+    def kinds(key: str) -> tuple[str, ...]:
+        out = []
+        for i, kind in enumerate(r.sequence(m.get(key, []), p + (key,))):
+            if kind not in KINDS:
+                close = difflib.get_close_matches(str(kind), tuple(KINDS), n=1, cutoff=0.6)
+                hint = f"did you mean '{close[0]}'?" if close else "the families are listed in README.md"
+                raise r.err(p + (key, i), f"unknown question family {kind!r}; {hint}")
+            out.append(kind)
+        return tuple(out)
+
+    include, exclude = kinds("include"), kinds("exclude")
+    both = sorted(set(include) & set(exclude))
+    if both:
+        raise r.err(p + ("exclude",), f"{both} are both included and excluded; keep each family in one list")
+    most = None if m.get("max") is None else r.integer(m["max"], p + ("max",), lo=1)
+    raw_mix = m.get("difficulty", dict(DEFAULT_MIX))
+    mix: tuple[tuple[str, float], ...] | None
+    if raw_mix == "any":
+        mix = None
+    else:
+        dp = p + ("difficulty",)
+        if not isinstance(raw_mix, dict):
+            raise r.err(dp, "expected a mapping of level to share, such as {simple: 0.3, moderate: 0.5, "
+                            "challenging: 0.2}, or `any` to ship every question that verifies")
+        shares = r.mapping(raw_mix, dp, LEVELS, (), "difficulty level")
+        mix = tuple((level, float(r.number(shares.get(level, 0), dp + (level,), lo=0.0, hi=1.0)))
+                    for level in LEVELS)
+        if abs(sum(v for _, v in mix) - 1.0) > 1e-9:
+            raise r.err(dp, f"the shares add up to {sum(v for _, v in mix):g}; make them add up to 1")
+    return QuestionPlan(include, exclude, most, mix)
+
+
 def _check_references(r: _Reader, spec: Spec) -> None:
     tables = {t.name: t for t in spec.tables}
 
@@ -996,6 +1054,7 @@ def parse_spec(text: str, *, file: str = "<spec>", seed: int | None = None, rota
         time_grids=many("time_grids", _read_time_grid),
         ledgers=tuple(ledgers),
         semantics=_read_semantics(r, top.get("semantics"), table_map),
+        questions=_read_questions(r, top.get("questions")),
         path=file,
         sha256=hashlib.sha256(text.encode("utf-8")).hexdigest(),
         source=text,

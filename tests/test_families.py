@@ -4,7 +4,9 @@ question verified on every rotation of the example pack."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from decimal import Decimal
+from fractions import Fraction
 from pathlib import Path
 
 import duckdb
@@ -13,15 +15,18 @@ from evalpack.difficulty import label
 from evalpack.families import FAMILIES
 from evalpack.plan import plan_pack
 from evalpack.questions import derive_questions
-from evalpack.spec import load_spec
+from evalpack.spec import QuestionPlan, load_spec
 
 ROOT = Path(__file__).resolve().parents[1]
 NEW = {"month_over_month", "percent_change", "running_total", "quarter_total", "half_year_total", "average_per_row",
-       "monthly_series", "group_gap", "group_ranking"}
+       "monthly_series", "group_gap", "group_ranking", "quarter_count", "half_year_count", "span_count", "share_of_span",
+       "share_of_quarter", "versus_average", "top_months", "group_threshold", "group_running", "group_change",
+       "rate_change", "fk_linked"}
 
 
 def _retail():
-    spec = load_spec(ROOT / "schemas" / "retail.yaml")
+    """The retail spec and every question its declarations give (the whole pool, before the difficulty mix)."""
+    spec = replace(load_spec(ROOT / "schemas" / "retail.yaml"), questions=QuestionPlan(mix=None))
     return spec, derive_questions(spec, plan_pack(spec))
 
 
@@ -54,6 +59,61 @@ def test_answers_are_exact_arithmetic_of_the_declared_totals():
     feb = total["2025-02"]
     exact = (Decimal("1040250.18") - feb) * 100 / feb
     assert Decimal(str(march.expected_for("seed_42"))) == exact.quantize(Decimal("0.01"))
+
+
+def _months_after(month: str, n: int) -> str:
+    """``month`` (YYYY-MM) plus ``n`` months."""
+    index = int(month[:4]) * 12 + int(month[5:]) - 1 + n
+    return f"{index // 12}-{index % 12 + 1:02d}"
+
+
+def _round(value: Fraction, places: int = 2) -> Decimal:
+    return (Decimal(value.numerator) / Decimal(value.denominator)).quantize(Decimal(1).scaleb(-places))
+
+
+def test_new_family_answers_are_exact_arithmetic_of_the_simple_ones():
+    _, questions = _retail()
+    answer = {}
+    for q in questions:
+        answer.setdefault(q.kind, {})[q.tags[2:]] = q.expected_for("seed_44")
+    total = {tags[0]: Fraction(Decimal(str(v))) for tags, v in answer["period_total"].items()}
+    rows = {tags[0]: v for tags, v in answer["period_rows"].items()}
+    year = sum(total.values())
+    group = {tags: Fraction(Decimal(str(v))) for tags, v in answer["group_period_total"].items()}  # (label, month)
+    assert answer["span_count"][("2025-01", "12 months")] == sum(rows.values())
+    for (first, size), n in answer["quarter_count"].items() | answer["half_year_count"].items():
+        m = int(first[5:])
+        assert n == sum(rows[f"2025-{x:02d}"] for x in range(m, m + int(size.split()[0])))
+    for (month,), share in answer["share_of_span"].items():
+        assert Decimal(str(share)) == _round(100 * total[month] / year), month
+    for (month,), gap in answer["versus_average"].items():
+        assert Decimal(str(gap)) == _round(total[month] - year / 12), month
+    assert len(answer["top_months"]) == 3  # H1, H2 and the year
+    for (first, size), lines in answer["top_months"].items():
+        end = _months_after(first, int(size.split()[0]))
+        months = sorted((m for m in total if first <= m < end), key=lambda m: -total[m])
+        assert [m for m, _ in lines] == months[:3] and all(Fraction(Decimal(str(v))) == total[m] for m, v in lines)
+    for lines in answer["group_running"].values():
+        for name, month, value in lines:
+            assert Fraction(Decimal(str(value))) == sum(v for (g, m), v in group.items() if g == name and m <= month)
+    for (month,), lines in answer["group_change"].items():
+        prev = _months_after(month, -1)
+        assert {g: Fraction(Decimal(str(v))) for g, v in lines} == {
+            g: group[(g, month)] - group[(g, prev)] for g in ("web", "app", "store")}
+    for (first,), lines in answer["group_threshold"].items():
+        sums = {g: sum(v for (gg, m), v in group.items() if gg == g and first <= m < _months_after(first, 3))
+                for g in ("web", "app", "store")}
+        bar = sorted(sums.values())[1]
+        assert sorted(g for g, _ in lines) == sorted(g for g, v in sums.items() if v >= bar) and len(lines) == 2
+    flagged = {tags[0]: v for tags, v in answer["flagged_count"].items()}
+    for (month,), change in answer["rate_change"].items():
+        months = sorted(flagged)
+        prev = months[months.index(month) - 1]
+        assert Decimal(str(change)) == _round(100 * Fraction(flagged[month], rows[month])
+                                              - 100 * Fraction(flagged[prev], rows[prev])), month
+    (linked,) = answer["fk_linked"].values()
+    (orphans,), (nulls,) = answer["fk_orphans"].values(), answer["fk_nulls"].values()
+    assert linked == 40_000 - orphans - nulls == 39_981
 
 
 def test_the_sql_is_an_analysts_and_its_labels_follow_from_it():

@@ -178,16 +178,16 @@ def test_corrupting_one_cent_drops_exactly_the_questions_that_read_that_row(reta
 
 
 def test_dropped_questions_are_kept_in_the_manifest_with_reason_and_observations(retail_pack, tmp_path):
-    from evalpack.build import write_pack_files
+    from evalpack.build import derive, write_pack_files
 
     pack = tmp_path / "retail"
     shutil.copytree(retail_pack, pack)
     _corrupt_one_amount(pack, "seed_42")
     spec = load_spec(SCHEMAS / "retail.yaml", rotations=3)
-    plans = plan_pack(spec)
-    verdicts = verdicts_on(spec, plans, derive_questions(spec, plans), pack)
-    rows = {f"seed_{p.seed}": {t.name: 0 for t in spec.tables} for p in plans}
-    write_pack_files(pack, spec, plans, verdicts, rows, None)
+    derived = derive(spec, plan_pack(spec))
+    verdicts = verdicts_on(spec, derived.plans, derived.questions, pack)
+    rows = {f"seed_{p.seed}": {t.name: 0 for t in spec.tables} for p in derived.plans}
+    write_pack_files(pack, spec, derived, verdicts, rows, None)
     manifest = _manifest(pack)
     assert manifest["questions"]["dropped"] == len(manifest["dropped"]) > 0
     for d in manifest["dropped"]:

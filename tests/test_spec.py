@@ -208,6 +208,15 @@ BAD = [
              "credit_column: credit}\n", "", base=BOOKS)
         + "constraints:\n  - {type: balanced_ledger, table: lines, group_by: [entry_id], debit_column: debits}\n",
         "debit_column: debits", "constraints[0].debit_column", "table 'lines' has no column 'debits'"),
+    Bad("unknown_question_family", BASE + "questions:\n  include: [period_totals]\n", "include: [period_totals]",
+        "questions.include[0]", "unknown question family 'period_totals'; did you mean 'period_total'?"),
+    Bad("family_included_and_excluded", BASE + "questions:\n  include: [rate]\n  exclude: [rate]\n",
+        "exclude: [rate]", "questions.exclude", "['rate'] are both included and excluded"),
+    Bad("mix_not_adding_up", BASE + "questions:\n  difficulty: {simple: 0.5, moderate: 0.6}\n",
+        "difficulty: {simple", "questions.difficulty", "the shares add up to 1.1; make them add up to 1"),
+    Bad("mix_unknown_level", BASE + "questions:\n  difficulty: {easy: 1}\n", "difficulty: {easy",
+        "questions.difficulty.easy", "unknown difficulty level 'easy'"),
+    Bad("max_not_positive", BASE + "questions:\n  max: 0\n", "max: 0", "questions.max", "must be at least 1"),
 ]
 
 

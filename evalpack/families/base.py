@@ -48,3 +48,8 @@ def money(units: int, decimals: int) -> float | int:
 def ratio_answer(value: Fraction, decimals: int) -> float:
     """A fraction rounded half-to-even at ``decimals`` places, exactly."""
     return float(Decimal(round_fraction(value * 10 ** decimals)).scaleb(-decimals))
+
+
+def quote(text: str) -> str:
+    """A string as a SQL literal."""
+    return "'" + text.replace("'", "''") + "'"

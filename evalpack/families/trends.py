@@ -22,14 +22,19 @@ from evalpack.plan import AnswerKey, CurveFacts
 from evalpack.spec import Spec, add_months
 
 
-def _lit(day: dt.date, time_type: str) -> str:
+def time_literal(day: dt.date, time_type: str) -> str:
+    """A day as a DATE or TIMESTAMP literal matching the time column."""
     return f"DATE '{day.isoformat()}'" if time_type == "date" else f"TIMESTAMP '{day.isoformat()} 00:00:00'"
+
+
+def window_on(column: str, time_type: str, start: dt.date, end: dt.date) -> str:
+    """``column`` from ``start`` up to ``end`` (excluded), as SQL."""
+    return f"{column} >= {time_literal(start, time_type)} AND {column} < {time_literal(end, time_type)}"
 
 
 def window_sql(c: CurveFacts, start: dt.date, end: dt.date) -> str:
     """The curve's time column from ``start`` up to ``end`` (excluded), as SQL."""
-    t = c.time_column
-    return f"{t} >= {_lit(start, c.time_type)} AND {t} < {_lit(end, c.time_type)}"
+    return window_on(c.time_column, c.time_type, start, end)
 
 
 def _monthly(c: CurveFacts, first: dt.date, end: dt.date) -> str:

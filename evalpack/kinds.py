@@ -1,0 +1,48 @@
+"""The question kinds (families) a pack can hold, by name, with what each asks.
+
+A leaf module: the spec reader checks ``questions: include/exclude`` against it, the families use the
+names, and the README's list of families is this table (tests/test_families.py keeps them in step).
+"""
+
+KINDS: dict[str, str] = {
+    "period_total": "a measure's total in one month",
+    "period_rows": "how many records fall in one month",
+    "grand_total": "a measure's total over the whole declared span",
+    "peak_period": "the month with the largest total",
+    "group_period_total": "one group's total in one month",
+    "group_total": "one group's total over the whole span",
+    "rate": "the share of flagged records in a month",
+    "flagged_count": "how many flagged records a month has",
+    "ledger_balance": "how many entries of a balanced ledger do not balance",
+    "trial_balance": "total debits minus total credits",
+    "waterfall_net": "a waterfall's net movement in a month",
+    "waterfall_component": "one movement type's total in a month",
+    "waterfall_ending": "the closing balance at a month's end",
+    "fk_orphans": "records whose parent does not exist",
+    "fk_nulls": "records without a parent key",
+    "fk_linked": "records whose parent exists (a join)",
+    "month_over_month": "the change from one month to the next (CTE + LAG)",
+    "percent_change": "the percent change from one month to the next (CTE + LAG)",
+    "running_total": "the cumulative total at a month's end (window frame)",
+    "quarter_total": "a quarter's total",
+    "half_year_total": "a half-year's total",
+    "quarter_count": "how many records a quarter has",
+    "half_year_count": "how many records a half-year has",
+    "span_count": "how many records the whole span has",
+    "average_per_row": "the average value per record in a month",
+    "monthly_series": "a quarter's monthly totals in month order (result set)",
+    "share_of_span": "a month's share of the span's total, in percent (subquery)",
+    "share_of_quarter": "a month's share of its quarter's total, in percent (subquery)",
+    "versus_average": "a month's distance from the average month (subquery)",
+    "top_months": "the three largest months with their totals (CTE, ORDER BY ... LIMIT, result set)",
+    "group_gap": "the difference between two groups in a month",
+    "group_ranking": "every group with its total, largest first (result set)",
+    "group_threshold": "the groups whose total reached a bar (HAVING, result set)",
+    "group_running": "every group's year-to-date total per month (PARTITION BY, result set)",
+    "group_change": "every group's change from one month to the next (LAG ... PARTITION BY, result set)",
+    "waterfall_series": "the closing balance at each month-end of a quarter, in month order (window, result set)",
+    "net_change": "the change in net movement from one month to the next (CTE + LAG)",
+    "top_net_months": "the three months with the largest net movement (CTE, ORDER BY ... LIMIT, result set)",
+    "type_running": "every movement type's year-to-date total per month (PARTITION BY, result set)",
+    "rate_change": "a rate's change between two months, in percentage points (CTE + LAG)",
+}

@@ -1,0 +1,108 @@
+"""The spec controls the mix (``questions:``): families included or excluded, a maximum, a difficulty
+mix; the retail example meets the issue's bar, and the manifest, card and summary report it."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import replace
+from pathlib import Path
+
+from evalpack.kinds import KINDS
+from evalpack.plan import plan_pack
+from evalpack.questions import derive_selected
+from evalpack.spec import DEFAULT_MIX, QuestionPlan, load_spec
+
+ROOT = Path(__file__).resolve().parents[1]
+COMPLEX = {"window", "cte", "subquery", "having", "join"}
+
+
+def _derive(plan: QuestionPlan | None = None, path: str = "schemas/retail.yaml"):
+    spec = load_spec(ROOT / path)
+    if plan is not None:
+        spec = replace(spec, questions=plan)
+    return derive_selected(spec, plan_pack(spec))
+
+
+def test_the_default_mix_is_birds_and_is_met_exactly():
+    questions, selection = _derive()
+    levels = Counter(q.difficulty for q in questions)
+    n = len(questions)
+    assert n >= 150 and selection.mix_applied and selection.mix == DEFAULT_MIX
+    for level, share in DEFAULT_MIX:
+        assert abs(levels[level] - share * n) < 1, (level, levels[level], n)
+    # n is the largest the pool can fill: one more question would need a level the pool has run out of
+    pool = dict(selection.pool)
+    assert any(int(share * (n + 1) + 0.5) > pool[level] or share * (n + 1) > pool[level] for level, share in DEFAULT_MIX)
+    assert len({q.kind for q in questions}) >= 12
+    assert sum(bool(COMPLEX & set(q.skills)) for q in questions) >= 0.40 * n
+    assert sum(q.answer_type == "rows" for q in questions) >= 0.15 * n
+    assert [q.id for q in questions] == [f"q{i + 1:03d}" for i in range(n)]
+
+
+def test_round_robin_keeps_every_family_before_doubling_any():
+    questions, _ = _derive()
+    everything, _ = _derive(QuestionPlan(mix=None))
+    assert {q.kind for q in questions} == {q.kind for q in everything}
+    for level in ("simple", "moderate", "challenging"):
+        kept = Counter(q.kind for q in questions if q.difficulty == level)
+        pool = Counter(q.kind for q in everything if q.difficulty == level)
+        # a family short of its pool has at least as many kept as any other family, less one
+        for kind, n in kept.items():
+            if n < pool[kind]:
+                assert all(m <= n + 1 for m in kept.values()), (level, kind, kept)
+
+
+def test_include_exclude_and_max():
+    only, _ = _derive(QuestionPlan(include=("period_total", "group_change"), mix=None))
+    assert Counter(q.kind for q in only) == {"period_total": 12, "group_change": 11}
+    without, _ = _derive(QuestionPlan(exclude=("period_total",), mix=None))
+    everything, _ = _derive(QuestionPlan(mix=None))
+    assert len(without) == len(everything) - 12 and "period_total" not in {q.kind for q in without}
+    capped, selection = _derive(QuestionPlan(max=40))
+    assert len(capped) == 40 and dict(selection.chosen) == {"simple": 12, "moderate": 20, "challenging": 8}
+    assert {q.difficulty for q in capped} == {"simple", "moderate", "challenging"}
+
+
+def test_a_pool_that_cannot_fill_the_mix_ships_whole_and_says_why():
+    questions, selection = _derive(QuestionPlan(include=("period_total", "period_rows", "running_total")))
+    assert not selection.mix_applied and len(questions) == 12 + 12 + 11
+    assert "would fill the mix with only" in selection.note
+    record = selection.to_dict()
+    assert record["pool"] == {"simple": 24, "moderate": 0, "challenging": 11} and record["mix_applied"] is False
+
+
+def test_the_selection_is_deterministic_and_follows_the_seed():
+    a, _ = _derive()
+    b, _ = _derive()
+    assert [q.gold_sql for q in a] == [q.gold_sql for q in b]
+    spec = load_spec(ROOT / "schemas" / "retail.yaml", seed=7)
+    c, _ = derive_selected(spec, plan_pack(spec))
+    assert Counter(q.difficulty for q in c) == Counter(q.difficulty for q in a)
+    assert {q.gold_sql for q in c} != {q.gold_sql for q in a}  # another seed keeps other months
+
+
+def test_every_kind_is_named_in_the_vocabulary_and_the_readme():
+    everything, _ = _derive(QuestionPlan(mix=None))
+    finance, _ = _derive(QuestionPlan(mix=None), "schemas/finance.yaml")
+    kinds = {q.kind for q in everything} | {q.kind for q in finance}
+    assert kinds <= set(KINDS)
+    readme = (ROOT / "README.md").read_text()
+    assert [k for k in KINDS if f"`{k}`" not in readme] == []
+
+
+def test_the_built_pack_reports_the_mix(retail_pack):
+    manifest = json.loads((retail_pack / "manifest.json").read_text())
+    info = manifest["questions"]
+    shipped = info["shipped"]
+    assert info["dropped"] == 0 and shipped >= 150
+    for level, share in DEFAULT_MIX:
+        assert abs(info["by_difficulty"][level] / shipped - share) <= 0.10
+    assert info["selection"]["mix_applied"] and sum(info["selection"]["chosen"].values()) == shipped
+    assert len(info["shipped_by_kind"]) >= 12
+    card = (retail_pack / "README.md").read_text()
+    assert f"The declarations give {info['selection']['pool_size']} questions" in card
+    assert "near-miss mutants caught" in card
+    families = manifest["near_miss_study"]["families"]
+    assert set(families) == set(info["shipped_by_kind"])
+    assert all(f["match_all_rate"] <= 1 for f in families.values())
