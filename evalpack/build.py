@@ -161,7 +161,8 @@ def combine_rotations(spec: Spec, derived: Derived, checks: list[RotationCheck])
         reasons = Counter(v.drop_reason for v in verdicts)
         raise EvalpackError(f"{spec.path}: no question verified on every rotation, so there is no pack to "
                             f"ship (drop reasons: {dict(reasons)})", exit_code=1)
-    near_miss = summarize_study(derived.mutants, shipped, {c.rotation: c.outcomes for c in checks})
+    near_miss = summarize_study(derived.mutants, shipped, {c.rotation: c.outcomes for c in checks},
+                                kinds={q.id: q.kind for q in questions})
     keep = set(shipped)
     return Checked(verdicts, near_miss, tuple(f for c in checks for f in c.findings if f.question in keep))
 

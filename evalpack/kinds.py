@@ -34,7 +34,7 @@ KINDS: dict[str, str] = {
     "share_of_span": "a month's share of the span's total, in percent (subquery)",
     "share_of_quarter": "a month's share of its quarter's total, in percent (subquery)",
     "versus_average": "a month's distance from the average month (subquery)",
-    "top_months": "the three largest months with their totals (CTE, ORDER BY ... LIMIT, result set)",
+    "month_ranking": "the months of a half-year or the span ranked by total (CTE, ORDER BY, result set)",
     "group_gap": "the difference between two groups in a month",
     "group_ranking": "every group with its total, largest first (result set)",
     "group_threshold": "the groups whose total reached a bar (HAVING, result set)",
@@ -42,7 +42,7 @@ KINDS: dict[str, str] = {
     "group_change": "every group's change from one month to the next (LAG ... PARTITION BY, result set)",
     "waterfall_series": "the closing balance at each month-end of a quarter, in month order (window, result set)",
     "net_change": "the change in net movement from one month to the next (CTE + LAG)",
-    "top_net_months": "the three months with the largest net movement (CTE, ORDER BY ... LIMIT, result set)",
+    "net_month_ranking": "the months of a half-year or the span ranked by net movement (CTE, ORDER BY, result set)",
     "type_running": "every movement type's year-to-date total per month (PARTITION BY, result set)",
     "rate_change": "a rate's change between two months, in percentage points (CTE + LAG)",
 }

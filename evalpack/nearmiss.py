@@ -4,13 +4,26 @@ Each operator makes one edit on the sqlglot AST of a gold query. A mutant that s
 normalises to the gold SQL is dropped as equivalent; one that fails to run is recorded as
 errored. The rest run on every rotation with the verification comparison; the study records,
 per operator, how many matched the expected answer on at least one and on all databases.
+
+Operators: date and range bounds (``inclusive_end``, ``exclusive_start``, ``inclusive_start``,
+``exclusive_end``, ``date_shift``), rounding (``whole_units``), aggregates (``agg_swap``,
+``distinct``), joins (``inner_join``, ``join_key``), filters (``drop_conjunct``, ``and_or``,
+``null_flip``), ordering (``order_flip``, ``limit_shift``), literals and columns
+(``constant_shift``, ``column_swap``), windows (``window_frame``, ``partition_drop``,
+``window_order_flip``, ``lag_offset``, ``rank_swap``), HAVING bounds (``having_bound``), ratios
+(``percent_scale``, ``integer_division``) and, with rotated answers, ``constant_answer``. Each
+construct has one owner: ``order_flip`` leaves a window's ORDER BY to ``window_order_flip``, the four
+bound operators leave HAVING to ``having_bound``, and ``constant_shift`` leaves a LAG/LEAD offset to
+``lag_offset`` (as it leaves ROUND digits to ``whole_units`` and LIMIT to ``limit_shift``).
 """
 
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable, Iterator
+import functools
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
 
 import duckdb
 from sqlglot import exp
@@ -34,7 +47,8 @@ from evalpack.verify import map_on_cursors
 OPERATORS = (
     "inclusive_end", "exclusive_start", "inclusive_start", "exclusive_end", "date_shift", "whole_units",
     "agg_swap", "distinct", "inner_join", "join_key", "drop_conjunct", "and_or", "null_flip", "order_flip",
-    "limit_shift", "constant_shift", "column_swap", "constant_answer",
+    "limit_shift", "constant_shift", "column_swap", "window_frame", "partition_drop", "window_order_flip",
+    "lag_offset", "rank_swap", "having_bound", "percent_scale", "integer_division", "constant_answer",
 )
 MAX_SURVIVORS_LISTED = 50
 
@@ -151,15 +165,18 @@ def _is_limit(lit: exp.Literal) -> bool:
     return isinstance(lit.parent, (exp.Limit, exp.Offset))
 
 
+def _is_lag_offset(lit: exp.Literal) -> bool:
+    parent = lit.parent
+    return isinstance(parent, (exp.Lag, exp.Lead)) and parent.args.get("offset") is lit
+
+
 def _numeric_shift(lit: exp.Literal) -> list[exp.Expression]:
-    if lit.is_string or _is_round_digits(lit) or _is_limit(lit):
+    if lit.is_string or _is_round_digits(lit) or _is_limit(lit) or _is_lag_offset(lit):
         return []
     text = lit.this
     try:
         if "." in text:
             scale = len(text.split(".")[1])
-            from decimal import Decimal
-
             return [exp.Literal.number(f"{Decimal(text) + d:.{scale}f}") for d in (-1, 1)]
         return [exp.Literal.number(str(int(text) + d)) for d in (-1, 1)]
     except ValueError:
@@ -167,6 +184,163 @@ def _numeric_shift(lit: exp.Literal) -> list[exp.Expression]:
 
 
 AGG_SWAPS = {exp.Sum: exp.Avg, exp.Avg: exp.Sum, exp.Min: exp.Max, exp.Max: exp.Min}
+RUNNING = (exp.Sum, exp.Avg, exp.Min, exp.Max, exp.Count)  # aggregates that an ordered window makes running
+RANKINGS = (exp.RowNumber, exp.Rank, exp.DenseRank)
+
+
+def _in_having(node: exp.Expression) -> bool:
+    """Whether ``node`` is in the HAVING of its own query (not of an enclosing one)."""
+    return isinstance(node.find_ancestor(exp.Having, exp.Query), exp.Having)
+
+
+def _in_window_order(node: exp.Ordered) -> bool:
+    """Whether ``node`` is a sort key of a window's ORDER BY (``OVER (... ORDER BY node)``)."""
+    return isinstance(node.parent, exp.Order) and isinstance(node.parent.parent, exp.Window)
+
+
+def _is_number(node: exp.Expression, value: int) -> bool:
+    if not isinstance(node, exp.Literal) or node.is_string:
+        return False
+    try:
+        return Decimal(node.this) == value
+    except InvalidOperation:
+        return False
+
+
+def _fractional_cast(node: exp.Expression) -> bool:
+    """A CAST (or ::) to a fractional type: DOUBLE, FLOAT, DECIMAL and their kin."""
+    return isinstance(node, exp.Cast) and node.to.is_type(*exp.DataType.REAL_TYPES)
+
+
+@functools.lru_cache(maxsize=256)
+def _integer_type(name: str) -> bool:
+    try:
+        return exp.DataType.build(name, dialect=DIALECT).is_type(*exp.DataType.INTEGER_TYPES)
+    except Exception:  # a type sqlglot does not parse is not known to be an integer
+        return False
+
+
+def _projection(select: exp.Expression, name: str) -> exp.Expression | None:
+    """What the output column ``name`` of a SELECT is computed from."""
+    if not isinstance(select, exp.Select):
+        return None
+    for p in select.expressions:
+        if p.alias_or_name == name:
+            return p.unalias()
+    return None
+
+
+def _integer_typed(node: exp.Expression, types: dict[str, dict[str, str]], depth: int = 0) -> bool:
+    """Whether ``node`` (in its tree) surely has an integer type: DuckDB's ``//`` truncates only an
+    integer divided by an integer (on DECIMAL or DOUBLE it is ``/``). Columns resolve through the
+    declared ``types`` and through CTEs and subqueries to the expressions that compute them; anything
+    not known to be an integer is not."""
+    if depth > 32:
+        return False
+    node = node.unnest()
+    if isinstance(node, exp.Literal):
+        return not node.is_string and node.this.isdigit()
+    if isinstance(node, (exp.Count, exp.CountIf, exp.RowNumber, exp.Rank, exp.DenseRank)):
+        return True
+    if isinstance(node, exp.Cast):
+        return node.to.is_type(*exp.DataType.INTEGER_TYPES)
+    if isinstance(node, exp.Distinct):
+        return len(node.expressions) == 1 and _integer_typed(node.expressions[0], types, depth + 1)
+    if isinstance(node, (exp.Sum, exp.Min, exp.Max, exp.Lag, exp.Lead, exp.Window, exp.Filter, exp.Neg, exp.Abs)):
+        return node.this is not None and _integer_typed(node.this, types, depth + 1)
+    if isinstance(node, (exp.Add, exp.Sub, exp.Mul, exp.IntDiv, exp.Mod)):
+        return _integer_typed(node.this, types, depth + 1) and _integer_typed(node.expression, types, depth + 1)
+    if isinstance(node, exp.Subquery):
+        query = node.this
+        return isinstance(query, exp.Select) and len(query.expressions) == 1 \
+            and _integer_typed(query.expressions[0].unalias(), types, depth + 1)
+    if not isinstance(node, exp.Column):
+        return False
+    select = node.find_ancestor(exp.Select)
+    if select is None:
+        return False
+    source = select.args.get("from_") or select.args.get("from")
+    sources = ([source.this] if source else []) + [j.this for j in select.args.get("joins") or []]
+    ctes = {cte.alias_or_name: cte.this for cte in node.root().find_all(exp.CTE)}
+    for src in sources:
+        if node.table and node.table != src.alias_or_name:
+            continue
+        if isinstance(src, exp.Subquery):
+            computed = _projection(src.this, node.name)
+        elif isinstance(src, exp.Table) and src.name in ctes:
+            computed = _projection(ctes[src.name], node.name)
+        elif isinstance(src, exp.Table) and node.name in types.get(src.name, {}):
+            return _integer_type(types[src.name][node.name])
+        else:
+            continue
+        if computed is not None:
+            return _integer_typed(computed, types, depth + 1)
+    return False
+
+
+def _running(window: exp.Window) -> bool:
+    """Whether ``window`` (ordered) frames each row from its partition's start up to it: no frame
+    (the default, RANGE from UNBOUNDED PRECEDING to CURRENT ROW) or such an explicit one."""
+    spec = window.args.get("spec")
+    if spec is None:
+        return True
+    start = str(spec.args.get("start") or "").upper()
+    end = str(spec.args.get("end") or "CURRENT ROW").upper()
+    return start == "UNBOUNDED" and str(spec.args.get("start_side") or "").upper() == "PRECEDING" \
+        and end == "CURRENT ROW"
+
+
+def _reads_only_last(window: exp.Window) -> bool:
+    """Whether the query keeps, of the rows ``window`` is computed over, only the last one in the
+    window's order: its own SELECT, or one reading it (from its CTE or FROM subquery) with no
+    filter, is ORDER BY the window's keys reversed LIMIT 1. A running aggregate's value there is
+    its whole partition's: dropping the window's ORDER BY gives the same answer."""
+    select = window.find_ancestor(exp.Select)
+    if select is None or not _running(window):
+        return False
+    keys = [(k.this, bool(k.args.get("desc"))) for k in window.args["order"].expressions]
+    readers = [(select, True)]
+    holder = select.parent
+    if isinstance(holder, exp.CTE):
+        for other in select.root().find_all(exp.Select):
+            source = other.args.get("from_") or other.args.get("from")
+            if source and isinstance(source.this, exp.Table) and source.this.name == holder.alias_or_name \
+                    and not other.args.get("joins"):
+                readers.append((other, False))
+    elif isinstance(holder, exp.Subquery) and isinstance(holder.parent, exp.From):
+        readers.append((holder.parent.parent, False))
+    for reader, own in readers:
+        limit = reader.args.get("limit")
+        order = reader.args.get("order")
+        if not (isinstance(limit, exp.Limit) and _is_number(limit.expression, 1) and order) \
+                or len(order.expressions) != len(keys):
+            continue
+        if not own and any(reader.args.get(k) for k in ("where", "group", "having", "qualify", "distinct")):
+            continue
+        matched = True
+        for ordered, (key, desc) in zip(order.expressions, keys):
+            if bool(ordered.args.get("desc")) == desc:
+                matched = False
+            elif own:
+                matched = matched and ordered.this == key
+            else:  # the reader sees the window's key through the output column of the same name
+                exposed = _projection(select, key.name) if isinstance(key, exp.Column) else None
+                matched = matched and exposed == key and isinstance(ordered.this, exp.Column) \
+                    and ordered.this.name == key.name
+        if matched:
+            return True
+    return False
+
+
+def _operand(node: exp.Expression, right: bool) -> exp.Expression:
+    """``node`` as the left or right operand of a division: parenthesised unless it binds tightly
+    enough (a product or quotient only on the left: division is left-associative)."""
+    if isinstance(node, (exp.Column, exp.Literal, exp.Func, exp.Paren, exp.Cast, exp.Filter, exp.Window,
+                         exp.Subquery)):
+        return node
+    if not right and isinstance(node, (exp.Mul, exp.Div, exp.IntDiv, exp.Mod)):
+        return node
+    return exp.Paren(this=node)
 
 
 def mutants_of(q: Question, types: dict[str, dict[str, str]], nullable: dict[str, set[str]] | None = None,
@@ -183,10 +357,14 @@ def mutants_of(q: Question, types: dict[str, dict[str, str]], nullable: dict[str
     def add(op: str, trees) -> None:
         out.extend((op, t) for t in trees)
 
-    add("inclusive_end", _edits(tree, exp.LT, lambda n: [exp.LTE(this=n.this, expression=n.expression)]))
-    add("exclusive_start", _edits(tree, exp.GTE, lambda n: [exp.GT(this=n.this, expression=n.expression)]))
-    add("inclusive_start", _edits(tree, exp.GT, lambda n: [exp.GTE(this=n.this, expression=n.expression)]))
-    add("exclusive_end", _edits(tree, exp.LTE, lambda n: [exp.LT(this=n.this, expression=n.expression)]))
+    def bound(new: type) -> Callable[[exp.Expression], list[exp.Expression]]:
+        """One comparison rewritten as ``new`` (HAVING's comparisons are ``having_bound``'s)."""
+        return lambda n: [] if _in_having(n) else [new(this=n.this, expression=n.expression)]
+
+    add("inclusive_end", _edits(tree, exp.LT, bound(exp.LTE)))
+    add("exclusive_start", _edits(tree, exp.GTE, bound(exp.GT)))
+    add("inclusive_start", _edits(tree, exp.GT, bound(exp.GTE)))
+    add("exclusive_end", _edits(tree, exp.LTE, bound(exp.LT)))
     add("date_shift", _edits(tree, exp.Cast, _shift_date))
 
     def whole(n: exp.Round) -> list[exp.Expression]:
@@ -211,6 +389,8 @@ def mutants_of(q: Question, types: dict[str, dict[str, str]], nullable: dict[str
 
     def distinct(n: exp.Expression) -> list[exp.Expression]:
         inner = n.this
+        if isinstance(n.parent, exp.Window):
+            return []  # DISTINCT in a window aggregate: PostgreSQL, SQLite and SQL Server refuse it, no one writes it
         if isinstance(inner, exp.Distinct):
             return [type(n)(this=inner.expressions[0])]
         if isinstance(inner, exp.Star):
@@ -260,6 +440,8 @@ def mutants_of(q: Question, types: dict[str, dict[str, str]], nullable: dict[str
     add("null_flip", _edits(tree, (exp.Not, exp.Is), null_flip))
 
     def order_flip(n: exp.Ordered) -> list[exp.Expression]:
+        if _in_window_order(n):  # window_order_flip's
+            return []
         new = n.copy()
         new.set("desc", not n.args.get("desc"))
         return [new]
@@ -282,6 +464,113 @@ def mutants_of(q: Question, types: dict[str, dict[str, str]], nullable: dict[str
         return [exp.column(other, table=n.table or None) for other in cols.same_type(n)]
 
     add("column_swap", _edits(tree, exp.Column, column_swap))
+
+    def window_frame(n: exp.Window) -> list[exp.Expression]:
+        """ROWS BETWEEN UNBOUNDED PRECEDING -> 1 PRECEDING (the frame ends where it did); and a
+        running aggregate (one with an ORDER BY) over its whole partition: ORDER BY and frame dropped,
+        unless the query reads only the last row of the window's order (the same answer there)."""
+        out_ = []
+        spec = n.args.get("spec")
+        if spec is not None and str(spec.args.get("kind") or "").upper() == "ROWS" \
+                and str(spec.args.get("start") or "").upper() == "UNBOUNDED" \
+                and str(spec.args.get("start_side") or "").upper() == "PRECEDING":
+            new = n.copy()
+            new.args["spec"].set("start", exp.Literal.number(1))
+            out_.append(new)
+        whole = spec is not None and str(spec.args.get("start") or "").upper() == "UNBOUNDED" \
+            and str(spec.args.get("end") or "").upper() == "UNBOUNDED"
+        if isinstance(n.this, RUNNING) and n.args.get("order") and not whole and not _reads_only_last(n):
+            new = n.copy()
+            new.set("order", None)
+            new.set("spec", None)  # a frame without ORDER BY would run in no defined order
+            out_.append(new)
+        return out_
+
+    add("window_frame", _edits(tree, exp.Window, window_frame))
+
+    def partition_drop(n: exp.Window) -> list[exp.Expression]:
+        if not n.args.get("partition_by"):
+            return []
+        new = n.copy()
+        new.set("partition_by", None)
+        return [new]
+
+    add("partition_drop", _edits(tree, exp.Window, partition_drop))
+
+    def window_order_flip(n: exp.Window) -> list[exp.Expression]:
+        """Every key of the window's ORDER BY the other way round (ascending <-> descending)."""
+        if not n.args.get("order"):
+            return []
+        new = n.copy()
+        for key in new.args["order"].expressions:
+            key.set("desc", not key.args.get("desc"))
+        return [new]
+
+    add("window_order_flip", _edits(tree, exp.Window, window_order_flip))
+
+    def lag_offset(n: exp.Expression) -> list[exp.Expression]:
+        """LAG/LEAD(x[, k]) -> offset k + 1 and (k > 1) k - 1; then LAG <-> LEAD with the same arguments."""
+        offset = n.args.get("offset")
+        k = 1 if offset is None else (int(offset.this) if isinstance(offset, exp.Literal) and not offset.is_string
+                                      and offset.this.isdigit() else None)
+        out_ = []
+        for v in ((k + 1, k - 1) if k is not None else ()):
+            if v >= 1:
+                new = n.copy()
+                new.set("offset", exp.Literal.number(v))
+                out_.append(new)
+        other = exp.Lead if isinstance(n, exp.Lag) else exp.Lag
+        out_.append(other(**{arg: value.copy() for arg, value in n.args.items() if value is not None}))
+        return out_
+
+    add("lag_offset", _edits(tree, (exp.Lag, exp.Lead), lag_offset))
+
+    def rank_swap(n: exp.Expression) -> list[exp.Expression]:
+        if not isinstance(n.parent, exp.Window) or any(n.args.values()):
+            return []
+        return [other() for other in RANKINGS if not isinstance(n, other)]
+
+    add("rank_swap", _edits(tree, RANKINGS, rank_swap))
+
+    having_swaps = {exp.GT: exp.GTE, exp.GTE: exp.GT, exp.LT: exp.LTE, exp.LTE: exp.LT}
+
+    def having_bound(n: exp.Expression) -> list[exp.Expression]:
+        if not _in_having(n):
+            return []
+        return [having_swaps[type(n)](this=n.this, expression=n.expression)]
+
+    add("having_bound", _edits(tree, tuple(having_swaps), having_bound))
+
+    def percent_scale(n: exp.Mul) -> list[exp.Expression]:
+        """100 * e or e * 100 -> e: a fraction where a percentage was asked."""
+        return [n.args[keep].copy() for drop_, keep in (("this", "expression"), ("expression", "this"))
+                if _is_number(n.args[drop_], 100)][:1]
+
+    add("percent_scale", _edits(tree, exp.Mul, percent_scale))
+
+    def integer_division(n: exp.Div) -> list[exp.Expression]:
+        """a / b -> a // b where a and b are integers (DuckDB's // of a DECIMAL or DOUBLE is /, the
+        same query); and each fractional CAST operand dropped: what is left is written a // b when
+        it divides an integer by an integer (the truncation the cast was there to prevent: DuckDB's
+        / would still divide exactly), a / b when the cast was a DECIMAL's rounding, and not at all
+        when it was a DOUBLE or FLOAT cast of a non-integer (the same query)."""
+        out_ = []
+        if _integer_typed(n.this, cols.types) and _integer_typed(n.expression, cols.types):
+            out_.append(exp.IntDiv(this=n.this.copy(), expression=n.expression.copy()))
+        for side in ("this", "expression"):
+            cast = n.args[side]
+            if not _fractional_cast(cast):
+                continue
+            other = n.expression if side == "this" else n.this
+            kept = {side: _operand(cast.this.copy(), side == "expression"),
+                    ("expression" if side == "this" else "this"): other.copy()}
+            if _integer_typed(cast.this, cols.types) and _integer_typed(other, cols.types):
+                out_.append(exp.IntDiv(**kept))
+            elif not cast.to.is_type(exp.DataType.Type.DOUBLE, exp.DataType.Type.FLOAT):
+                out_.append(exp.Div(**kept))
+        return out_
+
+    add("integer_division", _edits(tree, exp.Div, integer_division))
 
     if rotated_answers:
         first = next(iter(rotated_answers.values()))
@@ -491,10 +780,12 @@ class StudyPlan:
         """(SQL returning one row with one value per member, member indices), costliest kinds
         first; SQL None: the one member runs on its own."""
         # rewrites over a rollup are tiny queries: several go in one statement as scalar subqueries
-        over_rollup = [i for i in self.alone if self.sql[i] != self.mutants[i].sql]
+        # (a rewrite that returns rows, or reads the rollup more than once, runs on its own)
+        over_rollup = [i for i in self.alone if self.sql[i] != self.mutants[i].sql and not self.mutants[i].need.grouped]
         grouped = [("SELECT " + ", ".join(f"({self.sql[i]})" for i in part), part)
                    for part in (over_rollup[k:k + ROLLUP_BATCH] for k in range(0, len(over_rollup), ROLLUP_BATCH))]
-        alone = [(None, [i]) for i in self.alone if self.sql[i] == self.mutants[i].sql]
+        shared = set(over_rollup)
+        alone = [(None, [i]) for i in self.alone if i not in shared]
         return [*self.batches, *alone, *grouped]
 
 
@@ -558,31 +849,47 @@ def study_rotation(con: duckdb.DuckDBPyConnection, rotation: str, questions: dic
 
 
 def summarize_study(prepared: MutantSet, question_ids: tuple[str, ...],
-                    per_rotation: dict[str, dict[Mutant, bool | None]], threshold: float = 0.01) -> dict:
+                    per_rotation: dict[str, dict[Mutant, bool | None]], threshold: float = 0.01,
+                    kinds: Mapping[str, str] | None = None) -> dict:
     """The manifest's ``near_miss_study`` for ``question_ids`` (each of their mutants must have an
     outcome on every rotation): per operator mutants / equivalent / errored / match_any /
-    match_all, overall rates, and up to 50 surviving mutants."""
+    match_all, overall rates, and up to 50 surviving mutants.
+
+    With ``kinds`` (question id -> question kind) it also has ``families``: per kind, sorted, the
+    questions, the mutants run, how many of them matched on every rotation and that rate (the same
+    counts as the per-operator ones). Questions missing from ``kinds`` are in no family."""
     mutants, equivalent = prepared.of(question_ids)
     rotations = list(per_rotation)
     table = {op: {"mutants": 0, "equivalent": equivalent[op], "errored": 0, "match_any": 0, "match_all": 0}
              for op in OPERATORS}
+    families: dict[str, dict] = {}
+    if kinds is not None:
+        for question_id in question_ids:
+            if question_id in kinds:
+                family = families.setdefault(kinds[question_id], {"questions": 0, "mutants": 0, "match_all": 0})
+                family["questions"] += 1
     survivors = []
     for m in mutants:
         row = table[m.operator]
+        family = families.get(kinds[m.question_id]) if kinds is not None and m.question_id in kinds else None
         outcomes = [r[m] for r in per_rotation.values()]
         if any(o is None for o in outcomes):
             row["errored"] += 1
             continue
         row["mutants"] += 1
+        if family is not None:
+            family["mutants"] += 1
         if any(outcomes):
             row["match_any"] += 1
         if all(outcomes):
             row["match_all"] += 1
+            if family is not None:
+                family["match_all"] += 1
             survivors.append({"question": m.question_id, "operator": m.operator, "sql": m.sql})
     ran = sum(r["mutants"] for r in table.values())
     survived = sum(r["match_all"] for r in table.values())
     any_match = sum(r["match_any"] for r in table.values())
-    return {
+    out = {
         "rule": "a mutant survives when it matches the expected answer on every rotation "
                 "(same comparison as verification); equivalent and errored mutants are not counted as run",
         "rotations": rotations,
@@ -594,6 +901,11 @@ def summarize_study(prepared: MutantSet, question_ids: tuple[str, ...],
         "survivors": survivors[:MAX_SURVIVORS_LISTED],
         "survivors_total": len(survivors),
     }
+    if kinds is not None:
+        out["families"] = {kind: {**row, "match_all_rate": round(row["match_all"] / row["mutants"], 4)
+                                  if row["mutants"] else 0.0}
+                           for kind, row in sorted(families.items())}
+    return out
 
 
 def study_markdown(study: dict) -> str:

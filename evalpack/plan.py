@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import math
 from dataclasses import dataclass, field
 from fractions import Fraction
 
@@ -23,6 +24,7 @@ from evalpack.units import apportion, round_fraction, to_units
 
 BLOCK_ROWS = 1_000_000
 SENTINELS_PER_SIDE = 2
+ZONE_SHARE = 0.05  # rows just outside the declared window, per side, as a share of an average month's rows
 NO_MAX_UNITS = 1 << 40
 
 
@@ -312,7 +314,9 @@ class _Planner:
         groups_decl = next((g for g in spec.group_shares if g.table == table.name), None)
         labels = len(groups_decl.shares) if groups_decl else (
             len(fall.inflow_shares) + len(fall.outflow_shares) if fall else 1)
-        sentinels = max(SENTINELS_PER_SIDE, labels)  # one per group at least, so every group's edge is watched
+        # one per group at least, so every group's edge is watched; and a share of an average month, so that
+        # a window stretched past the declared span moves a percentage of the span's total at 2 decimals
+        sentinels = max(SENTINELS_PER_SIDE, labels, math.ceil(table.rows / len(months) * ZONE_SHARE))
         before_rows = sentinels if room_before else 0
         after_rows = sentinels if room_after else 0
         orphan_split = {}

@@ -10,8 +10,12 @@ original aggregate has. A TIMESTAMP column is grouped by day (and whether it is 
 midnight) only for queries that compare it with midnight literals alone, for which every
 timestamp of one such group gives the same truth value.
 
-AVG and DISTINCT aggregates, joins, grouping and any column the rollup does not hold leave a
-query as it is: it runs on the table's rows.
+The same holds inside a larger query: every SELECT that reads the table (a CTE body grouping it by
+month, a scalar subquery) is rewritten the same way, grouping included, and what reads their results
+(a window over the CTE's rows) is left as it is; ``FILTER (WHERE ...)`` on the rollup's columns is kept on the
+re-aggregate. AVG and DISTINCT aggregates, window functions
+and joins over the table, and any column the rollup does not hold leave a query as it is: it runs on
+the table's rows.
 """
 
 from __future__ import annotations
@@ -31,7 +35,6 @@ MIN_REDUCTION = 8  # a rollup must be at least this many times smaller than its 
 _EXACT_SUM_TYPES = ("DECIMAL", "TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT",
                     "UINTEGER", "UBIGINT", "UHUGEINT")
 _COMPARISONS = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE)
-_SHAPE_BLOCKERS = ("joins", "group", "having", "order", "limit", "offset", "distinct", "with", "qualify", "windows")
 
 
 @dataclass(frozen=True)
@@ -43,6 +46,7 @@ class Need:
     table: str
     dims: frozenset[str]
     measures: frozenset[tuple[str, str]]
+    grouped: bool = False  # the query is more than one scalar aggregate (it groups, nests or returns rows)
 
 
 def rollup_name(table: str) -> str:
@@ -79,26 +83,65 @@ def rollup_form(tree: exp.Expression, need: Need, result_types: dict[tuple[str, 
                 ) -> exp.Expression:
     """``tree`` (whose need is ``need``) rewritten over its table's rollup; ``tree`` is not modified.
 
-    ``result_types``: (table, measure) -> the DuckDB type of the aggregate on the table's rows,
-    which each re-aggregate is cast to (see :func:`aggregate_types`)."""
+    Every SELECT that reads the table (the query itself, a CTE body or a subquery) reads the rollup
+    instead, and its own aggregates (not those of an enclosing or nested query) re-aggregate the
+    rollup's partial aggregates. ``result_types``: (table, measure) -> the DuckDB type of the
+    aggregate on the table's rows, which each re-aggregate is cast to (see :func:`aggregate_types`)."""
 
     def swap(node: exp.Expression) -> exp.Expression:
-        if isinstance(node, exp.Table):
-            return exp.Table(this=exp.to_identifier(rollup_name(need.table)))
         measure = _measure_of(node)
-        if measure is None:
-            return node
+        filtered = node.parent if isinstance(node.parent, exp.Filter) else None
         partial = exp.column(_partial(measure))
         if measure[0] in ("min", "max"):
-            return exp.Max(this=partial) if measure[0] == "max" else exp.Min(this=partial)
-        if isinstance(node, exp.CountIf):
-            partial = exp.Case(ifs=[exp.If(this=exp.Paren(this=node.this.copy()), true=partial)])
-        total = exp.Sum(this=partial)
+            total = exp.Max(this=partial) if measure[0] == "max" else exp.Min(this=partial)
+        else:
+            if isinstance(node, exp.CountIf):
+                partial = exp.Case(ifs=[exp.If(this=exp.Paren(this=node.this.copy()), true=partial)])
+            total = exp.Sum(this=partial)
+        if filtered is not None:  # FILTER belongs to the re-aggregate itself, inside the cast
+            total = exp.Filter(this=total, expression=filtered.expression.copy())
         if measure[0] == "count":
             total = exp.Coalesce(this=total, expressions=[exp.Literal.number(0)])
         return exp.Cast(this=total, to=_data_type(result_types[(need.table, measure)]))
 
-    return tree.transform(swap, copy=True)
+    out = tree.copy()
+    for select, table in _readers(out, {need.table}):
+        for node in [n for n in _own_nodes(select) if _measure_of(n) is not None and _outermost_aggregate(n, select)]:
+            (node.parent if isinstance(node.parent, exp.Filter) else node).replace(swap(node))
+        table.replace(exp.Table(this=exp.to_identifier(rollup_name(need.table))))
+    return out
+
+
+def _own_nodes(select: exp.Select) -> list[exp.Expression]:
+    """The nodes of ``select`` that belong to it, not to a query nested in it."""
+    return [n for n in select.walk(prune=lambda n: n is not select and isinstance(n, exp.Query))
+            if n is select or not isinstance(n, exp.Query)]
+
+
+def _outermost_aggregate(node: exp.Expression, select: exp.Select) -> bool:
+    parent = node.parent
+    while parent is not None and parent is not select:
+        if isinstance(parent, exp.AggFunc):
+            return False
+        parent = parent.parent
+    return True
+
+
+def _readers(tree: exp.Expression, tables: set[str]) -> list[tuple[exp.Select, exp.Table]] | None:
+    """(SELECT, its FROM table) for every reference in ``tree`` to one of ``tables`` (not a CTE of the
+    same name), or None when a reference is not the sole source of a SELECT (a join, a lateral...)."""
+    ctes = {cte.alias_or_name for cte in tree.find_all(exp.CTE)}
+    out = []
+    for table in tree.find_all(exp.Table):
+        if table.name not in tables or table.name in ctes:
+            continue
+        source = table.parent
+        select = source.parent if isinstance(source, exp.From) else None
+        if not isinstance(select, exp.Select) or table.args.get("alias") or table.args.get("db") \
+                or select.args.get("joins") or select.args.get("laterals"):
+            return None
+        out.append((select, table))
+    return out
 
 
 def every_measure(types: dict[str, dict[str, str]]) -> list[Need]:
@@ -195,27 +238,54 @@ def _only_midnight_comparisons(col: exp.Column) -> bool:
     return False
 
 
+_LEAF_BLOCKERS = ("joins", "laterals", "distinct", "qualify", "windows", "pivots")
+
+
 def need_of(query: str | exp.Expression, types: dict[str, dict[str, str]]) -> Need | None:
-    """What ``query`` needs from a rollup, or None when a rollup cannot answer it exactly."""
+    """What ``query`` needs from a rollup, or None when a rollup cannot answer it exactly.
+
+    Every SELECT that reads a declared table (the query, a CTE body, a subquery) must read that one
+    table alone and aggregate it: SUM (of an exact type), COUNT, COUNT_IF, MIN or MAX of its columns,
+    filtered, grouped and ordered by columns the rollup holds. What encloses those SELECTs (windows
+    over a CTE's rows, arithmetic on a subquery's value) is left as it is."""
     tree = parse_gold(query) if isinstance(query, str) else query
-    if not isinstance(tree, exp.Select) or any(tree.args.get(k) for k in _SHAPE_BLOCKERS):
+    if not isinstance(tree, exp.Query):
         return None
-    source = tree.args.get("from_") or tree.args.get("from")
-    table = source.this if source else None
-    if not isinstance(table, exp.Table) or table.args.get("alias") or table.name not in types:
+    ctes = {cte.alias_or_name for cte in tree.find_all(exp.CTE)}
+    read = {t.name for t in tree.find_all(exp.Table) if t.name in types and t.name not in ctes}
+    if len(read) != 1:
         return None
-    columns = {c: t.upper() for c, t in types[table.name].items()}
-    if any(isinstance(n, (exp.Subquery, exp.Window, exp.Filter, exp.Avg, exp.Distinct, exp.Star))
-           and not (isinstance(n, exp.Star) and isinstance(n.parent, exp.Count))
-           for n in tree.find_all(exp.Expression)):
+    (name,) = read
+    readers = _readers(tree, read)
+    if not readers:
         return None
+    leaves = [_leaf_need(select, name, types) for select, _ in readers]
+    if any(leaf is None for leaf in leaves):
+        return None
+    single = len(readers) == 1 and readers[0][0] is tree and not tree.args.get("group")
+    return Need(name, frozenset().union(*(dims for dims, _ in leaves)), frozenset().union(*(m for _, m in leaves)),
+                grouped=not single)
+
+
+def _leaf_need(select: exp.Select, table: str, types: dict[str, dict[str, str]]
+               ) -> tuple[frozenset[str], frozenset[tuple[str, str]]] | None:
+    """(dims, measures) of one SELECT over ``table``, or None when a rollup cannot answer it exactly."""
+    if any(select.args.get(k) for k in _LEAF_BLOCKERS):
+        return None
+    columns = {c: t.upper() for c, t in types[table].items()}
+    own = _own_nodes(select)
+    if any(isinstance(n, (exp.Window, exp.Avg, exp.Distinct, exp.Star))
+           and not (isinstance(n, exp.Star) and isinstance(n.parent, exp.Count)) for n in own):
+        return None
+    grouped = bool(select.args.get("group"))
+    aliases = {e.alias for e in select.expressions if e.alias} - set(columns)
     measures, dims = set(), set()
-    aggregates = [n for n in tree.find_all(exp.AggFunc)]
-    if not aggregates:
+    aggregates = [n for n in own if isinstance(n, exp.AggFunc)]
+    if not aggregates and not grouped:
         return None
     for agg in aggregates:
         measure = _measure_of(agg)
-        if measure is None or agg.find_ancestor(exp.AggFunc):
+        if measure is None or not _outermost_aggregate(agg, select):
             return None
         kind, column = measure
         if column != "*" and column not in columns:
@@ -223,20 +293,22 @@ def need_of(query: str | exp.Expression, types: dict[str, dict[str, str]]) -> Ne
         if kind == "sum" and not columns[column].startswith(_EXACT_SUM_TYPES):
             return None
         measures.add(measure)
-    for col in tree.find_all(exp.Column):
+    for col in (n for n in own if isinstance(n, exp.Column)):
         agg = col.find_ancestor(exp.AggFunc)
-        if agg is not None and not isinstance(agg, exp.CountIf):
+        if agg is not None and agg in aggregates and not isinstance(agg, exp.CountIf):
             continue  # a measured column
-        if agg is None and not col.find_ancestor(exp.Where):
+        if not col.table and col.name in aliases:
+            continue  # a reference to one of the query's own output columns
+        if not grouped and agg is None and not col.find_ancestor(exp.Where):
             return None  # a column outside every aggregate: a per-row result
-        if col.table and col.table != table.name or col.name not in columns:
+        if col.table and col.table != table or col.name not in columns:
             return None
         if columns[col.name] == "TIMESTAMP" and not _only_midnight_comparisons(col):
             return None
         if columns[col.name].startswith(("TIMESTAMP ", "TIMESTAMP_", "TIMESTAMPTZ")):
             return None
         dims.add(col.name)
-    return Need(table.name, frozenset(dims), frozenset(measures))
+    return frozenset(dims), frozenset(measures)
 
 
 def plan_rollups(con: duckdb.DuckDBPyConnection, needs: list[Need], types: dict[str, dict[str, str]]

@@ -20,7 +20,7 @@ from evalpack.spec import QuestionPlan, load_spec
 ROOT = Path(__file__).resolve().parents[1]
 NEW = {"month_over_month", "percent_change", "running_total", "quarter_total", "half_year_total", "average_per_row",
        "monthly_series", "group_gap", "group_ranking", "quarter_count", "half_year_count", "span_count", "share_of_span",
-       "share_of_quarter", "versus_average", "top_months", "group_threshold", "group_running", "group_change",
+       "share_of_quarter", "versus_average", "month_ranking", "group_threshold", "group_running", "group_change",
        "rate_change", "fk_linked"}
 
 
@@ -88,11 +88,11 @@ def test_new_family_answers_are_exact_arithmetic_of_the_simple_ones():
         assert Decimal(str(share)) == _round(100 * total[month] / year), month
     for (month,), gap in answer["versus_average"].items():
         assert Decimal(str(gap)) == _round(total[month] - year / 12), month
-    assert len(answer["top_months"]) == 3  # H1, H2 and the year
-    for (first, size), lines in answer["top_months"].items():
+    assert len(answer["month_ranking"]) == 3  # H1, H2 and the year
+    for (first, size), lines in answer["month_ranking"].items():
         end = _months_after(first, int(size.split()[0]))
         months = sorted((m for m in total if first <= m < end), key=lambda m: -total[m])
-        assert [m for m, _ in lines] == months[:3] and all(Fraction(Decimal(str(v))) == total[m] for m, v in lines)
+        assert [m for m, _ in lines] == months and all(Fraction(Decimal(str(v))) == total[m] for m, v in lines)
     for lines in answer["group_running"].values():
         for name, month, value in lines:
             assert Fraction(Decimal(str(value))) == sum(v for (g, m), v in group.items() if g == name and m <= month)

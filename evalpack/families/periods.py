@@ -1,11 +1,12 @@
 """Questions that set one period against a longer one: order counts per quarter, half-year and the
 whole span; a month's share of its year or quarter and its distance from the average month (a scalar
-subquery, as an analyst writes it); and the three largest months of a span (a ranked result set).
+subquery, as an analyst writes it); and the months of a half-year or of the span ranked by total (a
+result set compared in order).
 
 Answers come from the plan's integer totals and row counts. A share or a distance reads both
-periods, so a wrong bound on either moves it. The three largest months are asked over spans long
-enough that a cut between two equal months is unlikely; where one happens on a rotation, the tie
-check drops the question (its answer would depend on row order).
+periods, so a wrong bound on either moves it (the plan puts rows just outside the declared span for
+the outer bounds). Where two months of a ranking tie on a rotation, the question does not verify
+there and is dropped (its order would depend on row order).
 """
 
 from __future__ import annotations
@@ -15,12 +16,10 @@ from fractions import Fraction
 
 from evalpack import phrasing
 from evalpack.families.base import Draft, Drafts, money, parse, ratio_answer
-from evalpack.families.trends import quarters, window_sql
+from evalpack.families.trends import month_start, month_text, quarters, window_sql
 from evalpack.phrasing import Wording, Words, month_words, span_words
 from evalpack.plan import AnswerKey, CurveFacts
 from evalpack.spec import Spec, add_months
-
-TOP = 3  # months listed by the "largest months" family
 
 
 def period_label(run: tuple[dt.date, ...]) -> str:
@@ -96,13 +95,42 @@ def versus_average(w: Words, c: CurveFacts, m: str, defined: str, source: str = 
     return out
 
 
+def month_ranking(w: Words, c: CurveFacts, m: str, defined: str, kind: str = "month_ranking",
+                  source: str = "outcome_curve") -> Drafts:
+    """The months of each half-year and of the whole span ranked by the measure ``m`` (the sum of
+    ``c.column``), each with its total: a monthly CTE ordered by total, a result set compared in order.
+
+    Every month of the period is listed, so a wrong bound at either end changes a line of the answer
+    (a top three would hide a mistake in a month outside it)."""
+    out: Drafts = []
+    d, tail = c.decimals, w.rounded(c.decimals)
+    totals = dict(zip(c.months, c.totals))
+    halves = quarters(c.months, 6)
+    for run in halves + ([c.months] if c.months not in halves and len(c.months) > 3 else []):
+        named, end = the_period(run), add_months(run[-1], 1)
+        ranked = sorted(run, key=lambda x: -totals[x])
+        out.append((Draft(
+            f"{kind}:{c.table}.{c.column}:{run[0]}:{len(run)}",
+            Wording((f"Rank the months of {named} by {m}, highest first, with each month's {m}.{tail}",
+                     f"List every month of {named} with its {m}, from the strongest month to the weakest.{tail}",
+                     f"Order the months of {named} from the highest {m} to the lowest, giving each total.{tail}"),
+                    phrasing.join(defined, w.window(c.time_column, run[0], end, named),
+                                  "a month is a calendar month; one answer line per month: the month as YYYY-MM, "
+                                  "then its total", w.rounding_evidence(d))),
+            parse(f"WITH monthly AS (SELECT {month_text(c.time_column)} AS month, SUM({c.column}) AS total "
+                  f"FROM {c.table} WHERE {window_sql(c, run[0], end)} GROUP BY {month_start(c.time_column)}) "
+                  f"SELECT month, ROUND(total, {d}) AS total FROM monthly ORDER BY total DESC"),
+            "rows", d, kind, (source, c.table, f"{run[0]:%Y-%m}", f"{len(run)} months"), (c.table,)),
+            [[f"{x:%Y-%m}", money(totals[x], d)] for x in ranked]))
+    return out
+
+
 def drafts(spec: Spec, key: AnswerKey) -> Drafts:
     """Every period question of every outcome curve, with this rotation's answers."""
     out: Drafts = []
     for c in key.curves:
         w = Words(spec.semantics, c.table)
         m, defined = w.measure(c.column)
-        d, tail = c.decimals, w.rounded(c.decimals)
         totals = dict(zip(c.months, c.totals))
         rows = dict(zip(c.months, c.rows))
         count = spec.semantics.count_measure(c.table) or f"number of {w.many}"
@@ -123,27 +151,5 @@ def drafts(spec: Spec, key: AnswerKey) -> Drafts:
         out += [_share(w, c, month, whole, "share_of_span", totals) for month in whole]
         out += [_share(w, c, month, run, "share_of_quarter", totals) for run in quarters(c.months, 3) for month in run]
         out += versus_average(w, c, m, defined)
-        label = f"STRFTIME(DATE_TRUNC('month', {c.time_column}), '%Y-%m')"
-        halves = quarters(c.months, 6)
-        for run in [r for r in halves + ([whole] if whole not in halves else []) if len(r) > TOP]:
-            named = the_period(run)
-            end = add_months(run[-1], 1)
-            best = sorted(run, key=lambda x: -totals[x])[:TOP]
-            out.append((Draft(
-                f"top_months:{c.table}.{c.column}:{run[0]}:{len(run)}",
-                Wording((f"Which three months of {named} had the highest {m}? List each with its {m}, "
-                         f"highest first.{tail}",
-                         f"Name the three strongest months of {named} by {m}, with their totals, largest "
-                         f"first.{tail}",
-                         f"List the top three months of {named} by {m}, from the highest down, with the "
-                         f"amount of each.{tail}"),
-                        phrasing.join(defined, w.window(c.time_column, run[0], end, named),
-                                      "a month is a calendar month; one answer line per month: the month as "
-                                      "YYYY-MM, then its total", w.rounding_evidence(d))),
-                parse(f"WITH monthly AS (SELECT {label} AS month, SUM({c.column}) AS total FROM {c.table} "
-                      f"WHERE {window_sql(c, run[0], end)} GROUP BY {label}) "
-                      f"SELECT month, ROUND(total, {d}) AS total FROM monthly ORDER BY total DESC LIMIT {TOP}"),
-                "rows", d, "top_months", ("outcome_curve", c.table, f"{run[0]:%Y-%m}", f"{len(run)} months"),
-                (c.table,)),
-                [[f"{x:%Y-%m}", money(totals[x], d)] for x in best]))
+        out += month_ranking(w, c, m, defined)
     return out

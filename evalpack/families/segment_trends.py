@@ -13,16 +13,18 @@ import datetime as dt
 
 from evalpack import phrasing
 from evalpack.families.base import Draft, Drafts, money, parse
-from evalpack.families.trends import quarters, window_sql
+from evalpack.families.trends import month_start, month_text, quarters, window_sql
 from evalpack.phrasing import Wording, Words, month_words
 from evalpack.plan import AnswerKey, CurveFacts
 from evalpack.spec import Spec, add_months
 
 
-def _monthly(c: CurveFacts, first: dt.date, end: dt.date, month: str) -> str:
-    """The first step: each group's total per ``month`` expression, from ``first`` up to ``end`` (excluded)."""
+def _monthly(c: CurveFacts, first: dt.date, end: dt.date, text: bool = False) -> str:
+    """The first step: each group's total per month (as YYYY-MM text when ``text``: a one-day shift of a filter
+    on whole months is then no mistake), from ``first`` up to ``end`` (excluded)."""
+    month = (month_text if text else month_start)(c.time_column)
     return (f"WITH monthly AS (SELECT {c.group_column}, {month} AS month, SUM({c.column}) AS total FROM {c.table} "
-            f"WHERE {window_sql(c, first, end)} GROUP BY {c.group_column}, {month})")
+            f"WHERE {window_sql(c, first, end)} GROUP BY {c.group_column}, {month_start(c.time_column)})")
 
 
 def drafts(spec: Spec, key: AnswerKey) -> Drafts:
@@ -36,8 +38,6 @@ def drafts(spec: Spec, key: AnswerKey) -> Drafts:
         d, tail = c.decimals, w.rounded(c.decimals)
         g, gc, t = w.col(c.group_column), c.group_column, c.time_column
         index = {month: i for i, month in enumerate(c.months)}
-        month = f"DATE_TRUNC('month', {t})"
-        month_text = f"STRFTIME({month}, '%Y-%m')"  # months as YYYY-MM text: a one-day shift of a month filter is no mistake
 
         for run in quarters(c.months, 3):
             label = f"Q{(run[0].month - 1) // 3 + 1} {run[0].year}"
@@ -61,7 +61,7 @@ def drafts(spec: Spec, key: AnswerKey) -> Drafts:
                                       f"one answer line per {g} and month of {label}: the {g}, the month as YYYY-MM, "
                                       f"then the total from {month_words(start)} through that month, in any order",
                                       w.rounding_evidence(d))),
-                parse(f"{_monthly(c, start, end, month_text)}, running AS (SELECT {gc}, month, SUM(total) OVER (PARTITION BY "
+                parse(f"{_monthly(c, start, end, text=True)}, running AS (SELECT {gc}, month, SUM(total) OVER (PARTITION BY "
                       f"{gc} ORDER BY month ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS running_total "
                       f"FROM monthly) SELECT {gc}, month, ROUND(running_total, {d}) AS running_total FROM running "
                       f"WHERE month >= '{run[0]:%Y-%m}'"),
@@ -80,7 +80,7 @@ def drafts(spec: Spec, key: AnswerKey) -> Drafts:
                                       w.window(t, prev, add_months(now, 1), f"{before} and {mon} together"),
                                       f"one answer line per {g}: its value, then its {m} of {mon} minus that of "
                                       f"{before} (negative for a fall), in any order", w.rounding_evidence(d))),
-                parse(f"{_monthly(c, prev, add_months(now, 1), month)}, changes AS (SELECT {gc}, month, total - LAG(total) "
+                parse(f"{_monthly(c, prev, add_months(now, 1))}, changes AS (SELECT {gc}, month, total - LAG(total) "
                       f"OVER (PARTITION BY {gc} ORDER BY month) AS change FROM monthly) "
                       f"SELECT {gc}, ROUND(change, {d}) AS change FROM changes WHERE change IS NOT NULL"),
                 "rows", d, "group_change", ("group_shares", c.table, f"{now:%Y-%m}"), (c.table,)), lines))

@@ -1,8 +1,8 @@
 """Questions over a waterfall (an MRR bridge) as a finance analyst asks them: the closing balance at
 each month-end of a quarter (a running SUM over a monthly CTE, a result set), the change in net
 movement from one month to the next (CTE + LAG), each month's net against the average month (a scalar
-subquery), the three months with the largest net movement
-(a ranked result set), and each movement type's year-to-date total per month (PARTITION BY type).
+subquery), the months ranked by net movement
+(a result set in order), and each movement type's year-to-date total per month (PARTITION BY type).
 
 Answers come from the plan's exact integer endings and signed component totals per month.
 """
@@ -13,19 +13,22 @@ import datetime as dt
 
 from evalpack import phrasing
 from evalpack.families.base import Draft, Drafts, money, parse
-from evalpack.families.periods import TOP, the_period, versus_average
-from evalpack.families.trends import quarters, window_on
+from evalpack.families.periods import month_ranking, the_period, versus_average
+from evalpack.families.trends import month_start, month_text, quarters, window_on
 from evalpack.phrasing import Wording, Words, month_words
 from evalpack.plan import AnswerKey, CurveFacts, WaterfallFacts
 from evalpack.spec import Spec, add_months
 from evalpack.units import from_units
 
 
-def _monthly(f: WaterfallFacts, start: dt.date, end: dt.date, month: str, by_type: bool = False) -> str:
-    """The first step: the net per ``month`` expression (and movement type), from ``start`` up to ``end`` (excluded)."""
+def _monthly(f: WaterfallFacts, start: dt.date, end: dt.date, text: bool = False, by_type: bool = False) -> str:
+    """The first step: the net per month (as YYYY-MM text when ``text``; and per movement type), from
+    ``start`` up to ``end`` (excluded)."""
     keys = f"{f.type_column}, " if by_type else ""
+    month = (month_text if text else month_start)(f.period_column)
     return (f"WITH monthly AS (SELECT {keys}{month} AS month, SUM({f.amount_column}) AS net FROM {f.table} "
-            f"WHERE {window_on(f.period_column, f.period_type, start, end)} GROUP BY {keys}{month})")
+            f"WHERE {window_on(f.period_column, f.period_type, start, end)} GROUP BY {keys}"
+            f"{month_start(f.period_column)})")
 
 
 def drafts(spec: Spec, key: AnswerKey) -> Drafts:
@@ -39,11 +42,8 @@ def drafts(spec: Spec, key: AnswerKey) -> Drafts:
         first = f.months[0]
         opening = from_units(f.starting, d)
         nets = [f.endings[0] - f.starting] + [f.endings[i] - f.endings[i - 1] for i in range(1, len(f.months))]
-        net_of = dict(zip(f.months, nets))
-        month = f"DATE_TRUNC('month', {p})"
         signed = (f"amounts are the signed {f.table}.{a} (inflows positive, outflows negative)")
 
-        month_text = f"STRFTIME({month}, '%Y-%m')"  # months as YYYY-MM text: a one-day shift of a month filter is no mistake
 
         for run in quarters(f.months, 3):
             label, end = the_period(run), add_months(run[-1], 1)
@@ -60,7 +60,7 @@ def drafts(spec: Spec, key: AnswerKey) -> Drafts:
                                       w.window(p, first, end, "the months read"),
                                       "one answer line per month of the quarter: the month as YYYY-MM, then its "
                                       "closing balance", w.rounding_evidence(d))),
-                parse(f"{_monthly(f, first, end, month_text)}, balances AS (SELECT month, {opening} + SUM(net) OVER (ORDER "
+                parse(f"{_monthly(f, first, end, text=True)}, balances AS (SELECT month, {opening} + SUM(net) OVER (ORDER "
                       f"BY month ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS balance FROM monthly) "
                       f"SELECT month, ROUND(balance, {d}) AS balance FROM balances WHERE month >= '{run[0]:%Y-%m}' "
                       f"ORDER BY month"),
@@ -77,7 +77,7 @@ def drafts(spec: Spec, key: AnswerKey) -> Drafts:
                         phrasing.join(f"a month's net {amount} is the sum of the signed {f.table}.{a} of its "
                                       f"{w.many}", w.window(p, prev, add_months(now, 1), f"{before} and {mon}"),
                                       f"the answer is {mon}'s net minus {before}'s", w.rounding_evidence(d))),
-                parse(f"{_monthly(f, prev, add_months(now, 1), month)}, paired AS (SELECT month, net - LAG(net) OVER "
+                parse(f"{_monthly(f, prev, add_months(now, 1))}, paired AS (SELECT month, net - LAG(net) OVER "
                       f"(ORDER BY month) AS change FROM monthly) SELECT ROUND(change, {d}) FROM paired "
                       f"WHERE change IS NOT NULL"),
                 "number", d, "net_change", ("waterfall", f.table, f"{now:%Y-%m}"), (f.table,)),
@@ -85,27 +85,8 @@ def drafts(spec: Spec, key: AnswerKey) -> Drafts:
         as_curve = CurveFacts(f.table, a, p, f.period_type, d, f.months, tuple(nets), ())
         out += versus_average(w, as_curve, f"net {amount}", f"a month's net {amount} is the sum of the signed "
                               f"{f.table}.{a} of its {w.many}", source="waterfall")
-        halves = quarters(f.months, 6)
-        for run in [r for r in halves + ([f.months] if f.months not in halves else []) if len(r) > TOP]:
-            named, end = the_period(run), add_months(run[-1], 1)
-            best = sorted(run, key=lambda x: -net_of[x])[:TOP]
-            out.append((Draft(
-                f"top_net_months:{f.table}:{run[0]}:{len(run)}",
-                Wording((f"Which three months of {named} had the largest net {amount}? List each with its net, "
-                         f"largest first.{tail}",
-                         f"Name the three months of {named} with the highest net {amount}, with the net of each, "
-                         f"from the highest down.{tail}",
-                         f"List the top three months of {named} by net {amount}, largest first, with their "
-                         f"nets.{tail}"),
-                        phrasing.join(f"a month's net {amount} is the sum of the signed {f.table}.{a} of its "
-                                      f"{w.many}", w.window(p, run[0], end, named),
-                                      "one answer line per month: the month as YYYY-MM, then its net",
-                                      w.rounding_evidence(d))),
-                parse(f"WITH monthly AS (SELECT {month_text} AS month, SUM({a}) AS net FROM {f.table} "
-                      f"WHERE {window_on(p, f.period_type, run[0], end)} GROUP BY {month_text}) "
-                      f"SELECT month, ROUND(net, {d}) AS net FROM monthly ORDER BY net DESC LIMIT {TOP}"),
-                "rows", d, "top_net_months", ("waterfall", f.table, f"{run[0]:%Y-%m}", f"{len(run)} months"),
-                (f.table,)), [[f"{x:%Y-%m}", money(net_of[x], d)] for x in best]))
+        out += month_ranking(w, as_curve, f"net {amount}", f"a month's net {amount} is the sum of the signed "
+                             f"{f.table}.{a} of its {w.many}", kind="net_month_ranking", source="waterfall")
         for run in quarters(f.months, 3):
             label, end = the_period(run), add_months(run[-1], 1)
             start = max(first, run[0].replace(month=1))
@@ -126,7 +107,7 @@ def drafts(spec: Spec, key: AnswerKey) -> Drafts:
                                       w.window(p, start, end, "the months read"),
                                       f"one answer line per {kind_word} and month of {label}: the {kind_word}, the "
                                       f"month as YYYY-MM, then the total, in any order", w.rounding_evidence(d))),
-                parse(f"{_monthly(f, start, end, month_text, by_type=True)}, running AS (SELECT {tc}, month, SUM(net) "
+                parse(f"{_monthly(f, start, end, text=True, by_type=True)}, running AS (SELECT {tc}, month, SUM(net) "
                       f"OVER (PARTITION BY {tc} ORDER BY month ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS "
                       f"total FROM monthly) SELECT {tc}, month, ROUND(total, {d}) AS total FROM running "
                       f"WHERE month >= '{run[0]:%Y-%m}'"),
