@@ -45,9 +45,12 @@ import duckdb
 from evalpack import golden as golden_rules
 from evalpack.golden import Golden, Link, LinkCount, OrphanEffect, Run, count_orphans, counted, jsonable
 from evalpack.layout import PackLayout
+from evalpack.questions import compared_in_order
 from evalpack.scoring import (
+    ROWS_TYPE,
     answer_matches,
     expected_for,
+    observed,
     open_sandbox,
     quote_ident,
 )
@@ -262,7 +265,8 @@ def audit_query(con: duckdb.DuckDBPyConnection, r: dict, rotation: str, links: t
                         "fix the query; it reads the tables under rotations/" + rotation + "/tables by file name",
                         {"error": run.error, "recorded": None if recorded is NOT_RECORDED else recorded})]
     out = []
-    now = run.recorded()
+    ordered = r.get("answer_type") != ROWS_TYPE or compared_in_order(sql)
+    now = observed(run.rows, ordered)
     expected = expected_for(r, rotation) if r.get("expected_answer") is not None else None
     matches = None if expected is None else matches_answer(con, r, expected, run.rows)
     checks = golden(con, r, run, links)

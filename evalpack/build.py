@@ -90,7 +90,7 @@ class Derived:
     plans: tuple[RotationPlan, ...]
     questions: tuple[Question, ...]
     mutants: MutantSet
-    selection: Selection
+    selection: Selection | None = None  # how questions: chose them (None: the questions were given)
 
     def plan(self, seed: int) -> RotationPlan:
         return next(p for p in self.plans if p.seed == seed)
@@ -195,7 +195,7 @@ def write_pack_files(folder: Path, spec: Spec, derived: Derived, verdicts: tuple
     records = [v.question.to_record(spec.answers) for v in verdicts if v.ships]
     assemble_pack(folder, records, certificate(verdicts, [p.rotation for p in derived.plans]),
                   manifest(spec, derived.plans, verdicts, rows, duckdb_types(spec), near_miss,
-                           selection=derived.selection.to_dict()))
+                           selection=derived.selection.to_dict() if derived.selection else None))
 
 
 def staging_dir(out: Path, force: bool) -> Path:

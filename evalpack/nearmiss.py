@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
+import json
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
@@ -622,24 +623,51 @@ def prepare_mutants(spec: Spec, questions: tuple[Question, ...], types: dict[str
     mutants: list[Mutant] = []
     equivalent = []
     nullable = nullable_columns(spec)
-    result_types = aggregate_types(types, every_measure(types))
+    schema = json.dumps(types, sort_keys=True)
+    maybe_null = json.dumps({t: sorted(c) for t, c in nullable.items()}, sort_keys=True)
     for q in questions:
-        gold = _canonical(parse_gold(q.gold_sql))
-        seen = {gold}
-        rotated = dict(q.expected) if spec.answers == "rotated" else None
-        for op, tree in mutants_of(q, types, nullable, rotated):
-            sql = tree.sql(dialect=DIALECT)
-            need = need_of(tree, types)
-            # a rollup is small enough to run its queries one by one: batch only the others
-            batch = None if need else batchable(tree)
-            over_rollup = rollup_form(tree, need, result_types).sql(dialect=DIALECT, copy=False) if need else None
-            canon = _canonical(tree)  # consumes the tree
-            if canon in seen:
+        rotated = json.dumps(list(q.expected), default=str) if spec.answers == "rotated" else None
+        for op, prepared in _prepared(q.gold_sql, schema, maybe_null, rotated):
+            if prepared is None:
                 equivalent.append((q.id, op))
-                continue
-            seen.add(canon)
-            mutants.append(Mutant(q.id, op, sql, batch, need, over_rollup))
+            else:
+                mutants.append(Mutant(q.id, op, *prepared))
     return MutantSet(tuple(mutants), tuple(equivalent))
+
+
+@functools.lru_cache(maxsize=2048)
+def _prepared(gold_sql: str, schema: str, maybe_null: str, rotated: str | None
+              ) -> tuple[tuple[str, tuple | None], ...]:
+    """(operator, (sql, batch form, rollup need, rollup SQL) or None when equivalent to the gold SQL) for
+    one gold SQL. Pure, so cached: a process that builds the same spec again (Dagster's code server, a
+    test session) prepares each question once. The arguments are JSON so that they can be cache keys."""
+    types = json.loads(schema)
+    nullable = {t: set(c) for t, c in json.loads(maybe_null).items()}
+    result_types = _result_types(schema)
+    expected = tuple((rotation, value) for rotation, value in json.loads(rotated)) if rotated else ()
+    q = Question("", "", gold_sql, expected, "", None, "", ())
+    gold = _canonical(parse_gold(gold_sql))
+    seen = {gold}
+    out = []
+    for op, tree in mutants_of(q, types, nullable, dict(expected) if rotated else None):
+        sql = tree.sql(dialect=DIALECT)
+        need = need_of(tree, types)
+        # a rollup is small enough to run its queries one by one: batch only the others
+        batch = None if need else batchable(tree)
+        over_rollup = rollup_form(tree, need, result_types).sql(dialect=DIALECT, copy=False) if need else None
+        canon = _canonical(tree)  # consumes the tree
+        if canon in seen:
+            out.append((op, None))
+            continue
+        seen.add(canon)
+        out.append((op, (sql, batch, need, over_rollup)))
+    return tuple(out)
+
+
+@functools.lru_cache(maxsize=16)
+def _result_types(schema: str) -> dict:
+    types = json.loads(schema)
+    return aggregate_types(types, every_measure(types))
 
 
 def build_mutants(spec: Spec, questions: tuple[Question, ...], types: dict[str, dict[str, str]]

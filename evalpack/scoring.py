@@ -339,11 +339,15 @@ def jsonable(value: Any) -> Any:
     return str(value)
 
 
-def observed(rows: list[tuple]) -> Any:
-    """What a result looked like, for reports: the scalar when there is one, else the rows."""
+def observed(rows: list[tuple], ordered: bool = True) -> Any:
+    """What a result looked like, for reports: the scalar when there is one, else its first rows. A result
+    not compared in order is recorded in a canonical order, so the record does not depend on row order."""
     if len(rows) == 1 and len(rows[0]) == 1:
         return jsonable(rows[0][0])
-    return jsonable([list(r) for r in rows[:5]])
+    listed = jsonable([list(r) for r in rows])
+    if not ordered:
+        listed.sort(key=lambda row: json.dumps(row, sort_keys=True))
+    return listed[:5]
 
 
 def top_level_order_by(con: duckdb.DuckDBPyConnection, sql: str) -> bool:

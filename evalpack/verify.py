@@ -24,7 +24,7 @@ import duckdb
 from evalpack import golden
 from evalpack.golden import Link, exclude_orphans, live_links, orphan_key_tables, orphans_sql, run_trusted, tie_probe
 from evalpack.questions import Question
-from evalpack.scoring import answer_matches, observed
+from evalpack.scoring import ROWS_TYPE, answer_matches, observed
 from evalpack.tables import connect_tables
 
 # the golden rules live in evalpack.golden; these six are re-exported for callers that import them from here
@@ -95,7 +95,7 @@ def check_question(con: duckdb.DuckDBPyConnection, q: Question, rotation: str, e
     g = golden.check(con, q.gold_sql, run, links, key_tables, about_orphans=about_orphans or q.kind == "fk_orphans",
                      expected_empty=expected_empty, round_decimals=q.round_decimals, ordered=ordered, explain=False)
     checks = (("matches", matches), *g.checks().items())
-    return Observation(rotation, observed(rows), checks, rows=tuple(rows))
+    return Observation(rotation, observed(rows, ordered or q.answer_type != ROWS_TYPE), checks, rows=tuple(rows))
 
 
 def verify_questions(con: duckdb.DuckDBPyConnection, questions, links: tuple[Link, ...] = (),

@@ -1,0 +1,94 @@
+"""Time `evalpack build` of this checkout against the same command at an earlier revision, side by side.
+
+    python benchmarks/build_vs_revision.py                     # 100x, against dc357c7 (before issue 16)
+    python benchmarks/build_vs_revision.py --scales 1 100 --rounds 3 --revision HEAD~1
+
+The revision is exported with `git archive` into a temporary folder and run from there with the same
+Python and packages (PYTHONPATH), so both sides differ only in evalpack's own code. Each round runs
+the two sides one after the other (the order alternates between rounds), each as its own process
+tree, on the same scaled Misata-format spec as benchmarks/build.py; wall time and peak memory are
+measured as there. The table gives each side's median and the ratio this checkout / revision, and
+what each side shipped (questions, near-miss mutants), since the two build different packs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tarfile
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(HERE))
+from build import SPEC, measure  # noqa: E402
+from scaled import scaled_spec  # noqa: E402
+
+BEFORE_ISSUE_16 = "dc357c7"
+
+
+def export(revision: str, into: Path) -> Path:
+    """The tree of ``revision`` (this repository) as plain files under ``into``."""
+    archive = into / "tree.tar"
+    subprocess.run(["git", "-C", str(ROOT), "archive", "--format=tar", "-o", str(archive), revision], check=True)
+    tree = into / "tree"
+    with tarfile.open(archive) as tar:
+        tar.extractall(tree, filter="data")
+    return tree
+
+
+def shipped(pack: Path) -> str:
+    """'<questions> q, <mutants> mutants' from a built pack's manifest."""
+    manifest = json.loads((pack / "manifest.json").read_text())
+    return f"{manifest['questions']['shipped']} q, {manifest['near_miss_study']['mutants_run']} mutants"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--revision", default=BEFORE_ISSUE_16)
+    parser.add_argument("--scales", type=int, nargs="+", default=[100])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rotations", type=int, default=3)
+    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="evalpack-rev-") as tmp:
+        work = Path(tmp)
+        sides = {"this checkout": ROOT, args.revision: export(args.revision, work)}
+        print(f"spec: {SPEC.name} scaled; rotations: {args.rotations}; --jobs {args.jobs}; rounds: {args.rounds}")
+        header = f"{'scale':>6} | {'side':>14} | {'median s':>8} {'runs':>24} | {'MB':>6} | {'shipped':>22}"
+        print(header)
+        print("-" * len(header))
+        for scale in args.scales:
+            spec = scaled_spec(SPEC, scale, work / "specs")
+            runs: dict[str, list] = {name: [] for name in sides}
+            made: dict[str, str] = {}
+            for round_ in range(args.rounds):
+                order = list(sides) if round_ % 2 == 0 else list(reversed(sides))
+                for name in order:
+                    out = work / f"pack_{scale}"
+                    env_path = str(sides[name])
+                    run = measure(["env", f"PYTHONPATH={env_path}", sys.executable, "-m", "evalpack.cli", "build",
+                                   str(spec), "-o", str(out), "--rotations", str(args.rotations), "--jobs",
+                                   str(args.jobs), "--force"], cwd=work)
+                    if run.code:
+                        print(f"{name} failed at {scale}x:\n{run.tail}")
+                        return 1
+                    runs[name].append(run)
+                    made[name] = shipped(out)
+            medians = {name: statistics.median(r.seconds for r in rs) for name, rs in runs.items()}
+            for name, rs in runs.items():
+                times = ", ".join(f"{r.seconds:.1f}" for r in rs)
+                print(f"{scale:>5}x | {name:>14} | {medians[name]:8.1f} {times:>24} | "
+                      f"{max(r.peak_mb for r in rs):6.0f} | {made[name]:>22}")
+            ours, theirs = medians["this checkout"], medians[args.revision]
+            print(f"{'':>6} | ratio this checkout / {args.revision}: {ours / theirs:.2f}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
