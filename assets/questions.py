@@ -30,6 +30,8 @@ def questions(context: AssetExecutionContext, spec: Spec) -> Output[Derived]:
         "questions": len(drafts),
         "by_kind": MetadataValue.md(counts_markdown("kind", kinds)),
         "by_split": MetadataValue.json(dict(sorted(splits.items()))),
+        "by_difficulty": MetadataValue.json(dict(Counter(q.difficulty for q in drafts))),
+        "selection": MetadataValue.json(derived.selection.to_dict() if derived.selection else {}),
         "answers": spec.answers,
         "mutants": len(mutants),
         "first_question": MetadataValue.md(f"**{drafts[0].id}** {drafts[0].question}\n\n```sql\n"
