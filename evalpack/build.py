@@ -96,11 +96,10 @@ class Derived:
         return next(p for p in self.plans if p.seed == seed)
 
 
-def derive(spec: Spec, plans: tuple[RotationPlan, ...], jobs: int = 1) -> Derived:
-    """The questions of ``spec`` and their prepared mutants (pure: no row is read; mutants are prepared
-    in ``jobs`` worker processes)."""
+def derive(spec: Spec, plans: tuple[RotationPlan, ...]) -> Derived:
+    """The questions of ``spec`` and their prepared mutants (pure: no row is read)."""
     questions, selection = derive_selected(spec, plans)
-    return Derived(plans, questions, prepare_mutants(spec, questions, duckdb_types(spec), jobs), selection)
+    return Derived(plans, questions, prepare_mutants(spec, questions, duckdb_types(spec)), selection)
 
 
 @dataclass(frozen=True)
@@ -223,12 +222,10 @@ def publish_dir(staging: Path, out: Path) -> None:
 
 
 def build_pack(spec_path: str | Path, out: str | Path, *, seed: int | None = None, rotations: int | None = None,
-               force: bool = False, jobs: int | None = None, progress: Progress | None = None,
+               force: bool = False, jobs: int = 1, progress: Progress | None = None,
                signing_key: str | Path | None = None) -> BuildResult:
-    """Build the pack of ``spec_path`` at ``out`` with ``jobs`` worker processes (default: one per core; the
-    bytes do not depend on it). Raises EvalpackError (2: bad input, 1: no question ships)."""
+    """Build the pack of ``spec_path`` at ``out``. Raises EvalpackError (2: bad input, 1: no question ships)."""
     started = now_utc()
-    jobs = jobs or os.cpu_count() or 1
     spec = load_spec(spec_path, seed=seed, rotations=rotations)
     if signing_key:
         load_signer(signing_key)  # an unreadable or wrong key fails now, not after the whole build
@@ -240,7 +237,7 @@ def build_pack(spec_path: str | Path, out: str | Path, *, seed: int | None = Non
             # the questions come from the declarations and mutating their gold SQL is pure Python:
             # both run while the worker processes write the rotations (one phase at a time keeps
             # memory bounded: writers and DuckDB never hold a large rotation at once)
-            derived = background.submit(derive, spec, plans, jobs)
+            derived = background.submit(derive, spec, plans)
             rows = write_rotations(spec, plans, staging, jobs, progress)
             checked = combine_rotations(spec, derived.result(),
                                         [check_rotation(spec, derived.result(), staging, p.seed) for p in plans])

@@ -22,9 +22,7 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import json
-import multiprocessing
 from collections.abc import Callable, Iterator, Mapping
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 
@@ -620,13 +618,11 @@ class MutantSet:
         return [m for m in self.mutants if m.question_id in ids], equivalent
 
 
-def prepare_mutants(spec: Spec, questions: tuple[Question, ...], types: dict[str, dict[str, str]],
-                    jobs: int = 1) -> MutantSet:
+def prepare_mutants(spec: Spec, questions: tuple[Question, ...], types: dict[str, dict[str, str]]) -> MutantSet:
     """Mutate every question's gold SQL (no data needed: a build starts this while it writes).
 
-    Each gold SQL is prepared once per process (a process that builds the same spec again, Dagster's
-    code server or a test session, reuses it); with ``jobs`` > 1 the rest are prepared in that many
-    worker processes. The result does not depend on ``jobs``."""
+    Each gold SQL is prepared once per process: a process that builds the same spec again (Dagster's
+    code server, a test session) reuses it."""
     nullable = nullable_columns(spec)
     schema = json.dumps(types, sort_keys=True)
     maybe_null = json.dumps({t: sorted(c) for t, c in nullable.items()}, sort_keys=True)
@@ -635,12 +631,7 @@ def prepare_mutants(spec: Spec, questions: tuple[Question, ...], types: dict[str
     missing = [k for k in dict.fromkeys(keys) if k not in _PREPARED]
     if len(_PREPARED) + len(missing) > PREPARED_CACHE:
         _PREPARED.clear()
-    if jobs > 1 and len(missing) >= PARALLEL_MIN_QUESTIONS:
-        # spawned, not forked: a build prepares these in a thread while other threads write and query
-        with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
-            _PREPARED.update(zip(missing, pool.map(_prepared, *zip(*missing), chunksize=8)))
-    else:
-        _PREPARED.update((k, _prepared(*k)) for k in missing)
+    _PREPARED.update((k, _prepared(*k)) for k in missing)
     mutants: list[Mutant] = []
     equivalent = []
     for q, key in zip(questions, keys):
@@ -653,15 +644,13 @@ def prepare_mutants(spec: Spec, questions: tuple[Question, ...], types: dict[str
 
 
 PREPARED_CACHE = 4096  # gold SQL texts whose mutants a process keeps
-PARALLEL_MIN_QUESTIONS = 32  # fewer are prepared faster than worker processes start
 _PREPARED: dict[tuple, tuple] = {}
 
 
 def _prepared(gold_sql: str, schema: str, maybe_null: str, rotated: str | None
               ) -> tuple[tuple[str, tuple | None], ...]:
     """(operator, (sql, batch form, rollup need, rollup SQL) or None when equivalent to the gold SQL) for
-    one gold SQL. Pure, and its arguments are text (JSON), so that they key :data:`_PREPARED` and travel to
-    a worker process."""
+    one gold SQL. Pure, and its arguments are text (JSON), so that they key :data:`_PREPARED`."""
     types = json.loads(schema)
     nullable = {t: set(c) for t, c in json.loads(maybe_null).items()}
     result_types = _result_types(schema)
