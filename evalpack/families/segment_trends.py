@@ -13,6 +13,7 @@ import datetime as dt
 
 from evalpack import phrasing
 from evalpack.families.base import Draft, Drafts, money, parse
+from evalpack.families.periods import period_label
 from evalpack.families.trends import month_start, month_text, quarters, window_sql
 from evalpack.phrasing import Wording, Words, month_words
 from evalpack.plan import AnswerKey, CurveFacts
@@ -40,7 +41,7 @@ def drafts(spec: Spec, key: AnswerKey) -> Drafts:
         index = {month: i for i, month in enumerate(c.months)}
 
         for run in quarters(c.months, 3):
-            label = f"Q{(run[0].month - 1) // 3 + 1} {run[0].year}"
+            label = period_label(run)
             start = max(c.months[0], run[0].replace(month=1))
             since = "year-to-date" if start.month == 1 else f"cumulative (since {month_words(start)})"
             end = add_months(run[-1], 1)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from evalpack import phrasing
 from evalpack.families.base import Draft, Drafts, money, parse, quote
+from evalpack.families.periods import period_label
 from evalpack.families.trends import quarters, window_sql
 from evalpack.phrasing import Wording, Words, month_words
 from evalpack.plan import AnswerKey
@@ -61,7 +62,7 @@ def drafts(spec: Spec, key: AnswerKey) -> Drafts:
                 "number", d, "group_gap", tag + (a, b), (c.table,)), money(totals[ia] - totals[ib], d)))
         runs = [(month,) for month in c.months] + quarters(c.months, 3)
         for run in runs:
-            label = month_words(run[0]) if len(run) == 1 else f"Q{(run[0].month - 1) // 3 + 1} {run[0].year}"
+            label = month_words(run[0]) if len(run) == 1 else period_label(run)
             nxt = add_months(run[-1], 1)
             sums = [sum(c.group_totals[index[x]][j] for x in run) for j in range(n)]
             order = sorted(range(n), key=lambda j: -sums[j])
