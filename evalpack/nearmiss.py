@@ -1,8 +1,8 @@
 """The near-miss study: plausible wrong versions of each gold SQL, rerun on every rotation.
 
-Each operator makes one edit on the sqlglot AST of a gold query. A mutant that sqlglot
-normalises to the gold SQL is dropped as equivalent; one that fails to run is recorded as
-errored. The rest run on every rotation with the verification comparison; the study records,
+Each operator makes one edit on the sqlglot AST of a gold query. A mutant whose SQL is the gold
+SQL's or an earlier mutant's (for edits of AND/OR: after sqlglot's simplifier) is dropped as
+equivalent; one that fails to run is recorded as errored. The rest run on every rotation with the verification comparison; the study records,
 per operator, how many matched the expected answer on at least one and on all databases.
 
 Operators: date and range bounds (``inclusive_end``, ``exclusive_start``, ``inclusive_start``,
@@ -30,6 +30,7 @@ import duckdb
 from sqlglot import exp
 from sqlglot.optimizer.simplify import simplify
 
+from evalpack import cache
 from evalpack.questions import DIALECT, Question, compared_in_order, parse_gold
 from evalpack.rollup import (
     Need,
@@ -110,23 +111,32 @@ class _Columns:
 def _edits(tree: exp.Expression, kind: type | tuple, edit: Callable[[exp.Expression], list[exp.Expression]]
            ) -> Iterator[exp.Expression]:
     """One mutant per (matching node, replacement): each on a fresh copy of the tree, so the
-    edit sees the node in place (with its parents) and may reuse its children."""
+    edit sees the node in place (with its parents) and may reuse its children.
+
+    An edit that offers nothing leaves its node alone, so the copy it looked at serves the next
+    node: most nodes of a kind offer nothing, and copying the tree is most of an operator's cost."""
     count = sum(1 for _ in tree.find_all(kind))
+    scratch = None
     for index in range(count):
-        option = 0
-        while True:
-            copy = tree.copy()
-            target = list(copy.find_all(kind))[index]
-            options = edit(target)
-            if option >= len(options):
-                break
+        scratch = scratch or tree.copy()
+        target = _nth(scratch, kind, index)
+        options = edit(target)
+        for option in range(len(options)):
+            if option:
+                scratch = tree.copy()
+                target = _nth(scratch, kind, index)
+                options = edit(target)
             replacement = options[option]
-            option += 1
-            if target is copy:
+            if target is scratch:
                 yield replacement
             else:
                 target.replace(replacement)
-                yield copy
+                yield scratch
+            scratch = None
+
+
+def _nth(tree: exp.Expression, kind: type | tuple, index: int) -> exp.Expression:
+    return next(node for i, node in enumerate(tree.find_all(kind)) if i == index)
 
 
 def _date_literal(node: exp.Expression) -> tuple[dt.date, str] | None:
@@ -580,6 +590,12 @@ def mutants_of(q: Question, types: dict[str, dict[str, str]], nullable: dict[str
     return out
 
 
+# the operators whose edit changes a boolean connective: only there can the mutant collapse into the
+# gold query by logic alone (a duplicated or absorbed conjunct); sqlglot's simplifier, which costs about
+# as much as everything else in preparing a mutant, runs on those alone
+CONNECTIVE_OPERATORS = frozenset({"drop_conjunct", "and_or"})
+
+
 def _canonical(tree: exp.Expression) -> str:
     """The SQL of ``tree`` after sqlglot's simplifier (``tree`` is consumed)."""
     try:
@@ -621,8 +637,8 @@ class MutantSet:
 def prepare_mutants(spec: Spec, questions: tuple[Question, ...], types: dict[str, dict[str, str]]) -> MutantSet:
     """Mutate every question's gold SQL (no data needed: a build starts this while it writes).
 
-    Each gold SQL is prepared once per process: a process that builds the same spec again (Dagster's
-    code server, a test session) reuses it."""
+    Each gold SQL is prepared once per process (a process that builds the same spec again, such as
+    Dagster's code server, reuses it) and kept in the cache on disk for other processes."""
     nullable = nullable_columns(spec)
     schema = json.dumps(types, sort_keys=True)
     maybe_null = json.dumps({t: sorted(c) for t, c in nullable.items()}, sort_keys=True)
@@ -631,7 +647,7 @@ def prepare_mutants(spec: Spec, questions: tuple[Question, ...], types: dict[str
     missing = [k for k in dict.fromkeys(keys) if k not in _PREPARED]
     if len(_PREPARED) + len(missing) > PREPARED_CACHE:
         _PREPARED.clear()
-    _PREPARED.update((k, _prepared(*k)) for k in missing)
+    _PREPARED.update((k, _cached_prepared(k)) for k in missing)
     mutants: list[Mutant] = []
     equivalent = []
     for q, key in zip(questions, keys):
@@ -645,6 +661,59 @@ def prepare_mutants(spec: Spec, questions: tuple[Question, ...], types: dict[str
 
 PREPARED_CACHE = 4096  # gold SQL texts whose mutants a process keeps
 _PREPARED: dict[tuple, tuple] = {}
+# what preparing a gold SQL's mutants reads besides its arguments: a change to any of them is a new key
+PREPARING_CODE = ("evalpack.nearmiss", "evalpack.rollup", "evalpack.questions", "evalpack.scoring")
+
+
+def _cached_prepared(key: tuple) -> tuple:
+    """:func:`_prepared` of ``key``, through the cache on disk (see evalpack.cache): a process that
+    builds a spec another process built before (a test session, the CLI after Dagster) skips the sqlglot work."""
+    address = cache.entry_key("mutants", cache.code_fingerprint(PREPARING_CODE), key)
+    stored = cache.load("mutants", address)
+    if stored is not None:
+        try:
+            return decode_prepared(stored)
+        except (TypeError, ValueError, KeyError, IndexError):
+            pass  # a malformed entry is recomputed and replaced
+    prepared = _prepared(*key)
+    cache.store("mutants", address, encode_prepared(prepared))
+    return prepared
+
+
+def encode_prepared(prepared: tuple) -> list:
+    """:func:`_prepared`'s result as JSON values (:func:`decode_prepared` gives it back, equal)."""
+    out = []
+    for op, made in prepared:
+        if made is None:
+            out.append([op, None])
+            continue
+        sql, batch, need, over_rollup = made
+        out.append([op, [sql, None if batch is None else [batch.source, batch.projection, batch.bounds],
+                         None if need is None else [need.table, sorted(need.dims), sorted(need.measures), need.grouped],
+                         over_rollup]])
+    return out
+
+
+def decode_prepared(stored: list) -> tuple:
+    """The inverse of :func:`encode_prepared`; raises TypeError or ValueError on anything else."""
+    out = []
+    for op, made in stored:
+        if op not in OPERATORS:
+            raise ValueError(f"unknown operator {op!r}")
+        if made is None:
+            out.append((op, None))
+            continue
+        sql, batch, need, over_rollup = made
+        if not isinstance(sql, str) or not (over_rollup is None or isinstance(over_rollup, str)):
+            raise TypeError("mutant SQL is not text")
+        if batch is not None:
+            source, projection, bounds = batch
+            batch = _Batchable(str(source), str(projection), None if bounds is None else tuple(bounds))
+        if need is not None:
+            table, dims, measures, grouped = need
+            need = Need(str(table), frozenset(dims), frozenset(tuple(m) for m in measures), bool(grouped))
+        out.append((op, (sql, batch, need, over_rollup)))
+    return tuple(out)
 
 
 def _prepared(gold_sql: str, schema: str, maybe_null: str, rotated: str | None
@@ -656,20 +725,23 @@ def _prepared(gold_sql: str, schema: str, maybe_null: str, rotated: str | None
     result_types = _result_types(schema)
     expected = tuple((rotation, value) for rotation, value in json.loads(rotated)) if rotated else ()
     q = Question("", "", gold_sql, expected, "", None, "", ())
-    gold = _canonical(parse_gold(gold_sql))
-    seen = {gold}
+    gold = parse_gold(gold_sql)
+    seen = {gold.sql(dialect=DIALECT), _canonical(gold)}
     out = []
     for op, tree in mutants_of(q, types, nullable, dict(expected) if rotated else None):
-        sql = tree.sql(dialect=DIALECT)
+        sql = tree.sql(dialect=DIALECT, copy=False)  # printing leaves the tree as it was
+        if sql in seen:
+            out.append((op, None))
+            continue
         need = need_of(tree, types)
         # a rollup is small enough to run its queries one by one: batch only the others
         batch = None if need else batchable(tree)
         over_rollup = rollup_form(tree, need, result_types).sql(dialect=DIALECT, copy=False) if need else None
-        canon = _canonical(tree)  # consumes the tree
-        if canon in seen:
+        forms = {sql, _canonical(tree)} if op in CONNECTIVE_OPERATORS else {sql}  # _canonical consumes the tree
+        if forms & seen:
             out.append((op, None))
             continue
-        seen.add(canon)
+        seen |= forms
         out.append((op, (sql, batch, need, over_rollup)))
     return tuple(out)
 

@@ -1,0 +1,87 @@
+"""A cache on disk for pure work that is slow to redo: the prepared near-miss mutants of a gold SQL.
+
+Entries are addressed by content: the SHA-256 of everything the work reads (its arguments, the
+sqlglot version and the source of the modules that do it), so a changed input or a changed evalpack
+never finds an old entry. The cache is an optimisation only: an entry that is missing, unreadable or
+malformed is recomputed and rewritten, a cache that cannot be written is ignored, and a build
+gives the same bytes with or without it.
+
+Where: ``$EVALPACK_CACHE_DIR`` if set (``off`` or an empty value turns the cache off), else
+``$XDG_CACHE_HOME/evalpack`` or ``~/.cache/evalpack``.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+import tempfile
+from collections.abc import Iterable
+from pathlib import Path
+
+CACHE_ENV = "EVALPACK_CACHE_DIR"
+FORMAT = 1  # bump when what an entry holds changes shape
+
+
+def cache_dir() -> Path | None:
+    """The cache's folder, or None when the environment turns it off."""
+    configured = os.environ.get(CACHE_ENV)
+    if configured is not None:
+        return None if configured.strip().lower() in ("", "off", "0", "false", "no") else Path(configured)
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "evalpack"
+
+
+@functools.lru_cache(maxsize=8)
+def code_fingerprint(modules: tuple[str, ...]) -> str:
+    """SHA-256 over the source files of ``modules`` (names of evalpack modules) and sqlglot's version."""
+    import importlib
+
+    import sqlglot
+
+    digest = hashlib.sha256(f"format {FORMAT}; sqlglot {sqlglot.__version__}".encode())
+    for name in modules:
+        source = Path(importlib.import_module(name).__file__)
+        digest.update(name.encode() + b"\0" + source.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+def entry_key(namespace: str, fingerprint: str, parts: Iterable[str | None]) -> str:
+    """The address of one entry: SHA-256 over the namespace, the code fingerprint and the parts."""
+    return hashlib.sha256(json.dumps([namespace, fingerprint, *parts]).encode()).hexdigest()
+
+
+def _path(namespace: str, key: str) -> Path | None:
+    folder = cache_dir()
+    return None if folder is None else folder / namespace / key[:2] / f"{key}.json"
+
+
+def load(namespace: str, key: str) -> object | None:
+    """The JSON value stored at ``key``, or None (absent, unreadable, or the cache is off)."""
+    path = _path(namespace, key)
+    if path is None:
+        return None
+    try:
+        return json.loads(path.read_bytes())
+    except (OSError, ValueError):
+        return None
+
+
+def store(namespace: str, key: str, value: object) -> None:
+    """Write ``value`` (JSON) at ``key`` atomically; a cache that cannot be written is ignored."""
+    path = _path(namespace, key)
+    if path is None:
+        return
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=".", suffix=".tmp")
+        try:
+            with os.fdopen(handle, "wb") as out:
+                out.write(json.dumps(value, separators=(",", ":")).encode())
+            os.replace(temporary, path)
+        except BaseException:
+            Path(temporary).unlink(missing_ok=True)
+            raise
+    except OSError:
+        pass
