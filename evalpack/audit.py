@@ -254,9 +254,11 @@ def _label(r: dict) -> str:
 
 
 def audit_query(con: duckdb.DuckDBPyConnection, r: dict, rotation: str, links: tuple[LinkCount, ...],
-                recorded: Any = NOT_RECORDED, made: str = "build", run: Run | None = None) -> list[Finding]:
+                recorded: Any = NOT_RECORDED, made: str = "build", run: Run | None = None,
+                checks: golden_rules.Golden | None = None) -> list[Finding]:
     """Findings for one question's gold query on one rotation. ``recorded``: the value recorded at
-    ``made``; ``run``: the gold query's result on ``con`` if already obtained."""
+    ``made``; ``run``: the gold query's result on ``con`` if already obtained; ``checks``: its golden
+    checks on ``con``, if already run."""
     qid, sql = str(r["id"]), r["gold_sql"]
     head = f'{qid} "{_label(r)}"'
     run = run or run_query(con, sql)
@@ -269,7 +271,7 @@ def audit_query(con: duckdb.DuckDBPyConnection, r: dict, rotation: str, links: t
     now = observed(run.rows, ordered)
     expected = expected_for(r, rotation) if r.get("expected_answer") is not None else None
     matches = None if expected is None else matches_answer(con, r, expected, run.rows)
-    checks = golden(con, r, run, links)
+    checks = checks or golden(con, r, run, links)
     # with a tie at the LIMIT, which tied row comes back varies from run to run: the tie is the
     # finding, and a different value from the recorded or expected one says nothing more
     steady = checks.tie is None
@@ -363,15 +365,20 @@ def audit_pack(pack: Path, trusted: bool = False) -> list[Finding]:
 
 def audit_rotation(con: duckdb.DuckDBPyConnection, records: list[dict], rotation: str,
                    links: tuple[LinkCount, ...], recorded: dict, made: str = "build",
-                   runs: dict[str, Run] | None = None) -> list[Finding]:
+                   runs: dict[str, Run] | None = None, verified: frozenset[str] = frozenset()) -> list[Finding]:
     """The findings of every gold query of ``records`` on one rotation's connection.
     ``recorded``: {(id, rotation): the value recorded at ``made``}; ``runs``: gold results already
-    obtained on ``con`` (by id), which are not run again."""
+    obtained on ``con`` (by id), which are not run again; ``verified``: ids whose golden checks
+    verification ran on ``con`` and passed (not empty, no orphan dependence, no tie at a cut), which are
+    not run again either."""
+    passed = golden_rules.Golden(empty=False, orphans=None, tie=None)
     findings = []
     for r in records:
         if r.get("gold_sql"):
-            value = recorded.get((str(r["id"]), rotation), NOT_RECORDED)
-            findings += audit_query(con, r, rotation, links, value, made, (runs or {}).get(str(r["id"])))
+            qid = str(r["id"])
+            value = recorded.get((qid, rotation), NOT_RECORDED)
+            findings += audit_query(con, r, rotation, links, value, made, (runs or {}).get(qid),
+                                    passed if qid in verified else None)
     return findings
 
 

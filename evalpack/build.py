@@ -23,7 +23,7 @@ from evalpack.audit import Finding, Run, audit_rotation, counted, in_question_or
 from evalpack.certify import certificate, dumps, manifest
 from evalpack.errors import EvalpackError
 from evalpack.layout import PackLayout, rotation_name
-from evalpack.nearmiss import Mutant, MutantSet, plan_study, prepare_mutants, study_rotation, summarize_study
+from evalpack.nearmiss import Mutant, MutantSet, prepare_mutants, study_outcomes, summarize_study
 from evalpack.plan import RotationPlan, plan_pack
 from evalpack.questions import Question, Selection, derive_selected
 from evalpack.spec import Spec, load_spec
@@ -131,10 +131,10 @@ def check_rotation(spec: Spec, derived: Derived, pack_dir: Path, seed: int,
         recorded = {(qid, rotation): json.loads(json.dumps(o.value)) for qid, o in passed.items()}
         runs = {qid: Run(list(o.rows)) for qid, o in passed.items()}
         records = [q.to_record(spec.answers) for q in questions if q.id in passed]
-        findings = audit_rotation(con, records, rotation, link_counts, recorded, runs=runs)
+        findings = audit_rotation(con, records, rotation, link_counts, recorded, runs=runs, verified=frozenset(passed))
         mutants, _ = derived.mutants.of(passed)
-        outcomes = study_rotation(con, rotation, {q.id: q for q in questions}, plan_study(con, mutants,
-                                                                                          duckdb_types(spec)))
+        outcomes = study_outcomes(con, PackLayout(pack_dir).tables(seed), rotation, {q.id: q for q in questions},
+                                  mutants, duckdb_types(spec))
     return RotationCheck(rotation, observations, tuple(findings), outcomes)
 
 

@@ -19,12 +19,16 @@ bound operators leave HAVING to ``having_bound``, and ``constant_shift`` leaves 
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import functools
+import hashlib
 import json
+from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
+from pathlib import Path
 
 import duckdb
 from sqlglot import exp
@@ -42,7 +46,7 @@ from evalpack.rollup import (
     plan_rollups,
     rollup_form,
 )
-from evalpack.scoring import answer_matches
+from evalpack.scoring import answer_matches, sha256_file
 from evalpack.spec import Spec
 from evalpack.verify import map_on_cursors
 
@@ -74,6 +78,9 @@ class Mutant:
     batch: _Batchable | None = None
     need: Need | None = None  # what a rollup must hold to answer it
     rollup_sql: str | None = None  # the same query over its table's rollup
+    # its scalar subqueries that read only tables (as SQL, each as it appears in ``sql``): where mutants
+    # share one, a rotation computes it once (see plan_runs)
+    subqueries: tuple[str, ...] = ()
 
 
 # --------------------------------------------------------------------------- column types
@@ -376,7 +383,26 @@ def mutants_of(q: Question, types: dict[str, dict[str, str]], nullable: dict[str
     add("exclusive_start", _edits(tree, exp.GTE, bound(exp.GT)))
     add("inclusive_start", _edits(tree, exp.GT, bound(exp.GTE)))
     add("exclusive_end", _edits(tree, exp.LTE, bound(exp.LT)))
-    add("date_shift", _edits(tree, exp.Cast, _shift_date))
+    def later_bound(n: exp.Expression) -> bool:
+        """``n`` is the DATE literal of ``date_col >= d`` or ``date_col < d`` outside HAVING: one day later
+        it selects what ``> d`` or ``<= d`` do, the bound operators' mutant."""
+        parent = n.parent
+        return isinstance(parent, (exp.GTE, exp.LT)) and parent.expression is n and not _in_having(parent) \
+            and isinstance(parent.this, exp.Column) and cols.type_of(parent.this) == "DATE" \
+            and (_date_literal(n) or (None, ""))[1] == "date"
+
+    def shift(n: exp.Expression) -> list[exp.Expression]:
+        options = _shift_date(n)
+        return options[:1] if options and later_bound(n) else options
+
+    def shift_as_bound(n: exp.Expression) -> list[exp.Expression]:
+        if not later_bound(n.expression):
+            return []
+        return [(exp.GT if isinstance(n, exp.GTE) else exp.LTE)(this=n.this, expression=n.expression)]
+
+    add("date_shift", _edits(tree, exp.Cast, shift))
+    # written as the bound it equals, so that the study counts it as equivalent instead of running it twice
+    add("date_shift", _edits(tree, (exp.GTE, exp.LT), shift_as_bound))
 
     def whole(n: exp.Round) -> list[exp.Expression]:
         digits = n.args.get("decimals")
@@ -590,6 +616,27 @@ def mutants_of(q: Question, types: dict[str, dict[str, str]], nullable: dict[str
     return out
 
 
+def table_subqueries(tree: exp.Expression, types: dict[str, dict[str, str]]) -> tuple[str, ...]:
+    """The SQL of each scalar subquery of ``tree`` that depends on nothing outside it: it reads only
+    tables of ``types`` (no CTE of the query) and each of its columns is one of their columns.
+
+    Such a subquery has one value per database, whatever query holds it."""
+    ctes = {cte.alias_or_name for cte in tree.find_all(exp.CTE)}
+    out = []
+    for sub in tree.find_all(exp.Subquery):
+        if isinstance(sub.parent, (exp.From, exp.Join)) or not isinstance(sub.this, exp.Select):
+            continue
+        tables = list(sub.find_all(exp.Table))
+        if not tables or any(t.name in ctes or t.name not in types for t in tables):
+            continue
+        names = {t.alias_or_name: t.name for t in tables}
+        columns = set().union(*(types[t.name] for t in tables))
+        if all((c.table in names and c.name in types[names[c.table]]) if c.table else c.name in columns
+               for c in sub.find_all(exp.Column)):
+            out.append(sub.sql(dialect=DIALECT))
+    return tuple(dict.fromkeys(out))
+
+
 # the operators whose edit changes a boolean connective: only there can the mutant collapse into the
 # gold query by logic alone (a duplicated or absorbed conjunct); sqlglot's simplifier, which costs about
 # as much as everything else in preparing a mutant, runs on those alone
@@ -687,10 +734,10 @@ def encode_prepared(prepared: tuple) -> list:
         if made is None:
             out.append([op, None])
             continue
-        sql, batch, need, over_rollup = made
+        sql, batch, need, over_rollup, shared = made
         out.append([op, [sql, None if batch is None else [batch.source, batch.projection, batch.bounds],
                          None if need is None else [need.table, sorted(need.dims), sorted(need.measures), need.grouped],
-                         over_rollup]])
+                         over_rollup, list(shared)]])
     return out
 
 
@@ -703,8 +750,9 @@ def decode_prepared(stored: list) -> tuple:
         if made is None:
             out.append((op, None))
             continue
-        sql, batch, need, over_rollup = made
-        if not isinstance(sql, str) or not (over_rollup is None or isinstance(over_rollup, str)):
+        sql, batch, need, over_rollup, shared = made
+        if not isinstance(sql, str) or not (over_rollup is None or isinstance(over_rollup, str)) \
+                or not all(isinstance(sub, str) and sub in sql for sub in shared):
             raise TypeError("mutant SQL is not text")
         if batch is not None:
             source, projection, bounds = batch
@@ -712,13 +760,13 @@ def decode_prepared(stored: list) -> tuple:
         if need is not None:
             table, dims, measures, grouped = need
             need = Need(str(table), frozenset(dims), frozenset(tuple(m) for m in measures), bool(grouped))
-        out.append((op, (sql, batch, need, over_rollup)))
+        out.append((op, (sql, batch, need, over_rollup, tuple(shared))))
     return tuple(out)
 
 
 def _prepared(gold_sql: str, schema: str, maybe_null: str, rotated: str | None
               ) -> tuple[tuple[str, tuple | None], ...]:
-    """(operator, (sql, batch form, rollup need, rollup SQL) or None when equivalent to the gold SQL) for
+    """(operator, (sql, batch form, rollup need, rollup SQL, table subqueries) or None when equivalent to the gold SQL) for
     one gold SQL. Pure, and its arguments are text (JSON), so that they key :data:`_PREPARED`."""
     types = json.loads(schema)
     nullable = {t: set(c) for t, c in json.loads(maybe_null).items()}
@@ -737,12 +785,13 @@ def _prepared(gold_sql: str, schema: str, maybe_null: str, rotated: str | None
         # a rollup is small enough to run its queries one by one: batch only the others
         batch = None if need else batchable(tree)
         over_rollup = rollup_form(tree, need, result_types).sql(dialect=DIALECT, copy=False) if need else None
+        shared = () if need or batch else table_subqueries(tree, types)
         forms = {sql, _canonical(tree)} if op in CONNECTIVE_OPERATORS else {sql}  # _canonical consumes the tree
         if forms & seen:
             out.append((op, None))
             continue
         seen |= forms
-        out.append((op, (sql, batch, need, over_rollup)))
+        out.append((op, (sql, batch, need, over_rollup, shared)))
     return tuple(out)
 
 
@@ -885,13 +934,23 @@ class StudyPlan:
     sql: tuple[str, ...]
     batches: tuple[tuple[str, list[int]], ...]
     alone: tuple[int, ...]
+    shared: tuple[tuple[str, str], ...] = ()  # (table, scalar subquery SQL) computed once per rotation
+
+    def create_tables(self, con: duckdb.DuckDBPyConnection) -> None:
+        """The rollups and the shared subqueries' values, in ``con``'s database (every cursor sees them)."""
+        create_rollups(con, self.rollups)
+        for table, subquery in self.shared:
+            # if it fails, the mutants reading it fall back to their own SQL, which fails or not on its own
+            with contextlib.suppress(duckdb.Error):
+                con.execute(f'CREATE OR REPLACE TABLE "{table}" AS SELECT * FROM {subquery}')
 
     def jobs(self) -> list[tuple[str | None, list[int]]]:
         """(SQL returning one row with one value per member, member indices), costliest kinds
         first; SQL None: the one member runs on its own."""
         # rewrites over a rollup are tiny queries: several go in one statement as scalar subqueries
         # (a rewrite that returns rows, or reads the rollup more than once, runs on its own)
-        over_rollup = [i for i in self.alone if self.sql[i] != self.mutants[i].sql and not self.mutants[i].need.grouped]
+        over_rollup = [i for i in self.alone if self.sql[i] == self.mutants[i].rollup_sql
+                       and not self.mutants[i].need.grouped]
         grouped = [("SELECT " + ", ".join(f"({self.sql[i]})" for i in part), part)
                    for part in (over_rollup[k:k + ROLLUP_BATCH] for k in range(0, len(over_rollup), ROLLUP_BATCH))]
         shared = set(over_rollup)
@@ -900,17 +959,27 @@ class StudyPlan:
 
 
 def plan_runs(mutants: list[Mutant], rollups: tuple[Rollup, ...]) -> StudyPlan:
-    """Rewrite the mutants a rollup covers onto it, then batch everything that can share a scan."""
+    """Rewrite the mutants a rollup covers onto it, then batch everything that can share a scan.
+
+    A scalar subquery that reads only tables and appears in several mutants (a year's total in every
+    month's share, mistaken the same way) is computed once into a table; those mutants read its one value."""
+    counts = Counter(sub for m in mutants if not (m.rollup_sql or m.batch) for sub in m.subqueries)
+    shared = {sub: f"__shared_{index}" for index, sub in enumerate(sorted(s for s, n in counts.items() if n > 1))}
     sql, items = [], []
     for m in mutants:
         if m.rollup_sql and any(r.covers(m.need) for r in rollups):
             sql.append(m.rollup_sql)
             items.append((m.question_id, None))
         else:
-            sql.append(m.sql)
+            text = m.sql
+            for sub in m.subqueries:
+                if sub in shared:
+                    text = text.replace(sub, f'(SELECT * FROM "{shared[sub]}")')
+            sql.append(text)
             items.append((m.question_id, m.batch if m.need is None else batchable(m.sql)))
     batches, alone = _batches(items)
-    return StudyPlan(tuple(mutants), rollups, tuple(sql), tuple(batches), tuple(alone))
+    return StudyPlan(tuple(mutants), rollups, tuple(sql), tuple(batches), tuple(alone),
+                     tuple((table, sub) for sub, table in shared.items()))
 
 
 def plan_study(con: duckdb.DuckDBPyConnection, mutants: list[Mutant], types: dict[str, dict[str, str]]
@@ -928,7 +997,7 @@ def study_rotation(con: duckdb.DuckDBPyConnection, rotation: str, questions: dic
     which gives exactly the standalone result); the rest run one by one. A rewrite over a rollup
     that fails falls back to the mutant's own SQL, so only the mutant's own errors count. Two
     cursors with one DuckDB thread each keep both cores busy."""
-    create_rollups(con, plan.rollups)
+    plan.create_tables(con)
     mutants = plan.mutants
 
     def judge(i: int, rows: list[tuple]) -> bool:
@@ -956,6 +1025,38 @@ def study_rotation(con: duckdb.DuckDBPyConnection, rotation: str, questions: dic
         return {i: judge(i, [(value,)]) for i, value in zip(members, row)}
 
     return {mutants[i]: r for part in map_on_cursors(con, run, plan.jobs(), workers) for i, r in part.items()}
+
+
+# what a rotation's study outcomes depend on besides the data, the mutants and the questions
+STUDYING_CODE = ("evalpack.nearmiss", "evalpack.rollup", "evalpack.questions", "evalpack.scoring", "evalpack.verify")
+
+
+def study_key(tables: Path, rotation: str, questions: Mapping[str, Question], mutants: list[Mutant]) -> str:
+    """The cache address of a rotation's study: SHA-256 over the code, DuckDB's version, every table
+    file's bytes, and each mutant with its question's comparison (answer type, digits, expected answer)."""
+    files = hashlib.sha256()
+    for path in sorted(tables.iterdir()):
+        files.update(path.name.encode() + b"\0" + sha256_file(path).encode() + b"\0")
+    asked = {qid: [q.answer_type, q.round_decimals, q.gold_sql, q.expected_for(rotation)]
+             for qid, q in questions.items() if any(m.question_id == qid for m in mutants)}
+    runs = [[m.question_id, m.operator, m.sql, m.rollup_sql, list(m.subqueries)] for m in mutants]
+    detail = hashlib.sha256(json.dumps([asked, runs], default=repr, sort_keys=True).encode()).hexdigest()
+    return cache.entry_key("studies", cache.code_fingerprint(STUDYING_CODE),
+                           [f"duckdb {duckdb.__version__}", files.hexdigest(), detail])
+
+
+def study_outcomes(con: duckdb.DuckDBPyConnection, tables: Path, rotation: str, questions: Mapping[str, Question],
+                   mutants: list[Mutant], types: dict[str, dict[str, str]]) -> dict[Mutant, bool | None]:
+    """:func:`study_rotation` of ``mutants`` on the rotation whose table files are in ``tables`` (loaded
+    into ``con``), through the cache on disk: a rotation whose files are byte for byte one studied
+    before, with the same mutants, questions and code, has the same outcomes."""
+    key = study_key(tables, rotation, questions, mutants)
+    stored = cache.load("studies", key)
+    if isinstance(stored, list) and len(stored) == len(mutants) and all(o is None or isinstance(o, bool) for o in stored):
+        return dict(zip(mutants, stored))
+    outcomes = study_rotation(con, rotation, questions, plan_study(con, mutants, types))
+    cache.store("studies", key, [outcomes[m] for m in mutants])
+    return outcomes
 
 
 def summarize_study(prepared: MutantSet, question_ids: tuple[str, ...],

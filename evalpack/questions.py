@@ -416,6 +416,7 @@ def assign_splits(spec: Spec, questions: tuple[Question, ...]) -> tuple[Question
 
 
 @functools.lru_cache(maxsize=4096)
+@functools.lru_cache(maxsize=4096)
 def compared_in_order(sql: str) -> bool:
     """Whether a result set from ``sql`` is compared in row order: it has a top-level ORDER BY."""
     tree = parse_gold(sql)

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
 
 from evalpack import cache, nearmiss
+from evalpack.build import build_pack
 from evalpack.plan import plan_pack
 from evalpack.questions import derive_selected
 from evalpack.spec import load_spec
@@ -79,3 +81,39 @@ def test_the_key_covers_the_code_and_the_inputs():
     assert key != cache.entry_key("mutants", fingerprint, ["SELECT 2", "{}", "{}", None])
     assert key != cache.entry_key("mutants", fingerprint, ["SELECT 1", "{}", "{}", "[]"])
     assert key != cache.entry_key("mutants", cache.code_fingerprint(("evalpack.nearmiss",)), ["SELECT 1", "{}", "{}", None])
+
+
+def test_a_rotation_studied_before_is_not_studied_again_and_gives_the_same_study(monkeypatch, tmp_path):
+    monkeypatch.setenv(cache.CACHE_ENV, str(tmp_path / "cache"))
+    first = build_pack(SCHEMAS / "finance.yaml", tmp_path / "first", rotations=2)
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a rotation whose files were studied before ran its mutants again")
+
+    monkeypatch.setattr(nearmiss, "study_rotation", refuse)
+    again = build_pack(SCHEMAS / "finance.yaml", tmp_path / "again", rotations=2)
+    monkeypatch.undo()
+    monkeypatch.setenv(cache.CACHE_ENV, "off")
+    nearmiss._PREPARED.clear()
+    uncached = build_pack(SCHEMAS / "finance.yaml", tmp_path / "uncached", rotations=2)
+    assert first.near_miss == again.near_miss == uncached.near_miss
+    assert first.near_miss["mutants_run"] > 100
+    for name in ("manifest.json", "questions.jsonl", "certificate.json", "README.md"):
+        assert (tmp_path / "first" / name).read_bytes() == (tmp_path / "uncached" / name).read_bytes()
+
+
+def test_the_study_key_covers_every_byte_of_the_tables(tmp_path, finance_pack, finance):
+    spec, questions = finance
+    mutants = list(nearmiss.prepare_mutants(spec, questions, duckdb_types(spec)).mutants)[:50]
+    rotation = sorted((finance_pack / "rotations").iterdir())[0]
+    copy = tmp_path / "tables"
+    shutil.copytree(rotation / "tables", copy)
+    by_id = {q.id: q for q in questions}
+    key = nearmiss.study_key(copy, rotation.name, by_id, mutants)
+    assert key == nearmiss.study_key(rotation / "tables", rotation.name, by_id, mutants)
+    target = sorted(copy.glob("*.csv"))[0]
+    data = bytearray(target.read_bytes())
+    data[-2] = ord("7") if data[-2] != ord("7") else ord("8")
+    target.write_bytes(bytes(data))
+    assert nearmiss.study_key(copy, rotation.name, by_id, mutants) != key
+    assert nearmiss.study_key(rotation / "tables", rotation.name, by_id, mutants[1:]) != key
