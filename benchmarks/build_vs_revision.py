@@ -9,6 +9,10 @@ the two sides one after the other (the order alternates between rounds), each as
 tree, on the same scaled Misata-format spec as benchmarks/build.py; wall time and peak memory are
 measured as there. The table gives each side's median and the ratio this checkout / revision, and
 what each side shipped (questions, near-miss mutants), since the two build different packs.
+
+evalpack's cache on disk (prepared mutants, studied rotations) is off by default (`--cache off`): every
+run does all the work, as a first build of a spec does. `--cache warm` gives each scale one cache,
+filled by an unmeasured build first: the time of rebuilding a spec that has not changed.
 """
 
 from __future__ import annotations
@@ -55,11 +59,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--rotations", type=int, default=3)
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--cache", choices=["off", "warm"], default="off")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="evalpack-rev-") as tmp:
         work = Path(tmp)
         sides = {"this checkout": ROOT, args.revision: export(args.revision, work)}
-        print(f"spec: {SPEC.name} scaled; rotations: {args.rotations}; --jobs {args.jobs}; rounds: {args.rounds}")
+        print(f"spec: {SPEC.name} scaled; rotations: {args.rotations}; --jobs {args.jobs}; rounds: {args.rounds}; "
+              f"cache: {args.cache}")
         header = f"{'scale':>6} | {'side':>14} | {'median s':>8} {'runs':>24} | {'MB':>6} | {'shipped':>22}"
         print(header)
         print("-" * len(header))
@@ -67,19 +73,24 @@ def main(argv: list[str] | None = None) -> int:
             spec = scaled_spec(SPEC, scale, work / "specs")
             runs: dict[str, list] = {name: [] for name in sides}
             made: dict[str, str] = {}
+            cache = work / f"cache_{scale}" if args.cache == "warm" else "off"
+            command = [sys.executable, "-m", "evalpack.cli", "build", str(spec), "-o", str(work / f"pack_{scale}"),
+                       "--rotations", str(args.rotations), "--jobs", str(args.jobs), "--force"]
+
+            def build(name: str, command=command, cache=cache):
+                return measure(["env", f"PYTHONPATH={sides[name]}", f"EVALPACK_CACHE_DIR={cache}", *command], cwd=work)
+
+            if args.cache == "warm":
+                build("this checkout")
             for round_ in range(args.rounds):
                 order = list(sides) if round_ % 2 == 0 else list(reversed(sides))
                 for name in order:
-                    out = work / f"pack_{scale}"
-                    env_path = str(sides[name])
-                    run = measure(["env", f"PYTHONPATH={env_path}", sys.executable, "-m", "evalpack.cli", "build",
-                                   str(spec), "-o", str(out), "--rotations", str(args.rotations), "--jobs",
-                                   str(args.jobs), "--force"], cwd=work)
+                    run = build(name)
                     if run.code:
                         print(f"{name} failed at {scale}x:\n{run.tail}")
                         return 1
                     runs[name].append(run)
-                    made[name] = shipped(out)
+                    made[name] = shipped(work / f"pack_{scale}")
             medians = {name: statistics.median(r.seconds for r in rs) for name, rs in runs.items()}
             for name, rs in runs.items():
                 times = ", ".join(f"{r.seconds:.1f}" for r in rs)

@@ -18,7 +18,11 @@ SCHEMAS = ROOT / "schemas"
 def session_cache(tmp_path_factory) -> Path:
     """The session's own cache on disk (evalpack.cache), inherited by the builds tests start as
     subprocesses: a test session never reads or fills the user's cache."""
-    folder = tmp_path_factory.mktemp("evalpack-cache")
+    base = tmp_path_factory.getbasetemp()
+    # pytest-xdist's workers each have a base folder under one run folder: they share the cache there
+    # (entries are written atomically, so concurrent builds are safe)
+    folder = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "evalpack-cache"
+    folder.mkdir(exist_ok=True)
     before = os.environ.get(CACHE_ENV)
     os.environ[CACHE_ENV] = str(folder)
     yield folder
