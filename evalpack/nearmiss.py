@@ -2,8 +2,9 @@
 
 Each operator makes one edit on the sqlglot AST of a gold query. A mutant whose SQL is the gold
 SQL's or an earlier mutant's (for edits of AND/OR: after sqlglot's simplifier) is dropped as
-equivalent; one that fails to run is recorded as errored. The rest run on every rotation with the verification comparison; the study records,
-per operator, how many matched the expected answer on at least one and on all databases.
+equivalent; one that fails to run is recorded as errored. The rest run on every rotation with the
+verification comparison; the study records, per operator, how many matched the expected answer on
+at least one and on all databases.
 
 Operators: date and range bounds (``inclusive_end``, ``exclusive_start``, ``inclusive_start``,
 ``exclusive_end``, ``date_shift``), rounding (``whole_units``), aggregates (``agg_swap``,

@@ -42,7 +42,11 @@ def step_events(instance: DagsterInstance, run_id: str, kind: DagsterEventType) 
 def test_build_pack_on_a_dask_cluster_runs_steps_in_workers_and_matches_evalpack_build(tmp_path, monkeypatch):
     home, packs = tmp_path / "dagster_home", tmp_path / "packs"
     home.mkdir()
-    (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+    # step logs are not captured: the capture's `tail -F` helpers, started in the dask workers, outlive its 30 s
+    # clean-up under pytest-xdist (a minute lost per step); this test is about where the steps run
+    (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\ncompute_logs:\n"
+                                       "  module: dagster._core.storage.noop_compute_log_manager\n"
+                                       "  class: NoOpComputeLogManager\n")
     # set before the cluster starts: its worker processes inherit them (workers load the code location themselves)
     for name, value in {"DAGSTER_HOME": home, "EVALPACK_PACKS_DIR": packs, "EVALPACK_SCHEMAS_DIR": SCHEMAS,
                         "SOURCE_DATE_EPOCH": EPOCH, "EVALPACK_EXECUTOR": "dask"}.items():
