@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -15,7 +16,7 @@ SCHEMAS = ROOT / "schemas"
 
 
 @pytest.fixture(scope="session", autouse=True)
-def session_cache(tmp_path_factory) -> Path:
+def session_cache(tmp_path_factory) -> Iterator[Path]:
     """The session's own cache on disk (evalpack.cache), inherited by the builds tests start as
     subprocesses: a test session never reads or fills the user's cache."""
     base = tmp_path_factory.getbasetemp()
