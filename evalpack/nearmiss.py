@@ -47,7 +47,7 @@ from evalpack.rollup import (
     plan_rollups,
     rollup_form,
 )
-from evalpack.scoring import answer_matches, sha256_file
+from evalpack.scoring import answer_matches, sha256_files
 from evalpack.spec import Spec
 from evalpack.verify import map_on_cursors
 
@@ -126,7 +126,8 @@ def _edits(tree: exp.Expression, kind: type | tuple, edit: Callable[[exp.Express
     count = sum(1 for _ in tree.find_all(kind))
     scratch = None
     for index in range(count):
-        scratch = scratch or tree.copy()
+        if scratch is None:
+            scratch = tree.copy()
         target = _nth(scratch, kind, index)
         options = edit(target)
         for option in range(len(options)):
@@ -1035,11 +1036,13 @@ STUDYING_CODE = ("evalpack.nearmiss", "evalpack.rollup", "evalpack.questions", "
 def study_key(tables: Path, rotation: str, questions: Mapping[str, Question], mutants: list[Mutant]) -> str:
     """The cache address of a rotation's study: SHA-256 over the code, DuckDB's version, every table
     file's bytes, and each mutant with its question's comparison (answer type, digits, expected answer)."""
+    paths = sorted(tables.iterdir())
     files = hashlib.sha256()
-    for path in sorted(tables.iterdir()):
-        files.update(path.name.encode() + b"\0" + sha256_file(path).encode() + b"\0")
+    for path, digest in zip(paths, sha256_files(paths)):
+        files.update(path.name.encode() + b"\0" + digest.encode() + b"\0")
+    studied = {m.question_id for m in mutants}
     asked = {qid: [q.answer_type, q.round_decimals, q.gold_sql, q.expected_for(rotation)]
-             for qid, q in questions.items() if any(m.question_id == qid for m in mutants)}
+             for qid, q in questions.items() if qid in studied}
     runs = [[m.question_id, m.operator, m.sql, m.rollup_sql, list(m.subqueries)] for m in mutants]
     detail = hashlib.sha256(json.dumps([asked, runs], default=repr, sort_keys=True).encode()).hexdigest()
     return cache.entry_key("studies", cache.code_fingerprint(STUDYING_CODE),
