@@ -23,7 +23,7 @@ from evalpack.audit import Finding, Run, audit_rotation, counted, in_question_or
 from evalpack.certify import certificate, dumps, manifest
 from evalpack.errors import EvalpackError
 from evalpack.layout import PackLayout, rotation_name
-from evalpack.nearmiss import Mutant, MutantSet, prepare_mutants, study_outcomes, summarize_study
+from evalpack.nearmiss import Mutant, MutantSet, prepare_mutants, still_studied, study_outcomes, summarize_study
 from evalpack.plan import RotationPlan, plan_pack
 from evalpack.questions import Question, Selection, derive_selected
 from evalpack.spec import Spec, load_spec
@@ -114,12 +114,18 @@ class RotationCheck:
 
 
 def check_rotation(spec: Spec, derived: Derived, pack_dir: Path, seed: int,
-                   con: duckdb.DuckDBPyConnection | None = None) -> RotationCheck:
+                   con: duckdb.DuckDBPyConnection | None = None,
+                   earlier: tuple[RotationCheck, ...] | None = None) -> RotationCheck:
     """The unit of work per rotation, on its written tables loaded once into one connection with the
     engine's limits: verification's golden checks of every question, then, for the questions that
     passed, the audit's checks (on verification's gold results: the same SQL on the same connection)
     and the near-miss mutants. ``evalpack build`` loops over it; Dagster runs it as one step per rotation,
-    with ``con`` from its DuckDB resource (the engine's limits are applied to it; it is closed after)."""
+    with ``con`` from its DuckDB resource (the engine's limits are applied to it; it is closed after).
+
+    With ``earlier`` (the checks of the rotations before this one, in seed order) only the mutants that
+    matched on all of them are studied here: a mutant's study ends at its first mismatch
+    (:func:`summarize_study`), so the outcomes here of the others would not change the study.
+    Without it every mutant is studied, as Dagster's parallel steps must; the summary is the same."""
     rotation, questions = rotation_name(seed), derived.questions
     with rotation_connection(PackLayout(pack_dir).tables(seed), con=con) as con:
         links = links_of(spec)
@@ -133,6 +139,8 @@ def check_rotation(spec: Spec, derived: Derived, pack_dir: Path, seed: int,
         records = [q.to_record(spec.answers) for q in questions if q.id in passed]
         findings = audit_rotation(con, records, rotation, link_counts, recorded, runs=runs, verified=frozenset(passed))
         mutants, _ = derived.mutants.of(passed)
+        if earlier is not None:
+            mutants = still_studied(mutants, [c.outcomes for c in earlier])
         outcomes = study_outcomes(con, PackLayout(pack_dir).tables(seed), rotation, {q.id: q for q in questions},
                                   mutants, duckdb_types(spec))
     return RotationCheck(rotation, observations, tuple(findings), outcomes)
@@ -239,8 +247,10 @@ def build_pack(spec_path: str | Path, out: str | Path, *, seed: int | None = Non
             # memory bounded: writers and DuckDB never hold a large rotation at once)
             derived = background.submit(derive, spec, plans)
             rows = write_rotations(spec, plans, staging, jobs, progress)
-            checked = combine_rotations(spec, derived.result(),
-                                        [check_rotation(spec, derived.result(), staging, p.seed) for p in plans])
+            checks: tuple[RotationCheck, ...] = ()
+            for p in plans:
+                checks += (check_rotation(spec, derived.result(), staging, p.seed, earlier=checks),)
+            checked = combine_rotations(spec, derived.result(), list(checks))
         verdicts, near_miss = checked.verdicts, checked.near_miss
         write_pack_files(staging, spec, derived.result(), verdicts, rows, near_miss)
         findings = pack_findings(staging, checked)

@@ -179,9 +179,9 @@ def near_miss_markdown(study: dict | None) -> str:
         return study_markdown(study)
     except (KeyError, TypeError, ValueError):  # a study of another shape: show the columns it has
         pass
-    keys = [k for k in ("mutants", "equivalent", "errored", "match_any", "match_all")
+    keys = [k for k in ("mutants", "equivalent", "errored", "match_first", "match_any", "match_all")
             if any(k in row for row in operators.values())]
-    labels = {"match_any": "match on one database", "match_all": "match on all databases"}
+    labels = {"match_first": "match on the first database", "match_any": "match on one database", "match_all": "match on all databases"}
     return _table(["operator", *[labels.get(k, k) for k in keys]],
                   [[op, *[row.get(k, "") for k in keys]] for op, row in operators.items()])
 

@@ -84,7 +84,7 @@ def cmd_build(args: argparse.Namespace) -> int:
               "see manifest.json -> dropped)")
     study = result.near_miss
     print(f"  near-miss study: {study['mutants_run']} mutants, {study['match_all_rate']:.2%} match on every rotation, "
-          f"{study['match_any_rate']:.2%} on at least one (manifest.json -> near_miss_study)")
+          f"{study['match_first_rate']:.2%} on the first alone (manifest.json -> near_miss_study)")
     for warning in result.warnings:
         print(f"  warning: {warning}")
     from evalpack.attest import signature_note

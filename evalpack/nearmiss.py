@@ -26,7 +26,7 @@ import functools
 import hashlib
 import json
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
@@ -1064,19 +1064,41 @@ def study_outcomes(con: duckdb.DuckDBPyConnection, tables: Path, rotation: str, 
     return outcomes
 
 
+def judged(mutant: Mutant, per_rotation: Iterable[Mapping[Mutant, bool | None]]) -> list[bool | None]:
+    """``mutant``'s outcomes in rotation order up to and including the first that is not a match."""
+    outcomes = []
+    for outcomes_here in per_rotation:
+        outcomes.append(outcomes_here[mutant])
+        if outcomes[-1] is not True:
+            break
+    return outcomes
+
+
+def still_studied(mutants: Iterable[Mutant], per_rotation: Iterable[Mapping[Mutant, bool | None]]) -> list[Mutant]:
+    """The ``mutants`` whose study goes on to the next rotation: they matched on every rotation so far."""
+    earlier = list(per_rotation)
+    return [m for m in mutants if all(outcomes.get(m) is True for outcomes in earlier)]
+
+
 def summarize_study(prepared: MutantSet, question_ids: tuple[str, ...],
                     per_rotation: dict[str, dict[Mutant, bool | None]], threshold: float = 0.01,
                     kinds: Mapping[str, str] | None = None) -> dict:
-    """The manifest's ``near_miss_study`` for ``question_ids`` (each of their mutants must have an
-    outcome on every rotation): per operator mutants / equivalent / errored / match_any /
-    match_all, overall rates, and up to 50 surviving mutants.
+    """The manifest's ``near_miss_study`` for ``question_ids``: per operator mutants / equivalent /
+    errored / match_first / match_all, overall rates, and up to 50 surviving mutants.
+
+    ``per_rotation`` is in seed order. A mutant is judged rotation after rotation and its study ends
+    at the first rotation where it does not match: it needs an outcome there and on every rotation
+    before, none after (:func:`still_studied`), so a build may skip the rotations after a mismatch
+    and a run that studied everything everywhere gives the same summary. It errored when that first
+    non-match is an error; ``match_first`` counts the mutants that match on the first rotation (what
+    a benchmark with one database would accept), ``match_all`` those that match on every rotation.
 
     With ``kinds`` (question id -> question kind) it also has ``families``: per kind, sorted, the
     questions, the mutants run, how many of them matched on every rotation and that rate (the same
     counts as the per-operator ones). Questions missing from ``kinds`` are in no family."""
     mutants, equivalent = prepared.of(question_ids)
     rotations = list(per_rotation)
-    table = {op: {"mutants": 0, "equivalent": equivalent[op], "errored": 0, "match_any": 0, "match_all": 0}
+    table = {op: {"mutants": 0, "equivalent": equivalent[op], "errored": 0, "match_first": 0, "match_all": 0}
              for op in OPERATORS}
     families: dict[str, dict] = {}
     if kinds is not None:
@@ -1088,30 +1110,32 @@ def summarize_study(prepared: MutantSet, question_ids: tuple[str, ...],
     for m in mutants:
         row = table[m.operator]
         family = families.get(kinds[m.question_id]) if kinds is not None and m.question_id in kinds else None
-        outcomes = [r[m] for r in per_rotation.values()]
-        if any(o is None for o in outcomes):
+        outcomes = judged(m, per_rotation.values())
+        if outcomes[-1] is None:
             row["errored"] += 1
             continue
         row["mutants"] += 1
         if family is not None:
             family["mutants"] += 1
-        if any(outcomes):
-            row["match_any"] += 1
-        if all(outcomes):
+        if outcomes[0]:
+            row["match_first"] += 1
+        if len(outcomes) == len(rotations) and outcomes[-1]:
             row["match_all"] += 1
             if family is not None:
                 family["match_all"] += 1
             survivors.append({"question": m.question_id, "operator": m.operator, "sql": m.sql})
     ran = sum(r["mutants"] for r in table.values())
     survived = sum(r["match_all"] for r in table.values())
-    any_match = sum(r["match_any"] for r in table.values())
+    first_match = sum(r["match_first"] for r in table.values())
     out = {
-        "rule": "a mutant survives when it matches the expected answer on every rotation "
-                "(same comparison as verification); equivalent and errored mutants are not counted as run",
+        "rule": "a mutant survives when it matches the expected answer on every rotation (same comparison "
+                "as verification); it is judged rotation after rotation in seed order and its study ends at the "
+                "first rotation where it does not match; it errored when that is an error; equivalent and "
+                "errored mutants are not counted as run; match_first: matches on the first rotation",
         "rotations": rotations,
         "operators": {op: row for op, row in table.items() if row["mutants"] or row["equivalent"] or row["errored"]},
         "mutants_run": ran,
-        "match_any_rate": round(any_match / ran, 4) if ran else 0.0,
+        "match_first_rate": round(first_match / ran, 4) if ran else 0.0,
         "match_all_rate": round(survived / ran, 4) if ran else 0.0,
         "threshold": threshold,
         "survivors": survivors[:MAX_SURVIVORS_LISTED],
@@ -1126,15 +1150,15 @@ def summarize_study(prepared: MutantSet, question_ids: tuple[str, ...],
 
 def study_markdown(study: dict) -> str:
     """The per-operator table as Markdown (CLI output, dataset card, Dagster metadata)."""
-    lines = ["| operator | mutants | equivalent | errored | match on one | match on all |",
+    lines = ["| operator | mutants | equivalent | errored | match on the first | match on all |",
              "|---|---:|---:|---:|---:|---:|"]
     for op, r in study.get("operators", {}).items():
-        lines.append(f"| {op} | {r['mutants']} | {r['equivalent']} | {r['errored']} | {r['match_any']} | "
+        lines.append(f"| {op} | {r['mutants']} | {r['equivalent']} | {r['errored']} | {r['match_first']} | "
                      f"{r['match_all']} |")
-    lines.append(f"| **all** | {study.get('mutants_run', 0)} | | | {study.get('match_any_rate', 0):.2%} | "
+    lines.append(f"| **all** | {study.get('mutants_run', 0)} | | | {study.get('match_first_rate', 0):.2%} | "
                  f"{study.get('match_all_rate', 0):.2%} |")
     return "\n".join(lines)
 
 
 __all__ = ["OPERATORS", "Mutant", "MutantSet", "StudyPlan", "build_mutants", "mutants_of", "plan_study",
-           "prepare_mutants", "study_markdown", "study_rotation", "summarize_study"]
+           "prepare_mutants", "still_studied", "study_markdown", "study_rotation", "summarize_study"]

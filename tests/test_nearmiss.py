@@ -17,6 +17,7 @@ from evalpack.nearmiss import (
     plan_runs,
     plan_study,
     prepare_mutants,
+    still_studied,
     study_markdown,
     study_rotation,
     summarize_study,
@@ -163,12 +164,23 @@ def test_study_records_what_each_mutant_did(retail_pack):
             per_rotation[f"seed_{p.seed}"] = study_rotation(con, f"seed_{p.seed}", {q.id: q for q in questions},
                                                             plan_study(con, mutants, duckdb_types(spec)))
     study = summarize_study(prepared, tuple(q.id for q in questions), per_rotation)
+    # a build studies on each rotation only the mutants that matched on every rotation before it: same summary
+    pruned: dict = {}
+    for rotation, outcomes in per_rotation.items():
+        pruned[rotation] = {m: outcomes[m] for m in still_studied(mutants, pruned.values())}
+    assert sum(map(len, pruned.values())) < sum(map(len, per_rotation.values()))
+    assert summarize_study(prepared, tuple(q.id for q in questions), pruned) == study
+    # a mutant that errors only after a mismatch was killed, not errored
+    first, *later = per_rotation
+    killed = next(m for m in mutants if per_rotation[first][m] is False)
+    assert summarize_study(prepared, tuple(q.id for q in questions),
+                           {first: per_rotation[first], **{r: {**per_rotation[r], killed: None} for r in later}}) == study
     ops = study["operators"]
     survivors = {(s["question"], s["operator"]) for s in study["survivors"]}
     assert ("z1", "inclusive_end") in survivors and ("z1", "agg_swap") in survivors
     assert not [s for s in study["survivors"] if s["question"] == gold.id]
     assert ops["inclusive_end"]["mutants"] == 2 and ops["inclusive_end"]["match_all"] == 1
-    assert ops["inclusive_end"]["match_any"] == 1
+    assert ops["inclusive_end"]["match_first"] == 1
     # limit_shift to LIMIT 0 returns no row: a mismatch, not an error
     assert ops["limit_shift"]["mutants"] == 2 and ops["limit_shift"]["errored"] == 0
     total_made = sum(r["mutants"] + r["errored"] for r in ops.values())
