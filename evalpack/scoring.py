@@ -92,7 +92,11 @@ import json
 import math
 import os
 import re
+import select
+import signal
 import stat
+import struct
+import subprocess
 import sys
 import threading
 import time
@@ -134,6 +138,9 @@ DEFAULT_TIMEOUT = 10.0  # seconds per query per rotation
 DEFAULT_MEMORY_MB = 1024  # working memory per rotation, on top of the loaded tables
 DEFAULT_THREADS = 2
 PAIRED_PARQUET_BYTES = 64 * 2**20  # rotations with less Parquet than this are scored two at once
+DEFAULT_RUN_TIMEOUT = 3600.0  # seconds for a whole run; what is left when it is spent is not run (wrong)
+MAX_SQL_CHARS = 100_000  # longer SQL text is that candidate's error, never parsed
+KILL_GRACE = 1.0  # seconds past a query's time limit before its worker process is killed
 MAX_FETCH_ROWS = 100_000  # a bird candidate may repeat rows; beyond this many it is wrong
 MAX_RESULT_BYTES = 256 * 2**20  # text fetched from one result before it is wrong
 _SEARCH_BUDGET = 200_000  # column-mapping steps tried before a spider comparison gives up (wrong)
@@ -376,11 +383,25 @@ def quote_literal(text: str) -> str:
 
 @dataclass(frozen=True)
 class Limits:
-    """Resource limits for untrusted SQL: seconds per query, MiB of working memory, threads."""
+    """Resource limits for untrusted SQL: seconds per query, MiB of working memory, threads, seconds
+    for the whole run."""
 
     timeout: float = DEFAULT_TIMEOUT
     memory_mb: int = DEFAULT_MEMORY_MB
     threads: int = DEFAULT_THREADS
+    run_timeout: float = DEFAULT_RUN_TIMEOUT
+
+    def checked(self) -> Limits:
+        """These limits, or InputError naming the one that is not a finite positive number."""
+        for name, value in (("--timeout", self.timeout), ("--run-timeout", self.run_timeout),
+                            ("--memory-mb", self.memory_mb), ("--threads", self.threads)):
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+                    or value <= 0:
+                raise InputError(f"{name} must be a finite positive number, not {value!r}; "
+                                 "a limit cannot be switched off")
+        if self.threads > 64 or self.memory_mb > 2**20:
+            raise InputError("--threads is at most 64 and --memory-mb at most 1048576")
+        return self
 
 
 def _try_set(con: duckdb.DuckDBPyConnection, setting: str) -> None:
@@ -460,12 +481,15 @@ def run_query(con: duckdb.DuckDBPyConnection, sql: str, timeout: float = DEFAULT
     ``timeout`` seconds; at most ``max_rows`` + 1 rows and about ``max_bytes`` of text are fetched
     (the rest of a streamed result is never computed)."""
     started = time.perf_counter()
-    if not isinstance(sql, str):
-        return Outcome(None, "rejected: the SQL is not text", 0.0)
+    refused = sql_refused(sql)
+    if refused:
+        return Outcome(None, refused, 0.0)
     try:
         statements = con.extract_statements(sql)
     except duckdb.Error as exc:
         return Outcome(None, f"parse error: {_first_line(exc)}", time.perf_counter() - started)
+    except Exception as exc:  # noqa: BLE001 - whatever the text does to the parser is this query's error
+        return Outcome(None, f"parse error: {type(exc).__name__}: {_first_line(exc)}", time.perf_counter() - started)
     if len(statements) != 1:
         return Outcome(None, f"rejected: expected exactly one statement, got {len(statements)}",
                        time.perf_counter() - started)
@@ -498,6 +522,8 @@ def run_query(con: duckdb.DuckDBPyConnection, sql: str, timeout: float = DEFAULT
                 break
     except duckdb.Error as exc:
         error = _first_line(exc)
+    except Exception as exc:  # noqa: BLE001 - a value Python cannot hold (an INTERVAL of 10^8 years), no memory
+        error = f"cannot read the result: {type(exc).__name__}: {_first_line(exc)}"
     finally:
         timer.cancel()
         timer.join()
@@ -511,9 +537,304 @@ def run_query(con: duckdb.DuckDBPyConnection, sql: str, timeout: float = DEFAULT
     return Outcome(rows, None, seconds)
 
 
+def sql_refused(sql: Any) -> str | None:
+    """Why ``sql`` is refused before any parser sees it (not text, too long, not valid Unicode), or None."""
+    if not isinstance(sql, str):
+        return "rejected: the SQL is not text"
+    if len(sql) > MAX_SQL_CHARS:
+        return f"rejected: the SQL is {len(sql):,} characters long; at most {MAX_SQL_CHARS:,} are run"
+    try:
+        sql.encode("utf-8")
+    except UnicodeEncodeError:
+        return "rejected: the SQL is not valid Unicode (it holds a lone surrogate)"
+    return None
+
+
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
+
+
+# --------------------------------------------------------------------------- the worker process
+# Untrusted SQL never runs in the process that scores it. Each rotation's sandbox lives in a child
+# process (this same file run with --sandbox-worker) under operating-system limits: address space,
+# CPU seconds per query, no file may be written, few descriptors, and it dies with its parent. The
+# parent sends one query at a time and kills the child when no answer comes within the time limit
+# and a grace; a child that was killed, crashed or ran out of memory is replaced for the next query.
+# Results cross the pipe as length-prefixed JSON with tagged values, so nothing the child sends is
+# ever executed by the parent (no pickle).
+
+WORKER_FLAG = "--sandbox-worker"
+MAX_FRAME_BYTES = 4 * MAX_RESULT_BYTES + 2**20
+# a worker's address space may grow past what it held with its tables loaded by the working memory
+# and this much more (DuckDB's own allocations outside its buffer manager, Python's result objects)
+WORKER_OVERHEAD_MB = 256
+_FRAME = struct.Struct(">Q")
+
+
+def _encode_value(value: Any) -> Any:
+    if value is None or isinstance(value, (bool, str)):
+        return value
+    if isinstance(value, int):
+        return value if value.bit_length() < 4000 else {"$i": format(value, "x")}
+    if isinstance(value, float):
+        return value if math.isfinite(value) else {"$f": repr(value)}
+    if isinstance(value, Decimal):
+        return {"$d": str(value)}
+    if isinstance(value, dt.datetime):
+        return {"$dt": value.isoformat()}
+    if isinstance(value, dt.date):
+        return {"$date": value.isoformat()}
+    if isinstance(value, dt.time):
+        return {"$t": value.isoformat()}
+    if isinstance(value, dt.timedelta):
+        return {"$td": [value.days, value.seconds, value.microseconds]}
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return {"$b": base64.b64encode(bytes(value)).decode("ascii")}
+    if isinstance(value, uuid.UUID):
+        return {"$u": str(value)}
+    if isinstance(value, (list, tuple)):
+        return [_encode_value(v) for v in value]
+    if isinstance(value, dict):
+        return {"$m": [[_encode_value(k), _encode_value(v)] for k, v in value.items()]}
+    return {"$s": str(value)}
+
+
+def _decode_value(value: Any) -> Any:
+    if isinstance(value, list):
+        return [_decode_value(v) for v in value]
+    if not isinstance(value, dict):
+        return value
+    (tag, data), = value.items()
+    if tag == "$i":
+        return int(data, 16)
+    if tag == "$f":
+        return float(data)
+    if tag == "$d":
+        return Decimal(data)
+    if tag == "$dt":
+        return dt.datetime.fromisoformat(data)
+    if tag == "$date":
+        return dt.date.fromisoformat(data)
+    if tag == "$t":
+        return dt.time.fromisoformat(data)
+    if tag == "$td":
+        return dt.timedelta(days=data[0], seconds=data[1], microseconds=data[2])
+    if tag == "$b":
+        return base64.b64decode(data)
+    if tag == "$u":
+        return uuid.UUID(data)
+    if tag == "$m":
+        return {_hashable(_decode_value(k)): _decode_value(v) for k, v in data}
+    return str(data)
+
+
+def _hashable(value: Any) -> Any:
+    return tuple(_hashable(v) for v in value) if isinstance(value, list) else value
+
+
+def _write_frame(out, message: dict) -> None:
+    data = json.dumps(message, ensure_ascii=True, separators=(",", ":")).encode("ascii")
+    out.write(_FRAME.pack(len(data)) + data)
+    out.flush()
+
+
+def _read_exactly(fd: int, size: int, deadline: float | None) -> bytes | None:
+    """``size`` bytes from ``fd``; None at end of file or when ``deadline`` (monotonic) passes."""
+    chunks, got = [], 0
+    while got < size:
+        if deadline is not None:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([fd], [], [], left)[0]:
+                return None
+        chunk = os.read(fd, min(size - got, 1 << 20))
+        if not chunk:
+            return None
+        chunks.append(chunk)
+        got += len(chunk)
+    return b"".join(chunks)
+
+
+def _read_frame(fd: int, deadline: float | None = None) -> dict | None:
+    head = _read_exactly(fd, _FRAME.size, deadline)
+    if head is None:
+        return None
+    (size,) = _FRAME.unpack(head)
+    if size > MAX_FRAME_BYTES:
+        raise OSError(f"a worker message of {size} bytes is larger than any result may be")
+    body = _read_exactly(fd, size, deadline)
+    return None if body is None else json.loads(body)
+
+
+def _vm_bytes(pid: int | str = "self", field: str = "VmSize") -> int:
+    """A /proc/<pid>/status size in bytes (0 where there is none)."""
+    try:
+        with open(f"/proc/{pid}/status") as status:
+            for line in status:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
+def _die_with_parent(parent: int) -> None:
+    """Ask Linux to kill this process when its parent dies (and stop if that already happened)."""
+    with contextlib.suppress(Exception):
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    if os.getppid() != parent:
+        os._exit(0)
+
+
+def _limit(kind: int, soft: int, hard: int | None = None) -> None:
+    import resource
+
+    with contextlib.suppress(ValueError, OSError):
+        resource.setrlimit(kind, (soft, soft if hard is None else hard))
+
+
+def worker_main(argv: list[str]) -> int:
+    """The child: ``python verify.py --sandbox-worker PARENT_PID``. Reads a setup message, opens the
+    sandbox, limits itself, then answers query messages until its input closes."""
+    import resource
+
+    _die_with_parent(int(argv[0]))
+    replies = os.fdopen(os.dup(1), "wb")
+    os.dup2(os.open(os.devnull, os.O_WRONLY), 1)  # whatever a library prints must not corrupt the replies
+    inbox = sys.stdin.fileno()
+    _limit(resource.RLIMIT_CORE, 0)
+    _limit(resource.RLIMIT_FSIZE, 0)  # no file can be written, whatever the SQL does
+    _limit(resource.RLIMIT_NOFILE, 256)
+    setup = _read_frame(inbox)
+    if setup is None:
+        return 0
+    limits = Limits(setup["timeout"], setup["memory_mb"], setup["threads"])
+    try:
+        con = open_sandbox(Path(setup["tables"]), limits, in_place=setup["in_place"])
+        before = catalog_state(con)
+    except Exception as exc:  # noqa: BLE001 - reported to the parent, which decides
+        _write_frame(replies, {"error": f"{type(exc).__name__}: {_first_line(exc)}"})
+        return 1
+    cap = _vm_bytes() + (limits.memory_mb + WORKER_OVERHEAD_MB) * 2**20
+    _limit(resource.RLIMIT_AS, cap)
+    _write_frame(replies, {"ready": True, "cap_bytes": cap})
+    while (request := _read_frame(inbox)) is not None:
+        if request.get("finish"):
+            _write_frame(replies, {"unchanged": catalog_state(con) == before, "peak_bytes": _vm_bytes(field="VmHWM")})
+            continue
+        used = resource.getrusage(resource.RUSAGE_SELF)
+        cpu = used.ru_utime + used.ru_stime + request["timeout"] * limits.threads + 2
+        _limit(resource.RLIMIT_CPU, math.ceil(cpu), resource.RLIM_INFINITY)
+        try:
+            outcome = run_query(con, request["sql"], request["timeout"], request["max_rows"], request["max_bytes"])
+            rows = None if outcome.rows is None else [_encode_value(list(row)) for row in outcome.rows]
+            reply = {"rows": rows, "error": outcome.error, "seconds": outcome.seconds, "timed_out": outcome.timed_out}
+        except Exception as exc:  # noqa: BLE001 - whatever a result does on its way out is this query's error
+            reply = {"rows": None, "error": f"{type(exc).__name__}: {_first_line(exc)}", "seconds": 0.0,
+                     "timed_out": False}
+        reply["peak_bytes"] = _vm_bytes(field="VmHWM")
+        try:
+            _write_frame(replies, reply)
+        except (ValueError, MemoryError) as exc:
+            _write_frame(replies, {"rows": None, "error": f"the result cannot be sent: {_first_line(exc)}",
+                                   "seconds": reply["seconds"], "timed_out": False})
+    return 0
+
+
+class SandboxWorker:
+    """One rotation's sandbox (:func:`open_sandbox`) in a child process; :meth:`run` is :func:`run_query`
+    with the wall clock enforced by killing the child. Use as a context manager."""
+
+    def __init__(self, tables_dir: Path, limits: Limits, in_place: bool = False) -> None:
+        self.tables_dir, self.limits, self.in_place = Path(tables_dir), limits, in_place
+        self.proc: subprocess.Popen | None = None
+        self.cap_bytes = 0
+        self.peak_bytes = 0
+        self.replaced = 0
+
+    def __enter__(self) -> SandboxWorker:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _start(self) -> subprocess.Popen:
+        script = str(Path(__file__).resolve())
+        proc = subprocess.Popen([sys.executable, script, WORKER_FLAG, str(os.getpid())], stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, close_fds=True,
+                                cwd=str(self.tables_dir))
+        try:
+            _write_frame(proc.stdin, {"tables": str(self.tables_dir), "in_place": self.in_place,
+                                      "timeout": self.limits.timeout, "memory_mb": self.limits.memory_mb,
+                                      "threads": self.limits.threads})
+            ready = _read_frame(proc.stdout.fileno())
+        except (OSError, ValueError):
+            ready = None
+        if not ready or not ready.get("ready"):
+            self._kill(proc)
+            why = (ready or {}).get("error", f"it exited with {proc.returncode}")
+            raise RuntimeError(f"{self.tables_dir}: the sandbox worker did not start: {why}")
+        self.cap_bytes = int(ready["cap_bytes"])
+        return proc
+
+    def _kill(self, proc: subprocess.Popen) -> None:
+        self.peak_bytes = max(self.peak_bytes, _vm_bytes(proc.pid, "VmHWM"))
+        with contextlib.suppress(OSError):
+            proc.kill()
+        proc.wait()
+        for stream in (proc.stdin, proc.stdout):
+            with contextlib.suppress(OSError):
+                stream.close()
+
+    def run(self, sql: str, timeout: float, max_rows: int = MAX_FETCH_ROWS,
+            max_bytes: int = MAX_RESULT_BYTES) -> Outcome:
+        """``sql`` in the child, under ``timeout`` seconds: an Outcome as :func:`run_query` gives."""
+        refused = sql_refused(sql)
+        if refused:
+            return Outcome(None, refused, 0.0)
+        if self.proc is None:
+            self.proc = self._start()
+        proc, started = self.proc, time.monotonic()
+        try:
+            _write_frame(proc.stdin, {"sql": sql, "timeout": timeout, "max_rows": max_rows, "max_bytes": max_bytes})
+            reply = _read_frame(proc.stdout.fileno(), started + timeout + KILL_GRACE)
+        except (OSError, ValueError):
+            reply = None
+        if reply is not None:
+            self.peak_bytes = max(self.peak_bytes, int(reply.get("peak_bytes", 0)))
+            rows = reply["rows"]
+            return Outcome(None if rows is None else [tuple(_decode_value(row)) for row in rows], reply["error"],
+                           float(reply["seconds"]), bool(reply["timed_out"]))
+        alive = proc.poll() is None
+        self._kill(proc)
+        self.proc, self.replaced = None, self.replaced + 1
+        seconds = time.monotonic() - started
+        if alive:
+            return Outcome(None, f"timeout: stopped after {seconds:.1f} s (limit {timeout:g} s; its worker process "
+                                 "was killed)", seconds, timed_out=True)
+        code = proc.returncode
+        how = f"signal {-code} ({signal.Signals(-code).name})" if code < 0 else f"exit code {code}"
+        return Outcome(None, f"the query ended its worker process ({how}): over its memory cap of "
+                             f"{self.cap_bytes // 2**20} MiB or its CPU time, or it crashed DuckDB", seconds)
+
+    def close(self) -> None:
+        """End the child; RuntimeError when the sandbox database changed while candidates ran."""
+        proc, self.proc = self.proc, None
+        if proc is None:
+            return
+        try:
+            _write_frame(proc.stdin, {"finish": True})
+            reply = _read_frame(proc.stdout.fileno(), time.monotonic() + 30)
+        except (OSError, ValueError):
+            reply = None
+        self._kill(proc)
+        if reply is not None:
+            self.peak_bytes = max(self.peak_bytes, int(reply.get("peak_bytes", 0)))
+            if not reply.get("unchanged"):
+                raise RuntimeError(f"{self.tables_dir}: the sandbox database changed while candidates ran; "
+                                   "scores from this run cannot be trusted")
 
 
 # --------------------------------------------------------------------------- the pack
@@ -1097,13 +1418,15 @@ def score_pack(pack: Path, sql_by_id: dict[str, str | None], *, rule: str = "spi
     with contextlib.closing(duckdb.connect(":memory:")) as parser:
         ordered = {q["id"]: top_level_order_by(parser, q["gold_sql"]) for q in questions
                    if answer_type_of(q) == ROWS_TYPE and sql_by_id.get(q["id"]) is not None}
+    deadline = time.monotonic() + limits.run_timeout
     with ThreadPoolExecutor(max_workers=workers) as pool:
         scored_rotations = list(pool.map(
-            lambda rotation: _score_rotation(pack, rotation, questions, sql_by_id, rule, limits, in_place, ordered),
+            lambda rotation: _score_rotation(pack, rotation, questions, sql_by_id, rule, limits, in_place, ordered,
+                                             deadline),
             names))
     per_rotation: dict[str, dict[str, dict]] = {q["id"]: {} for q in questions}
     query_seconds = 0.0
-    for rotation, (entries, seconds) in zip(names, scored_rotations):
+    for rotation, (entries, seconds, _) in zip(names, scored_rotations):
         query_seconds += seconds
         for qid, entry in entries.items():
             per_rotation[qid][rotation] = entry
@@ -1124,7 +1447,8 @@ def score_pack(pack: Path, sql_by_id: dict[str, str | None], *, rule: str = "spi
         "rule": rule,
         "duckdb_version": duckdb.__version__,
         "comparison_rule": COMPARISON_RULE,
-        "limits": {"timeout_seconds": limits.timeout, "memory_mb": limits.memory_mb, "threads": limits.threads},
+        "limits": {"timeout_seconds": limits.timeout, "memory_mb": limits.memory_mb, "threads": limits.threads,
+                   "run_timeout_seconds": limits.run_timeout},
         "integrity": None if integrity is None else {"status": integrity.status, "files": integrity.files,
                                                      "message": integrity.message},
         "rotations": names,
@@ -1134,25 +1458,34 @@ def score_pack(pack: Path, sql_by_id: dict[str, str | None], *, rule: str = "spi
         "unscored_candidates": sorted(i for i in sql_by_id if i in unscored),
         "questions": results,
         "timing": {"seconds": round(time.perf_counter() - started, 6), "query_seconds": round(query_seconds, 6),
-                   "queries": scored * len(names)},
+                   "queries": scored * len(names),
+                   # measured, like the seconds: the worker processes' address-space cap and peak memory
+                   "worker_cap_mb": max(w.cap_bytes for _, _, w in scored_rotations) // 2**20,
+                   "worker_peak_mb": max(w.peak_bytes for _, _, w in scored_rotations) // 2**20,
+                   "workers_replaced": sum(w.replaced for _, _, w in scored_rotations)},
     }
 
 
 def _score_rotation(pack: Path, rotation: str, questions: list[dict], sql_by_id: dict[str, str | None], rule: str,
-                    limits: Limits, in_place: bool, ordered: dict[str, bool]) -> tuple[dict[str, dict], float]:
-    """Each candidate's entry on one rotation (in its own sandbox), and the seconds its queries took.
-    ``ordered``: the result-set questions compared in row order."""
+                    limits: Limits, in_place: bool, ordered: dict[str, bool], deadline: float
+                    ) -> tuple[dict[str, dict], float, Worked]:
+    """Each candidate's entry on one rotation (in its own sandbox, in a worker process), the seconds its
+    queries took and what the workers used. ``ordered``: the result-set questions compared in row
+    order; ``deadline`` (monotonic): when the whole run's time is spent."""
     entries: dict[str, dict] = {}
     query_seconds = 0.0
-    con = open_sandbox(_tables_dir(pack, rotation), limits, in_place=in_place)
-    try:
-        before = catalog_state(con)
+    with SandboxWorker(_tables_dir(pack, rotation), limits, in_place=in_place) as worker:
         for q in questions:
             sql = sql_by_id.get(q["id"])
             if sql is None:
                 continue
             expected = expected_for(q, rotation)
-            outcome = run_query(con, sql, limits.timeout, _fetch_cap(q, expected, rule))
+            left = deadline - time.monotonic()
+            if left <= 0:
+                entries[q["id"]] = {"match": False, "seconds": 0.0, "error": "not run: the run's time limit of "
+                                    f"{limits.run_timeout:g} s was reached (--run-timeout)"}
+                continue
+            outcome = worker.run(sql, min(limits.timeout, left), _fetch_cap(q, expected, rule))
             query_seconds += outcome.seconds
             entry = {"match": False, "seconds": round(outcome.seconds, 6)}
             if outcome.rows is None:
@@ -1161,12 +1494,17 @@ def _score_rotation(pack: Path, rotation: str, questions: list[dict], sql_by_id:
                 entry["match"] = answer_matches(q, expected, outcome.rows, rule, ordered.get(q["id"], False))
                 entry["observed"] = _report_value(observed(outcome.rows), outcome.rows)
             entries[q["id"]] = entry
-        if catalog_state(con) != before:
-            raise RuntimeError(f"{rotation}: the sandbox database changed while candidates ran; "
-                               "scores from this run cannot be trusted")
-    finally:
-        con.close()
-    return entries, query_seconds
+    return entries, query_seconds, Worked(worker.cap_bytes, worker.peak_bytes, worker.replaced)
+
+
+@dataclass(frozen=True)
+class Worked:
+    """What one rotation's worker processes used: their address-space cap, their peak resident memory and
+    how many were replaced (killed at the time limit, or ended by a query)."""
+
+    cap_bytes: int
+    peak_bytes: int
+    replaced: int
 
 
 def _report_value(seen: Any, rows: list[tuple]) -> Any:
@@ -1246,14 +1584,15 @@ def _write_json(path: str | Path, data: dict) -> None:
 
 def score_command(pack: str | Path, candidates: str | Path, json_path: str | Path | None = None,
                   rule: str = "spider", *, public_key: str | Path | None = None, timeout: float = DEFAULT_TIMEOUT,
-                  memory_mb: int = DEFAULT_MEMORY_MB, threads: int = DEFAULT_THREADS, out=None, err=None) -> int:
+                  memory_mb: int = DEFAULT_MEMORY_MB, threads: int = DEFAULT_THREADS,
+                  run_timeout: float = DEFAULT_RUN_TIMEOUT, out=None, err=None) -> int:
     """``evalpack score`` and ``verify.py --candidates``: integrity, then scoring; the exit code."""
     out, err = out or sys.stdout, err or sys.stderr
     try:
+        limits = Limits(timeout, memory_mb, threads, run_timeout).checked()
         integrity = check_integrity(pack, public_key)
         given = load_candidates(candidates)
-        report = score_pack(Path(pack), given.sql, rule=rule, limits=Limits(timeout, memory_mb, threads),
-                            integrity=integrity)
+        report = score_pack(Path(pack), given.sql, rule=rule, limits=limits, integrity=integrity)
         report["candidates"] = {"file": str(candidates), "form": given.form}
     except InputError as exc:
         print(f"error: {exc}", file=err)
@@ -1302,23 +1641,34 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--json", help="write the full report as JSON to this file")
     parser.add_argument("--rule", choices=RULES, default="spider", help="rule for result-set questions")
     parser.add_argument("--public-key", help="PEM public key the attestation must be signed with")
-    parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, help="seconds per query per rotation")
-    parser.add_argument("--memory-mb", type=int, default=DEFAULT_MEMORY_MB, help="working memory per rotation (MiB)")
-    parser.add_argument("--threads", type=int, default=DEFAULT_THREADS, help="DuckDB threads")
+    add_limit_options(parser)
     return parser
+
+
+def add_limit_options(parser: argparse.ArgumentParser) -> None:
+    """The limits for untrusted SQL, as ``verify.py`` and ``evalpack score`` both take them."""
+    parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT,
+                        help=f"seconds per query per rotation (default {DEFAULT_TIMEOUT:g})")
+    parser.add_argument("--run-timeout", type=float, default=DEFAULT_RUN_TIMEOUT,
+                        help=f"seconds for the whole run; queries not started by then are wrong "
+                             f"(default {DEFAULT_RUN_TIMEOUT:g})")
+    parser.add_argument("--memory-mb", type=int, default=DEFAULT_MEMORY_MB,
+                        help=f"DuckDB working memory per rotation in MiB (default {DEFAULT_MEMORY_MB})")
+    parser.add_argument("--threads", type=int, default=DEFAULT_THREADS, help=f"DuckDB threads (default {DEFAULT_THREADS})")
 
 
 def main(argv: list[str] | None = None) -> int:
     """``python verify.py [--candidates FILE [--json FILE] [--rule spider|bird]] [--public-key KEY]``."""
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == [WORKER_FLAG]:
+        return worker_main(argv[1:])
     args = build_parser().parse_args(argv)
-    if args.timeout <= 0:
-        print("error: --timeout must be positive", file=sys.stderr)
-        return 2
     if args.candidates:
         return score_command(args.pack, args.candidates, args.json, args.rule, public_key=args.public_key,
-                             timeout=args.timeout, memory_mb=args.memory_mb, threads=args.threads)
-    limits = Limits(args.timeout, args.memory_mb, args.threads)
+                             timeout=args.timeout, memory_mb=args.memory_mb, threads=args.threads,
+                             run_timeout=args.run_timeout)
     try:
+        limits = Limits(args.timeout, args.memory_mb, args.threads, args.run_timeout).checked()
         with ThreadPoolExecutor(1) as background:
             # the files are re-hashed while the gold SQL runs; nothing is reported unless they are intact
             checking = background.submit(check_integrity, args.pack, args.public_key)
