@@ -47,6 +47,7 @@ from evalpack.scoring import (
     InputError,
     inspect_integrity,
     pack_entries,
+    printable,
     read_envelope,
     run_gold,
     sha256_files,
@@ -335,7 +336,7 @@ class Verification:
     pack: Path
     lines: tuple[str, ...]
     failures: tuple[str, ...]
-    signature: str  # "verified" | "failed" | "not checked" | "unsigned"
+    signature: str  # "verified" | "failed" | "not checked" | "unsigned" | "unattested"
     files: int
     gold: tuple[int, int] | None  # (passed, total); None when not rerun
 
@@ -383,7 +384,8 @@ def _check_gold(pack: Path, report: _Report) -> tuple[int, int] | None:
     return passed, total
 
 
-def verify_pack(pack: str | Path, public_key: str | Path | None = None, *, gold: bool = True) -> Verification:
+def verify_pack(pack: str | Path, public_key: str | Path | None = None, *, gold: bool = True,
+                allow_unattested: bool = False) -> Verification:
     """Check ``pack`` with the one integrity check (:func:`evalpack.scoring.inspect_integrity`: signature,
     types, hashes, file set), then rerun its gold SQL.
 
@@ -394,7 +396,7 @@ def verify_pack(pack: str | Path, public_key: str | Path | None = None, *, gold:
     if not pack.is_dir():
         raise EvalpackError(f"{pack}: not a pack folder (expected the folder `evalpack build -o` wrote)")
     try:
-        integrity = inspect_integrity(pack, public_key)
+        integrity = inspect_integrity(pack, public_key, allow_unattested=allow_unattested)
     except InputError as exc:  # a public key that cannot be used
         raise EvalpackError(str(exc)) from None
     report = _Report()
@@ -412,17 +414,19 @@ def verify_pack(pack: str | Path, public_key: str | Path | None = None, *, gold:
                         gold_result)
 
 
-def verify_command(pack: str | Path, public_key: str | Path | None = None) -> int:
-    """``evalpack verify PACK [--public-key KEY]``: 0 when everything holds, 1 otherwise (2: bad input)."""
-    result = verify_pack(pack, public_key)
+def verify_command(pack: str | Path, public_key: str | Path | None = None, *, allow_unattested: bool = False) -> int:
+    """``evalpack verify PACK [--public-key KEY] [--allow-unattested]``: 0 when everything holds, 1 otherwise
+    (2: bad input)."""
+    result = verify_pack(pack, public_key, allow_unattested=allow_unattested)
     for line in result.lines:
-        print(line)
+        print(printable(line))
     if not result.ok:
         n = len(result.failures)
         print(f"FAILED {result.pack}: {n} problem{'s' if n != 1 else ''}")
         return 1
     passed, total = result.gold or (0, 0)
-    how = {"verified": "signature verified", "not checked": "signature NOT CHECKED (no --public-key)",
-           "unsigned": "UNSIGNED"}[result.signature]
+    how = {"verified": "signature verified",
+           "not checked": "signature NOT CHECKED (no --public-key: anyone could have signed it)",
+           "unsigned": "UNSIGNED", "unattested": "NO ATTESTATION (--allow-unattested)"}[result.signature]
     print(f"verified {result.pack}: {result.files} files, {passed}/{total} gold SQL, {how}")
     return 0

@@ -103,9 +103,9 @@ import time
 import uuid
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import ROUND_HALF_EVEN, Context, Decimal, InvalidOperation, localcontext
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import duckdb
@@ -550,6 +550,21 @@ def sql_refused(sql: Any) -> str | None:
     return None
 
 
+_UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+
+
+def printable(text: Any) -> str:
+    """``text`` safe to print on one terminal line: control characters (newlines, ANSI escapes, C1
+    codes), bidirectional overrides and lone surrogates are shown as escapes."""
+    return _UNPRINTABLE.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100
+                            else f"\\u{ord(m.group()):04x}", str(text))
+
+
+def error_text(exc: BaseException, prefix: str = "error: ") -> str:
+    """An error message for a terminal: each of its lines :func:`printable`, the first after ``prefix``."""
+    return "\n".join(printable(line) for line in f"{prefix}{exc}".splitlines())
+
+
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
@@ -919,7 +934,10 @@ def _tables_dir(pack: Path, rotation: str) -> Path:
 # in how they report it.
 
 UNSIGNED_NOTE = (f"UNSIGNED: {ATTESTATION} carries no signature; its hashes show the files are intact, "
-                 "not who made them")
+                 "not who made them: anyone could have written it")
+UNATTESTED_NOTE = (f"NOT CHECKED: the pack has no {ATTESTATION} and --allow-unattested was given; nothing shows "
+                   "these files are the ones their publisher made")
+PUBLIC_KEY_ENV = "EVALPACK_PUBLIC_KEY"  # the public key to check signatures with when --public-key is not given
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 _BASE64 = re.compile(r"[A-Za-z0-9+/]*={0,2}")
 _BASE64_URL = re.compile(r"[A-Za-z0-9_-]*={0,2}")
@@ -962,21 +980,34 @@ def pack_entries(pack: Path) -> tuple[dict[str, Path], list[str]]:
     """(regular files by sorted POSIX relative name, other entries' names) of ``pack``, without the
     attestation. Symlinks (to files or folders) and special files are "other": a pack holds regular
     files only, and links are never followed."""
+    files, other, _ = _walk_pack(pack)
+    return files, other
+
+
+def pack_folders(pack: Path) -> list[str]:
+    """Every folder inside ``pack`` (sorted POSIX relative names): a folder is part of the pack too."""
+    return _walk_pack(pack)[2]
+
+
+def _walk_pack(pack: Path) -> tuple[dict[str, Path], list[str], list[str]]:
     pack = Path(pack)
     files: dict[str, Path] = {}
     other: list[str] = []
+    folders: list[str] = []
     for folder, dirnames, filenames in os.walk(pack, followlinks=False):
         for name in dirnames + filenames:
             path = Path(folder) / name
             rel = path.relative_to(pack).as_posix()
             mode = os.lstat(path).st_mode
-            if stat.S_ISDIR(mode) or rel == ATTESTATION:
+            if stat.S_ISDIR(mode):
+                folders.append(rel)
+            elif rel == ATTESTATION:
                 continue
-            if stat.S_ISREG(mode):
+            elif stat.S_ISREG(mode):
                 files[rel] = path
             else:
                 other.append(rel)
-    return dict(sorted(files.items())), sorted(other)
+    return dict(sorted(files.items())), sorted(other), sorted(folders)
 
 
 def sha256_file(path: Path) -> str:
@@ -1001,14 +1032,15 @@ def read_envelope(pack: Path) -> tuple[dict[str, Any] | None, str | None]:
     """(the DSSE envelope of ``pack`` as JSON, None) or (None, why it cannot be read)."""
     path = Path(pack) / ATTESTATION
     if not path.exists() and not path.is_symlink():
-        return None, "missing, so nothing in this pack is pinned; ask its publisher for the attestation"
+        return None, ("missing, so nothing in this pack is pinned; ask its publisher for the attestation, or pass "
+                      "--allow-unattested to use it anyway (every report then says so)")
     if path.is_symlink() or not path.is_file():
         return None, "not a regular file (symlink or special file); a pack holds regular files only"
     try:
         data = json.loads(path.read_bytes())
     except OSError as exc:
         return None, f"cannot be read ({exc.strerror or exc})"
-    except (ValueError, UnicodeDecodeError) as exc:
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
         return None, f"not JSON ({_first_line(exc)})"
     if not isinstance(data, dict) or not isinstance(data.get("payload"), str) or not isinstance(
             data.get("payloadType"), str) or not isinstance(data.get("signatures"), list):
@@ -1099,7 +1131,8 @@ def signature_verifies(key: Any, signature: bytes, message: bytes) -> bool:
     return True
 
 
-def inspect_integrity(pack: Path, public_key: str | Path | None = None) -> IntegrityReport:
+def inspect_integrity(pack: Path, public_key: str | Path | None = None, *,
+                      allow_unattested: bool = False) -> IntegrityReport:
     """Check ``pack`` against its attestation and report every problem; raises only InputError for
     a public key that cannot be used.
 
@@ -1108,7 +1141,10 @@ def inspect_integrity(pack: Path, public_key: str | Path | None = None) -> Integ
     and an envelope without signatures fails; without it a signature is reported NOT CHECKED); the
     statement (``_type``, ``predicateType``, one well-formed subject per safe, distinct name); then
     the files: every subject re-hashed, and the regular files on disk (the attestation aside) must be
-    exactly the subjects, with no symlink or special file anywhere.
+    exactly the subjects, and every folder must hold a subject, with no symlink or special file anywhere.
+
+    ``allow_unattested`` (the user's explicit ``--allow-unattested``) turns a missing attestation and
+    files or folders it does not list into notes that say so; everything else still fails.
     """
     pack = Path(pack)
     key, algorithm = load_public_key(public_key) if public_key else (None, None)
@@ -1117,7 +1153,16 @@ def inspect_integrity(pack: Path, public_key: str | Path | None = None) -> Integ
     def fail(name: str, text: str) -> None:
         lines.append(("fail", name, text))
 
+    def unlisted(name: str, text: str) -> None:
+        lines.append(("note", name, f"ALLOWED (--allow-unattested): {name}: {text}") if allow_unattested
+                     else ("fail", name, text))
+
     data, why = read_envelope(pack)
+    if data is None and allow_unattested and not (pack / ATTESTATION).exists():
+        lines.append(("note", ATTESTATION, UNATTESTED_NOTE))
+        for name in pack_entries(pack)[1]:
+            fail(name, "not a regular file (symlink or special file); a pack holds regular files only")
+        return IntegrityReport(tuple(lines), "unattested", 0, UNATTESTED_NOTE)
     if data is None:
         fail(ATTESTATION, why or "unreadable")
         return IntegrityReport(tuple(lines), "failed", 0, f"{ATTESTATION} {why}")
@@ -1147,8 +1192,9 @@ def inspect_integrity(pack: Path, public_key: str | Path | None = None) -> Integ
         lines.append(("note", ATTESTATION, line))
     elif key is None:
         signature = "not checked"
-        line = (f"NOT CHECKED: {ATTESTATION} is signed (keyid {keyids}) but the signature was not checked; "
-                "pass --public-key KEY to check it")
+        line = (f"NOT CHECKED: {ATTESTATION} is signed but the signature was not checked, so anyone could have "
+                f"signed it (the keyid it names, {keyids}, is the signer's own claim); pass --public-key KEY "
+                f"or set {PUBLIC_KEY_ENV} to check it")
         lines.append(("note", ATTESTATION, line))
     elif any(signature_verifies(key, sig, pae(data["payloadType"], payload)) for _, sig in signatures):
         # DSSE keyids are unauthenticated hints: any signature that verifies with the given key counts
@@ -1166,7 +1212,7 @@ def inspect_integrity(pack: Path, public_key: str | Path | None = None) -> Integ
 
     try:
         statement = json.loads(payload)
-    except (ValueError, UnicodeDecodeError) as exc:
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
         fail(ATTESTATION, f"the payload is not a JSON statement ({_first_line(exc)})")
         return done()
     if not isinstance(statement, dict):
@@ -1214,21 +1260,32 @@ def inspect_integrity(pack: Path, public_key: str | Path | None = None) -> Integ
                        "was changed)")
     for name in on_disk:
         if name not in listed:
-            fail(name, f"in the pack but not in {ATTESTATION} (a file was added)")
+            unlisted(name, f"in the pack but not in {ATTESTATION} (a file was added)")
+    attested_folders = {parent.as_posix() for name in listed for parent in PurePosixPath(name).parents}
+    for name in pack_folders(pack):
+        if name not in attested_folders:
+            unlisted(name, f"a folder that holds no file of {ATTESTATION} (a folder was added; an extra "
+                           "rotation folder would change what is scored)")
     if len(lines) == before:
         lines.append(("ok", "", f"OK files: {len(listed)} files match the attested sha256, none missing, none extra"))
     return done(len(listed))
 
 
-def check_integrity(pack: Path, public_key: str | Path | None = None) -> Integrity:
+def check_integrity(pack: Path, public_key: str | Path | None = None, *, allow_unattested: bool = False) -> Integrity:
     """:func:`inspect_integrity` for the scorer: what was checked, or PackIntegrityError naming each
     bad file (one line each). InputError for a public key that cannot be used."""
     pack = Path(pack)
-    report = inspect_integrity(pack, public_key)
+    report = inspect_integrity(pack, public_key, allow_unattested=allow_unattested)
     if not report.ok:
-        raise PackIntegrityError("\n".join(f"{pack / name}: {text}" for name, text in report.problems))
+        raise PackIntegrityError("\n".join(f"{pack / printable(name)}: {printable(text)}"
+                                            for name, text in report.problems))
+    if report.signature == "unattested":
+        return Integrity("unattested", 0, UNATTESTED_NOTE)
     status = "signed" if report.signature == "not checked" else report.signature
-    return Integrity(status, report.files, f"{report.files} files match {ATTESTATION}; {report.signature_line}")
+    allowed = [text for state, _, text in report.lines if state == "note" and text.startswith("ALLOWED")]
+    extra = f"; {len(allowed)} unattested entries ALLOWED (--allow-unattested)" if allowed else ""
+    return Integrity(status, report.files, f"{report.files} files match {ATTESTATION}{extra}; "
+                                           f"{report.signature_line}")
 
 
 # --------------------------------------------------------------------------- candidates
@@ -1272,14 +1329,21 @@ def _scan_members(text: str, start: int) -> tuple[list[tuple[int, Any, Any]], in
 
 @dataclass(frozen=True)
 class Candidates:
-    """Candidate SQL by question id (None: declined) and the line each id came from."""
+    """Candidate SQL by question id (None: declined), the line each id came from, and the ids whose
+    record is malformed with the reason (such a candidate is wrong, whatever else it holds)."""
 
     sql: dict[str, str | None]
     lines: dict[str, int]
     form: str
+    refused: dict[str, str] = field(default_factory=dict)
 
 
-def _record(path: Path, line: int, obj: Any) -> tuple[str, str | None]:
+MAX_CANDIDATES_BYTES = 256 * 2**20  # a candidates file larger than this is refused before it is read
+
+
+def _record(path: Path, line: int, obj: Any) -> tuple[str, str | None, str | None]:
+    """(id, SQL or None to decline, why the record is malformed or None). A record without a usable
+    id cannot be any question's: InputError naming the line."""
     where = f"{path}:{line}"
     if not isinstance(obj, dict):
         raise InputError(f'{where}: expected an object {{"id": ..., "sql": ...}}, got {type(obj).__name__}')
@@ -1287,22 +1351,33 @@ def _record(path: Path, line: int, obj: Any) -> tuple[str, str | None]:
     if not isinstance(ident, str) or not ident:
         raise InputError(f'{where}: a candidate needs an "id" (text)')
     declined = obj.get("declined", False)
-    if not isinstance(declined, bool):
-        raise InputError(f'{where}: "declined" must be true or false')
     sql = obj.get("sql")
+    if not isinstance(declined, bool):
+        return ident, None, f'malformed candidate (line {line}): "declined" must be true or false'
     if declined:
         if sql is not None:
-            raise InputError(f'{where}: candidate {ident} has both "sql" and "declined": true; keep one')
-        return ident, None
+            return ident, None, f'malformed candidate (line {line}): both "sql" and "declined": true'
+        return ident, None, None
     if not isinstance(sql, str):
-        raise InputError(f'{where}: candidate {ident} needs "sql" (text), or "declined": true')
-    return ident, sql
+        return ident, None, f'malformed candidate (line {line}): "sql" must be text (or "declined": true)'
+    return ident, sql, None
+
+
+def _loads(text: str) -> Any:
+    """json.loads, with every way a hostile text makes it fail (too deep, a number too long) a ValueError."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
 
 
 def load_candidates(path: str | Path) -> Candidates:
     """Read a candidates file in any of the three forms; InputError names the file and line."""
     path = Path(path)
     try:
+        if path.stat().st_size > MAX_CANDIDATES_BYTES:
+            raise InputError(f"{path}: larger than {MAX_CANDIDATES_BYTES // 2**20} MiB; split the candidates "
+                             "into several files")
         text = path.read_bytes().decode("utf-8-sig")
     except OSError as exc:
         raise InputError(f"{path}: cannot read the candidates file: {exc.strerror or exc}") from None
@@ -1317,7 +1392,7 @@ def load_candidates(path: str | Path) -> Candidates:
     entries: list[tuple[int, str, str | None]] = []
     form = "jsonl"
     try:
-        first_obj = json.loads(lines[first])
+        first_obj = _loads(lines[first])
     except ValueError:
         first_obj = None
     more_lines = any(line.strip() for line in lines[first + 1:])
@@ -1327,6 +1402,9 @@ def load_candidates(path: str | Path) -> Candidates:
             members, end = _scan_members(text, start)
         except json.JSONDecodeError as exc:
             raise InputError(f"{path}:{exc.lineno}: not valid JSON: {exc.msg} (column {exc.colno})") from None
+        except (ValueError, RecursionError) as exc:  # a number too long, nesting too deep
+            why = "nested too deeply" if isinstance(exc, RecursionError) else _first_line(exc)
+            raise InputError(f"{path}: not valid JSON: {why}") from None
         rest = _WS.match(text, end).end()
         if rest != len(text):
             raise InputError(f"{path}:{1 + text.count(chr(10), 0, rest)}: unexpected text after the JSON document")
@@ -1341,24 +1419,29 @@ def load_candidates(path: str | Path) -> Candidates:
             form = "json-object"
             for line, key, value in members:
                 if value is not None and not isinstance(value, str):
-                    raise InputError(f"{path}:{line}: the SQL of {key} must be text (or null to decline)")
-                entries.append((line, key, value))
+                    entries.append((line, key, None, f"malformed candidate (line {line}): the SQL must be text "
+                                                     "(or null to decline)"))
+                else:
+                    entries.append((line, key, value, None))
     else:
         for number, line in enumerate(lines, 1):
             if not line.strip():
                 continue
             try:
-                obj = json.loads(line)
+                obj = _loads(line)
             except ValueError as exc:
                 raise InputError(f"{path}:{number}: not valid JSON: {getattr(exc, 'msg', exc)}") from None
             entries.append((number, *_record(path, number, obj)))
     sql: dict[str, str | None] = {}
     where: dict[str, int] = {}
-    for line, ident, text_sql in entries:
+    refused: dict[str, str] = {}
+    for line, ident, text_sql, problem in entries:
         if ident in sql:
             raise InputError(f"{path}:{line}: duplicate id {ident!r} (first at line {where[ident]})")
         sql[ident], where[ident] = text_sql, line
-    return Candidates(sql, where, form)
+        if problem:
+            refused[ident] = problem
+    return Candidates(sql, where, form, refused)
 
 
 # --------------------------------------------------------------------------- scoring
@@ -1386,7 +1469,8 @@ def summarize(results: list[dict]) -> dict[str, Any]:
 
 
 def score_pack(pack: Path, sql_by_id: dict[str, str | None], *, rule: str = "spider", limits: Limits = Limits(),
-               integrity: Integrity | None = None, in_place: bool = False) -> dict[str, Any]:
+               integrity: Integrity | None = None, in_place: bool = False,
+               refused: dict[str, str] | None = None) -> dict[str, Any]:
     """Score candidate SQL (id -> SQL, None = declined) on every rotation of ``pack``; the report.
 
     The pack's integrity is not checked here: callers check it first (``score_command`` does).
@@ -1433,7 +1517,10 @@ def score_pack(pack: Path, sql_by_id: dict[str, str | None], *, rule: str = "spi
     results = []
     for q in questions:
         runs = per_rotation[q["id"]]
-        if sql_by_id.get(q["id"]) is None:
+        if refused and q["id"] in refused:
+            status = "wrong"
+            runs = {r: {"match": False, "seconds": 0.0, "error": refused[q["id"]]} for r in names}
+        elif sql_by_id.get(q["id"]) is None:
             status = "declined"
         else:
             status = "correct" if all(runs[r]["match"] for r in names) else "wrong"
@@ -1525,7 +1612,7 @@ def _fetch_cap(record: dict, expected: Any, rule: str) -> int:
 
 
 def _short(value: Any, width: int = 60) -> str:
-    text = json.dumps(value, ensure_ascii=False, default=str)
+    text = printable(json.dumps(value, ensure_ascii=False, default=str))
     return text if len(text) <= width else text[:width - 3] + "..."
 
 
@@ -1551,22 +1638,22 @@ def format_report(report: dict[str, Any]) -> str:
     out.append(f"rule: {report['rule']}; rotations: {', '.join(report['rotations'])}; "
                f"time limit {report['limits']['timeout_seconds']:g} s per query")
     for r in report["questions"]:
-        line = f"{r['status'].upper():<8} {r['id']} {r['kind']}"
+        line = f"{r['status'].upper():<8} {printable(r['id'])} {printable(r['kind'])}"
         if r["status"] == "wrong":
             bad = []
             for rotation, run in r["rotations"].items():
                 if run["match"]:
                     continue
                 expected = r["expected"][rotation] if isinstance(r["expected"], dict) else r["expected"]
-                got = f"error: {run['error']}" if "error" in run else f"got {_short(run['observed'])}"
+                got = f"error: {printable(run['error'])}" if "error" in run else f"got {_short(run['observed'])}"
                 bad.append(f"{rotation}: {got} (expected {_short(expected)})")
             line += ": " + "; ".join(bad)
         out.append(line)
     if report["unknown_ids"]:
-        out.append(f"unknown ids (not in the pack, not scored): {', '.join(report['unknown_ids'])}")
+        out.append(f"unknown ids (not in the pack, not scored): {', '.join(map(printable, report['unknown_ids']))}")
     if report["unscored_candidates"]:
         out.append("ids of questions without gold SQL or expected answer (not scored): "
-                   f"{', '.join(report['unscored_candidates'])}")
+                   f"{', '.join(map(printable, report['unscored_candidates']))}")
     out.append("")
     out.append(format_table(report["summary"]))
     o = report["summary"]["overall"]
@@ -1576,8 +1663,9 @@ def format_report(report: dict[str, Any]) -> str:
 
 
 def _write_json(path: str | Path, data: dict) -> None:
-    try:
-        Path(path).write_text(json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n", encoding="utf-8")
+    text = json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n"
+    try:  # a lone surrogate (from a candidate's id) is written as its JSON escape
+        Path(path).write_bytes(text.encode("utf-8", "backslashreplace"))
     except OSError as exc:
         raise InputError(f"{path}: cannot write the JSON report: {exc.strerror or exc}") from None
 
@@ -1585,24 +1673,26 @@ def _write_json(path: str | Path, data: dict) -> None:
 def score_command(pack: str | Path, candidates: str | Path, json_path: str | Path | None = None,
                   rule: str = "spider", *, public_key: str | Path | None = None, timeout: float = DEFAULT_TIMEOUT,
                   memory_mb: int = DEFAULT_MEMORY_MB, threads: int = DEFAULT_THREADS,
-                  run_timeout: float = DEFAULT_RUN_TIMEOUT, out=None, err=None) -> int:
+                  run_timeout: float = DEFAULT_RUN_TIMEOUT, allow_unattested: bool = False, out=None,
+                  err=None) -> int:
     """``evalpack score`` and ``verify.py --candidates``: integrity, then scoring; the exit code."""
     out, err = out or sys.stdout, err or sys.stderr
     try:
         limits = Limits(timeout, memory_mb, threads, run_timeout).checked()
-        integrity = check_integrity(pack, public_key)
+        integrity = check_integrity(pack, public_key, allow_unattested=allow_unattested)
         given = load_candidates(candidates)
-        report = score_pack(Path(pack), given.sql, rule=rule, limits=limits, integrity=integrity)
+        report = score_pack(Path(pack), given.sql, rule=rule, limits=limits, integrity=integrity,
+                            refused=given.refused)
         report["candidates"] = {"file": str(candidates), "form": given.form}
     except InputError as exc:
-        print(f"error: {exc}", file=err)
+        print(error_text(exc), file=err)
         return 2
     print(format_report(report), file=out)
     if json_path:
         try:
             _write_json(json_path, report)
         except InputError as exc:
-            print(f"error: {exc}", file=err)
+            print(error_text(exc), file=err)
             return 2
     overall = report["summary"]["overall"]
     return 0 if overall["correct"] == overall["n"] else 1
@@ -1622,11 +1712,11 @@ def run_gold(pack: Path, *, rule: str = "spider", limits: Limits = Limits()) -> 
     for r in report["questions"]:
         if r["status"] == "correct":
             passed += 1
-            lines.append(f"PASS {r['id']} {r['kind']}")
+            lines.append(f"PASS {printable(r['id'])} {printable(r['kind'])}")
         else:
             bad = ", ".join(f"{rot}={run.get('observed', 'error: ' + str(run.get('error')))!r}"
                             for rot, run in r["rotations"].items() if not run["match"])
-            lines.append(f"FAIL {r['id']} {r['kind']}: expected {r['expected']!r}, got {bad}")
+            lines.append(printable(f"FAIL {r['id']} {r['kind']}: expected {r['expected']!r}, got {bad}"))
     return passed, len(questions), lines
 
 
@@ -1640,9 +1730,19 @@ def build_parser() -> argparse.ArgumentParser:
                         help="JSON Lines of {id, sql}, a JSON list of those, or a JSON object id -> SQL")
     parser.add_argument("--json", help="write the full report as JSON to this file")
     parser.add_argument("--rule", choices=RULES, default="spider", help="rule for result-set questions")
-    parser.add_argument("--public-key", help="PEM public key the attestation must be signed with")
+    add_integrity_options(parser)
     add_limit_options(parser)
     return parser
+
+
+def add_integrity_options(parser: argparse.ArgumentParser) -> None:
+    """How the pack's attestation is checked, as ``verify.py``, ``evalpack score`` and ``evalpack verify`` take it."""
+    parser.add_argument("--public-key", default=os.environ.get(PUBLIC_KEY_ENV) or None,
+                        help=f"PEM public key the attestation must be signed with (default ${PUBLIC_KEY_ENV}); "
+                             "without one, anyone could have signed the pack")
+    parser.add_argument("--allow-unattested", action="store_true",
+                        help="use a pack without an attestation, or with files or folders it does not list; "
+                             "the report says so")
 
 
 def add_limit_options(parser: argparse.ArgumentParser) -> None:
@@ -1666,12 +1766,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.candidates:
         return score_command(args.pack, args.candidates, args.json, args.rule, public_key=args.public_key,
                              timeout=args.timeout, memory_mb=args.memory_mb, threads=args.threads,
-                             run_timeout=args.run_timeout)
+                             run_timeout=args.run_timeout, allow_unattested=args.allow_unattested)
     try:
         limits = Limits(args.timeout, args.memory_mb, args.threads, args.run_timeout).checked()
         with ThreadPoolExecutor(1) as background:
             # the files are re-hashed while the gold SQL runs; nothing is reported unless they are intact
-            checking = background.submit(check_integrity, args.pack, args.public_key)
+            checking = background.submit(check_integrity, args.pack, args.public_key,
+                                         allow_unattested=args.allow_unattested)
             try:
                 passed, total, lines = run_gold(Path(args.pack), rule=args.rule, limits=limits)
             except InputError:
@@ -1680,7 +1781,7 @@ def main(argv: list[str] | None = None) -> int:
             integrity = checking.result()
         print(f"integrity: {integrity.message}")
     except InputError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(error_text(exc), file=sys.stderr)
         return 2
     for line in lines:
         print(line)
@@ -1690,7 +1791,7 @@ def main(argv: list[str] | None = None) -> int:
             _write_json(args.json, {"pack": args.pack, "integrity": integrity.status, "passed": passed, "total": total,
                                     "lines": lines})
         except InputError as exc:
-            print(f"error: {exc}", file=sys.stderr)
+            print(error_text(exc), file=sys.stderr)
             return 2
     return 0 if passed == total else 1
 

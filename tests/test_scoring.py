@@ -182,10 +182,11 @@ def test_three_input_forms_and_declines(tmp_path):
     ("dup.json", '[\n {"id": "q001", "sql": "a"},\n {"id": "q001", "sql": "b"}\n]', ":3: duplicate id 'q001'"),
     ("dupmap.json", '{\n "q001": "a",\n "q002": "b",\n "q001": "c"\n}', ":4: duplicate id 'q001' (first at line 2)"),
     ("badlist.json", '[\n {"id": "q001", "sql": "a"},\n {"id": "q002" "sql": "b"}\n]', ":3: not valid JSON"),
-    ("badmap.json", '{\n "q001": "a",\n "q002": 7\n}', ":3: the SQL of q002 must be text"),
     ("noid.jsonl", '{"sql": "SELECT 1"}\n', ':1: a candidate needs an "id"'),
-    ("nosql.jsonl", '{"id": "q001"}\n', ':1: candidate q001 needs "sql"'),
-    ("both.jsonl", '{"id": "q001", "sql": "SELECT 1", "declined": true}\n', 'both "sql" and "declined"'),
+    ("deep.jsonl", '{"id": "q001", "sql": "SELECT 1"}\n' + "[" * 100_000 + "]" * 100_000 + "\n",
+     ":2: not valid JSON: nested too deeply"),
+    ("deep.json", '{"q001": ' + "[" * 100_000 + "]" * 100_000 + "}", "not valid JSON: nested too deeply"),
+    ("longnumber.json", '{"q001": "SELECT 1", "q002": ' + "9" * 5000 + "}", "not valid JSON: Exceeds the limit"),
     ("notobj.jsonl", '{"id": "q001", "sql": "a"}\n[1, 2]\n', ":2: expected an object"),
     ("trailing.json", '[{"id": "q001", "sql": "a"}]\n{"id": "q002"}\n', ":2: unexpected text"),
 ])
@@ -195,6 +196,25 @@ def test_bad_candidate_files_name_the_file_and_line(tmp_path, name, text, messag
         load_candidates(path)
     assert str(path) in str(caught.value)
     assert message in str(caught.value)
+
+
+@pytest.mark.parametrize(("name", "text", "reason"), [
+    ("badmap.json", '{\n "q001": "a",\n "q002": 7\n}', "the SQL must be text"),
+    ("nosql.jsonl", '{"id": "q002"}\n', 'malformed candidate (line 1): "sql" must be text'),
+    ("both.jsonl", '{"id": "q002", "sql": "SELECT 1", "declined": true}\n', 'both "sql" and "declined"'),
+    ("declined.jsonl", '{"id": "q002", "declined": "yes"}\n', '"declined" must be true or false'),
+])
+def test_a_malformed_record_with_an_id_is_that_questions_error(tmp_path, retail_pack, name, text, reason):
+    path = _write(tmp_path, name, text)
+    refused = load_candidates(path).refused["q002"]
+    assert refused.startswith("malformed candidate (line ") and reason in refused
+    report_path = tmp_path / "report.json"
+    out, err = io.StringIO(), io.StringIO()
+    assert score_command(retail_pack, path, json_path=report_path, out=out, err=err) == 1, err.getvalue()
+    report = json.loads(report_path.read_text())
+    q002 = next(q for q in report["questions"] if q["id"] == "q002")
+    assert q002["status"] == "wrong"
+    assert {run["error"] for run in q002["rotations"].values()} == {refused}
 
 
 def test_bad_input_exits_2_with_the_message(tmp_path, retail_pack):
