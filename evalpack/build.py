@@ -6,18 +6,23 @@ beside the target and renamed into place only when complete.
 
 from __future__ import annotations
 
+import ctypes
 import json
+import multiprocessing
 import os
+import secrets
 import shutil
-import tempfile
+import signal
+import sys
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 import duckdb
 
+from evalpack import debris
 from evalpack.attest import load_signer, now_utc, write_attestation
 from evalpack.audit import Finding, Run, audit_rotation, counted, in_question_order, seal_findings
 from evalpack.certify import certificate, dumps, manifest
@@ -62,19 +67,42 @@ def _write_one(args: tuple) -> tuple[int, str, int]:
     return plan.seed, table, write_table(spec, plan, table, Path(folder))
 
 
+PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+
+
+def _die_with(parent: int) -> None:
+    """Pool initializer: have Linux SIGKILL this worker when ``parent`` (the build that forked it) dies, so a
+    killed build's writers do not write on; then check that it has not died already, before the request."""
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):  # not Linux: no such request, workers outlive a killed build there
+        return
+    prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != parent:
+        os._exit(1)
+
+
+def _worker_context() -> multiprocessing.context.BaseContext | None:
+    """The workers are the build's own children (fork, Python 3.11's default on Linux, pinned because
+    :func:`_die_with` watches the parent: a forkserver's children would watch the server)."""
+    return multiprocessing.get_context("fork") if sys.platform.startswith("linux") else None
+
+
 def write_rotations(spec: Spec, plans: tuple[RotationPlan, ...], folder: Path, jobs: int = 1,
                     progress: Progress | None = None) -> dict[str, dict[str, int]]:
     """Write every rotation's tables, in ``jobs`` worker processes for large packs.
 
     Each (rotation, table) is one task, largest first, so that three rotations keep two cores busy
-    to the end; every file depends only on its own plan, so the bytes do not depend on the order."""
+    to the end; every file depends only on its own plan, so the bytes do not depend on the order.
+    On Linux the workers die with the build, even when it is killed with SIGKILL."""
     rows_per_rotation = sum(t.rows for t in plans[0].tables)
     if jobs <= 1 or len(plans) == 1 or rows_per_rotation < PARALLEL_MIN_ROWS:
         return {p.rotation: write_rotation(spec, p, folder, progress) for p in plans}
     tasks = sorted(((spec, p, t.name, str(folder)) for p in plans for t in p.tables),
                    key=lambda task: -task[1].table(task[2]).rows)
     rows: dict[str, dict[str, int]] = {p.rotation: {} for p in plans}
-    with ProcessPoolExecutor(max_workers=jobs) as pool:
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=_worker_context(), initializer=_die_with,
+                             initargs=(os.getpid(),)) as pool:
         for seed, table, count in pool.map(_write_one, tasks):
             rows[rotation_name(seed)][table] = count
             if progress:
@@ -206,27 +234,149 @@ def write_pack_files(folder: Path, spec: Spec, derived: Derived, verdicts: tuple
                            selection=derived.selection.to_dict() if derived.selection else None))
 
 
-def staging_dir(out: Path, force: bool) -> Path:
-    """A fresh temporary folder beside ``out``; refuses an existing ``out`` without force."""
+def is_pack(folder: str | Path) -> bool:
+    """Whether ``folder`` holds a pack evalpack wrote (built or imported): a questions.jsonl, and a
+    manifest.json whose tool is evalpack."""
+    layout = PackLayout(folder)
+    if not layout.questions.is_file():
+        return False
+    try:
+        tool = json.loads(layout.manifest.read_text(encoding="utf-8")).get("tool")
+    except (OSError, ValueError, AttributeError):
+        return False
+    return isinstance(tool, dict) and tool.get("name") == "evalpack"
+
+
+def check_output(out: str | Path, force: bool = False, inputs: Iterable[str | Path] = ()) -> None:
+    """Refuse, before any work, a pack folder ``out`` that a build or an import cannot or must not write:
+    the current folder, a folder holding it or one of ``inputs``, anything existing without ``force``,
+    and with ``force`` anything but a pack (:func:`is_pack`) or an empty folder, which are all that
+    ``--force`` replaces; a path through a file or a folder that cannot be written. Raises EvalpackError."""
     out = Path(out)
-    if out.exists() and not force:
-        raise EvalpackError(f"{out}: already exists; choose another -o or pass --force to replace it")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
+    where = out.resolve()
+    cwd = Path.cwd().resolve()
+    if where == cwd or where in cwd.parents:
+        raise EvalpackError(f"{out}: is the current folder or holds it; a pack needs a folder of its own: "
+                            "choose another -o (e.g. -o packs/NAME)")
+    for given in inputs:
+        if where == Path(given).resolve() or where in Path(given).resolve().parents:
+            raise EvalpackError(f"{out}: holds {given}, an input of this command; a pack needs a folder of "
+                                "its own: choose another -o (e.g. -o packs/NAME)")
+    if os.path.lexists(out):
+        if not force:
+            raise EvalpackError(f"{out}: already exists; choose another -o or pass --force to replace it "
+                                "(--force replaces only a pack or an empty folder)")
+        if out.is_symlink() or not out.is_dir():
+            raise EvalpackError(f"{out}: not a pack folder but a {'link' if out.is_symlink() else 'file'}; "
+                                "--force replaces only a pack, so it was left alone: choose another -o")
+        if not is_pack(out) and any(out.iterdir()):
+            raise EvalpackError(f"{out}: not an evalpack pack (no questions.jsonl and manifest.json written by "
+                                "evalpack), so --force left it alone: choose another -o or remove it yourself")
+        return
+    for parent in out.absolute().parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise EvalpackError(f"{out}: cannot create the pack folder, {parent} is a file; choose another -o")
+            if not os.access(parent, os.W_OK | os.X_OK):
+                raise EvalpackError(f"{out}: cannot create the pack folder, {parent} is not writable; "
+                                    "choose another -o")
+            return
+
+
+def recover(out: str | Path) -> Path | None:
+    """Clean up after dead builds beside ``out``: remove their staging folders (of any pack in that folder),
+    and their swapped-out packs of ``out`` (``.{name}.old-{pid}-*``) after putting the newest one back at
+    ``out`` when a crash between the two renames of :func:`publish_dir` left ``out`` missing. Returns the
+    folder put back, if any. Live builds' folders are never touched (:mod:`evalpack.debris`)."""
+    out = Path(out)
+    debris.sweep(out.parent, debris.staging_pattern())
+    olds = debris.dead_dirs(out.parent, debris.old_pattern(out.name))
+    restored = None
+    if olds and not os.path.lexists(out):
+        try:
+            newest = max(olds, key=lambda p: p.stat().st_ctime)  # the last renamed
+            newest.rename(out)
+            restored = out
+            olds.remove(newest)
+        except OSError:  # another build got there first
+            return None
+    for old in olds:
+        shutil.rmtree(old, ignore_errors=True)
+    return restored
+
+
+def staging_dir(out: Path, force: bool, inputs: Iterable[str | Path] = ()) -> Path:
+    """A fresh folder beside ``out`` to write a pack into, ``.{name}.evalpack-staging-{pid}-{random}``, held
+    (:mod:`evalpack.debris`) until :func:`publish_dir` or :func:`discard`. First cleans up after dead builds
+    beside ``out`` (:func:`recover`), then refuses what :func:`check_output` refuses."""
+    out = Path(out)
+    recover(out)
+    check_output(out, force, inputs)
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        staging = debris.owned_dir(out.parent, f".{out.name}.{debris.STAGING}")
+    except OSError as exc:
+        raise EvalpackError(f"{out}: cannot create the pack folder in {out.parent} ({exc.strerror or exc}); "
+                            "choose another -o, in a folder you can write") from None
     staging.chmod(0o755)  # mkdtemp makes it private; a pack is meant to be shared
     return staging
 
 
+def discard(staging: Path) -> None:
+    """Remove a staging folder of :func:`staging_dir` (a build that failed)."""
+    debris.remove(staging)
+
+
+RENAME_EXCHANGE = 2  # <linux/fs.h>
+AT_FDCWD = -100
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Swap two paths in one step (Linux renameat2 RENAME_EXCHANGE). False where the system or the file
+    system cannot; raises OSError for any other failure."""
+    try:
+        renameat2 = ctypes.CDLL(None, use_errno=True).renameat2
+    except (OSError, AttributeError):
+        return False
+    if renameat2(AT_FDCWD, os.fsencode(a), AT_FDCWD, os.fsencode(b), RENAME_EXCHANGE) == 0:
+        return True
+    errno = ctypes.get_errno()
+    if errno in (38, 22, 95):  # ENOSYS, EINVAL (file system without it), EOPNOTSUPP
+        return False
+    raise OSError(errno, os.strerror(errno), str(a), None, str(b))
+
+
 def publish_dir(staging: Path, out: Path) -> None:
-    """Move a complete pack into place (replacing ``out`` only after the new one is whole)."""
-    out = Path(out)
-    old = None
-    if out.exists():
-        old = out.with_name(f".{out.name}.old-{os.getpid()}")
-        out.rename(old)
-    staging.rename(out)
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
+    """Move a complete pack into place, replacing ``out`` only with a whole pack: with one atomic swap
+    where Linux offers it, else with two renames (``out`` aside as ``.{name}.old-{pid}-*``, then the new
+    one in), after which :func:`recover` puts the old one back if a crash fell between them. The old pack
+    is then removed."""
+    staging, out = Path(staging), Path(out)
+    if os.path.lexists(out):
+        old = out.with_name(f".{out.name}.{debris.OLD}{os.getpid()}-{secrets.token_hex(4)}")
+        try:
+            debris.hold(out, key=old)  # the old pack is ours until removed, whatever its name
+        except BlockingIOError:
+            raise EvalpackError(f"{out}: another build is replacing it right now; try again when it is done") \
+                from None
+        try:
+            if _exchange(staging, out):
+                try:
+                    staging.rename(old)  # the old pack, swapped to the staging name
+                except OSError:
+                    shutil.rmtree(staging, ignore_errors=True)
+            else:
+                out.rename(old)
+                staging.rename(out)
+        except BaseException:
+            if not os.path.lexists(out) and old.is_dir():
+                old.rename(out)  # the second rename failed: the old pack goes back
+            debris.release(old)
+            raise
+        debris.remove(old)
+    else:
+        staging.rename(out)
+    debris.release(staging)  # its lock followed the folder to ``out``
 
 
 def build_pack(spec_path: str | Path, out: str | Path, *, seed: int | None = None, rotations: int | None = None,
@@ -238,7 +388,7 @@ def build_pack(spec_path: str | Path, out: str | Path, *, seed: int | None = Non
     if signing_key:
         load_signer(signing_key)  # an unreadable or wrong key fails now, not after the whole build
     out = Path(out)
-    staging = staging_dir(out, force)
+    staging = staging_dir(out, force, inputs=(spec_path,))
     try:
         plans = plan_pack(spec)
         with ThreadPoolExecutor(1) as background:
@@ -257,7 +407,7 @@ def build_pack(spec_path: str | Path, out: str | Path, *, seed: int | None = Non
         write_attestation(staging, spec, started=started, finished=now_utc(), signing_key=signing_key)
         publish_dir(staging, out)
     except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
+        discard(staging)
         raise
     warnings = tuple(dict.fromkeys(w for p in plans for w in p.warnings))
     return BuildResult(out, spec, verdicts, rows, near_miss, warnings, findings, derived.result().selection)

@@ -11,10 +11,12 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import tempfile
 import time
 from collections import Counter
 from importlib.metadata import entry_points
 from pathlib import Path
+from typing import NoReturn
 
 from evalpack.errors import EvalpackError
 from evalpack.layout import rotation_name
@@ -34,14 +36,13 @@ def _progress_printer(enabled: bool):
     return show
 
 
-def _check_output(output: str) -> None:
-    """Refuse an output folder that cannot be created because something on its path is a file."""
-    for parent in Path(output).absolute().parents:
-        if parent.exists():
-            if not parent.is_dir():
-                raise EvalpackError(f"{output}: cannot create the pack folder, {parent} is a file; "
-                                    "choose another -o")
-            return
+def _check_output(output: str, force: bool, inputs: list[str]) -> None:
+    """Refuse, before any work, an output folder the command cannot or must not write (see
+    :func:`evalpack.build.check_output`: the current folder or one holding it or an input, an existing
+    folder without --force, anything but a pack or an empty folder with it, a path through a file)."""
+    from evalpack.build import check_output
+
+    check_output(output, force, inputs)
 
 
 def _check_pack_folder(pack: str) -> None:
@@ -51,10 +52,54 @@ def _check_pack_folder(pack: str) -> None:
                             "or `evalpack import -o` wrote")
 
 
+def _check_report(path: str | None) -> None:
+    """Refuse, before any work, a report file (``--json``) that cannot be written: its folder is missing
+    or is a file, or the path is a folder."""
+    if path is None:
+        return
+    folder = Path(path).absolute().parent
+    if Path(path).is_dir():
+        raise EvalpackError(f"{path}: is a folder; pass a file name for the report, e.g. --json report.json")
+    if not folder.is_dir():
+        what = "is a file" if folder.exists() else "does not exist"
+        raise EvalpackError(f"{path}: cannot write the report, its folder {folder} {what}; create the folder "
+                            "or choose another --json")
+    try:  # permissions alone do not say (root, /proc, a read-only mount): try, leaving nothing behind
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as exc:
+        raise EvalpackError(f"{path}: cannot write the report in {folder} ({exc.strerror or exc}); "
+                            "choose another --json") from None
+
+
+def _one_line_errors(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """Make ``parser`` report a mistake in its arguments like every other error: one line
+    ``evalpack: error: ...``, exit 2 (argparse would print the usage first)."""
+
+    def error(message: str) -> NoReturn:
+        parser.exit(2, f"evalpack: error: {message}; see `{parser.prog} --help`\n")
+
+    parser.error = error  # type: ignore[method-assign]
+    return parser
+
+
+class _AtLeast(argparse.Action):
+    """An integer option refused below ``minimum`` while the arguments are parsed (``type=int`` with it)."""
+
+    def __init__(self, option_strings: list[str], dest: str, minimum: int = 0, **kwargs) -> None:
+        super().__init__(option_strings, dest, **kwargs)
+        self.minimum = minimum
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        if values < self.minimum:
+            parser.error(f"{option_string} must be at least {self.minimum}, got {values}")
+        setattr(namespace, self.dest, values)
+
+
 def cmd_build(args: argparse.Namespace) -> int:
     from evalpack.build import build_pack
 
-    _check_output(args.output)
+    _check_output(args.output, args.force, [args.spec])
     started = time.perf_counter()
     result = build_pack(args.spec, args.output, seed=args.seed, rotations=args.rotations, force=args.force,
                         jobs=args.jobs, progress=_progress_printer(sys.stderr.isatty() or args.verbose),
@@ -118,7 +163,7 @@ def cmd_keygen(args: argparse.Namespace) -> int:
 def cmd_import(args: argparse.Namespace) -> int:
     from evalpack.importer import import_command
 
-    _check_output(args.output)
+    _check_output(args.output, args.force, [args.questions, args.data])
     return import_command(args.questions, data=args.data, output=args.output, force=args.force,
                           holdout=args.holdout, signing_key=args.signing_key or os.environ.get("EVALPACK_SIGNING_KEY"))
 
@@ -127,19 +172,23 @@ def cmd_audit(args: argparse.Namespace) -> int:
     from evalpack.audit import audit_command
 
     _check_pack_folder(args.pack)
+    _check_report(args.json)
     return audit_command(args.pack, json_path=args.json)
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="evalpack", description="Evaluation databases with answers fixed in advance.")
     sub = parser.add_subparsers(dest="command", required=True)
-    b = sub.add_parser("build", help="build a pack from a spec")
+    b = _one_line_errors(sub.add_parser("build", help="build a pack from a spec"))
     b.add_argument("spec")
     b.add_argument("-o", "--output", required=True, help="pack folder to create")
-    b.add_argument("--seed", type=int, help="base seed (overrides the spec's seed)")
-    b.add_argument("--rotations", type=int, help="number of rotations (overrides the spec)")
-    b.add_argument("--force", action="store_true", help="replace an existing pack folder")
-    b.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="rotations generated in parallel")
+    b.add_argument("--seed", type=int, action=_AtLeast, minimum=0, help="base seed (overrides the spec's seed)")
+    b.add_argument("--rotations", type=int, action=_AtLeast, minimum=1,
+                   help="number of rotations (overrides the spec)")
+    b.add_argument("--force", action="store_true",
+                   help="replace an existing pack (only a folder evalpack wrote, or an empty one)")
+    b.add_argument("--jobs", type=int, action=_AtLeast, minimum=1, default=os.cpu_count() or 1,
+                   help="rotations generated in parallel")
     b.add_argument("-v", "--verbose", action="store_true", help="show progress per rotation and table")
     b.add_argument("--signing-key", help="private key (PEM) to sign the attestation; default $EVALPACK_SIGNING_KEY")
     b.set_defaults(func=cmd_build)
@@ -168,16 +217,19 @@ def build_parser() -> argparse.ArgumentParser:
     for command in sorted(entry_points(group=COMMANDS), key=lambda ep: ep.name):
         command.load()(sub)
 
-    i = sub.add_parser("import", help="make a pack from questions that arrive from outside plus a database")
+    i = _one_line_errors(sub.add_parser("import",
+                                        help="make a pack from questions that arrive from outside plus a database"))
     i.add_argument("questions", help="JSONL, JSON, or CSV with a header")
     i.add_argument("--data", required=True, help="DuckDB file, SQLite file, or folder of Parquet/CSV tables")
     i.add_argument("-o", "--output", required=True, help="pack folder to create")
-    i.add_argument("--force", action="store_true")
+    i.add_argument("--force", action="store_true",
+                   help="replace an existing pack (only a folder evalpack wrote, or an empty one)")
     i.add_argument("--holdout", type=float, default=0.0, help="fraction frozen into the holdout split")
     i.add_argument("--signing-key", help="private key (PEM) to sign the attestation")
     i.set_defaults(func=cmd_import)
 
-    a = sub.add_parser("audit", help="audit a pack's golden queries (empty, drift, orphans, ties, seals)")
+    a = _one_line_errors(sub.add_parser("audit",
+                                        help="audit a pack's golden queries (empty, drift, orphans, ties, seals)"))
     a.add_argument("pack")
     a.add_argument("--json", help="write the findings as JSON to this file")
     a.set_defaults(func=cmd_audit)

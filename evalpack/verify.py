@@ -155,6 +155,16 @@ def materialize(con: duckdb.DuckDBPyConnection, max_rows: int = MATERIALIZE_ROWS
 ENGINE_MEMORY_LIMIT = "1GiB"  # DuckDB's working memory per connection; beyond it DuckDB spills to disk
 
 
+def _spill_dir() -> str:
+    """A private spill folder for one connection, ``evalpack-spill-{pid}-{random}`` in the temporary folder,
+    held by this process until removed (:mod:`evalpack.debris`); first removes those of dead runs."""
+    from evalpack import debris
+
+    temp = tempfile.gettempdir()
+    debris.sweep(temp, debris.SPILL_PATTERN)
+    return str(debris.owned_dir(temp, debris.SPILL))
+
+
 @contextlib.contextmanager
 def rotation_connection(tables_dir: Path, fmt: str = "parquet", types: dict | None = None,
                         con: duckdb.DuckDBPyConnection | None = None) -> Iterator[duckdb.DuckDBPyConnection]:
@@ -162,7 +172,7 @@ def rotation_connection(tables_dir: Path, fmt: str = "parquet", types: dict | No
     (:func:`materialize`; CSV always). ``con``: an empty in-memory connection to use (a resource's),
     else a new one. Either way it gets the engine's memory limit and a private spill folder, so peak
     memory stays bounded however large the rotation is, and it is closed afterwards."""
-    spill = tempfile.mkdtemp(prefix="evalpack-spill-")
+    spill = _spill_dir()
     if con is None:
         con = duckdb.connect(":memory:", config={"memory_limit": ENGINE_MEMORY_LIMIT, "temp_directory": spill})
     else:
