@@ -20,7 +20,7 @@ from typing import NoReturn
 
 from evalpack.errors import EvalpackError
 from evalpack.layout import rotation_name
-from evalpack.scoring import InputError
+from evalpack.scoring import InputError, add_integrity_options, add_limit_options, error_text, printable
 
 #: The entry-point group through which other packages of this distribution add subcommands.
 COMMANDS = "evalpack.commands"
@@ -145,13 +145,15 @@ def cmd_score(args: argparse.Namespace) -> int:
     from evalpack.scoring import score_command
 
     return score_command(args.pack, args.candidates, json_path=args.json, rule=args.rule,
-                         public_key=args.public_key, timeout=args.timeout)
+                         public_key=args.public_key, timeout=args.timeout, memory_mb=args.memory_mb,
+                         threads=args.threads, run_timeout=args.run_timeout,
+                         allow_unattested=args.allow_unattested)
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
     from evalpack.attest import verify_command
 
-    return verify_command(args.pack, public_key=args.public_key)
+    return verify_command(args.pack, public_key=args.public_key, allow_unattested=args.allow_unattested)
 
 
 def cmd_keygen(args: argparse.Namespace) -> int:
@@ -198,13 +200,13 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--candidates", required=True, help="JSONL, JSON list, or JSON object of id -> SQL")
     s.add_argument("--json", help="write the full report as JSON to this file")
     s.add_argument("--rule", choices=("spider", "bird"), default="spider", help="rule for result-set questions")
-    s.add_argument("--public-key", help="public key (PEM) to check the attestation's signature with")
-    s.add_argument("--timeout", type=float, default=10.0, help="seconds allowed per candidate query")
+    add_integrity_options(s)
+    add_limit_options(s)
     s.set_defaults(func=cmd_score)
 
     v = sub.add_parser("verify", help="check a pack's attestation, file hashes and gold SQL")
     v.add_argument("pack")
-    v.add_argument("--public-key", help="public key (PEM) the attestation must be signed with")
+    add_integrity_options(v)
     v.set_defaults(func=cmd_verify)
 
     k = sub.add_parser("keygen", help="write a signing key pair (private key mode 0600)")
@@ -239,16 +241,10 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    if getattr(args, "rotations", None) is not None and args.rotations < 1:
-        parser.error("--rotations must be at least 1")
-    if getattr(args, "seed", None) is not None and args.seed < 0:
-        parser.error("--seed must be at least 0")
-    if getattr(args, "timeout", None) is not None and args.timeout <= 0:
-        parser.error("--timeout must be a positive number of seconds")
     try:
         return args.func(args)
     except InputError as exc:  # EvalpackError included
-        print(f"evalpack: error: {exc}", file=sys.stderr)
+        print(error_text(exc, "evalpack: error: "), file=sys.stderr)
         return getattr(exc, "exit_code", 2)
     except BrokenPipeError:  # output piped into a reader that stopped early (e.g. head)
         sys.stderr.close()
@@ -256,8 +252,8 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as exc:  # a file-system error the engine did not name itself: still one line, with the path
         if not exc.filename:
             raise
-        print(f"evalpack: error: {exc.filename}: {exc.strerror or exc}; check that path (a file where a folder "
-              "is expected, permissions, free space)", file=sys.stderr)
+        print(printable(f"evalpack: error: {exc.filename}: {exc.strerror or exc}; check that path (a file where a "
+                        "folder is expected, permissions, free space)"), file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130

@@ -73,11 +73,13 @@ def spec(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def existing(tmp_path: Path) -> Path:
-    """A folder at PACK holding something of the user's."""
+    """A folder at PACK holding an earlier pack of the user's (--force replaces only a pack: issue 17)."""
     out = tmp_path / "pack"
     (out / "notes").mkdir(parents=True)
     (out / "README.md").write_text("my earlier pack\n", encoding="utf-8")
     (out / "notes" / "keep.txt").write_bytes(b"\x00precious\n")
+    (out / "questions.jsonl").write_text("", encoding="utf-8")
+    (out / "manifest.json").write_text('{"tool": {"name": "evalpack"}}', encoding="utf-8")
     return out
 
 
