@@ -42,13 +42,25 @@ Candidates
 JSON Lines of ``{"id": "q001", "sql": "..."}``, a JSON list of those, or one JSON object
 mapping id to SQL (a null value declines). ``{"id": "q001", "declined": true}`` declines
 explicitly; a question with no candidate is declined too. A candidate is correct only when it
-matches on every rotation; an error, a rejected statement or a timeout is wrong. Malformed
-input, an empty file or a duplicate id is refused (exit 2) with the file and line; ids the pack
-does not have, and ids of questions that cannot be scored, are reported and not scored. Accuracy
+matches on every rotation; an error, a rejected statement or a timeout is wrong. A record that
+names an id but is otherwise malformed (SQL that is not text, ``declined`` not a boolean, both) is
+that question's error (wrong, with the reason). A file that is not JSON (or nested too deeply, or
+with a number too long), a record without an id, an empty file or a duplicate id is refused (exit 2)
+with the file and line; ids the pack does not have, and ids of questions that cannot be scored,
+are reported and not scored. Reports escape control characters and lone surrogates. Accuracy
 is correct / questions and wrong-rate is wrong / questions, overall, by ``kind`` and by ``split``.
 
 Sandbox
 -------
+SQL to score never runs in the scoring process. Per rotation a worker process (this file, run with
+``--sandbox-worker``) holds the sandbox below, under operating-system limits: its address space (what
+it holds with the tables loaded, plus the working memory, plus WORKER_OVERHEAD_MB), CPU seconds per
+query, no file writes (RLIMIT_FSIZE 0), 256 descriptors, no core dumps, and death with its parent.
+The scorer sends one query at a time and kills the worker when no answer came within the time limit
+plus KILL_GRACE; a worker that was killed or ended is replaced for the next query. Results cross
+the pipe as JSON with tagged values (decimals, dates, intervals, bytes), never as pickles. SQL text
+longer than MAX_SQL_CHARS or not valid Unicode is refused before any parser sees it, and
+``--run-timeout`` bounds a whole run (queries not started by then are wrong, with the reason).
 Per rotation an in-memory DuckDB database gets one table per Parquet file of the rotation. For
 candidate SQL the tables are copied into memory before the lock, so a candidate's query reads no
 file at all. The pack's own gold SQL (gold mode) reads the Parquet files in place through views,
@@ -69,12 +81,15 @@ an in-toto Statement v1 (``_type``) with the SLSA provenance v1 ``predicateType`
 name must be a relative POSIX path inside the pack (no ``..``, no leading ``/``, no backslash, no
 NUL or control character) listed once with a lowercase hex SHA-256; every subject must exist with
 that hash, every other regular file of the pack must be a subject, and a symlink or special file
-anywhere is refused. A missing attestation is refused too: nothing would pin the files. Otherwise
-the pack is refused (exit 2) naming each file. With ``--public-key`` one signature over the DSSE
+anywhere is refused, and every folder must hold a subject (an extra rotation folder, even empty,
+would change what is scored). A missing attestation is refused too: nothing would pin the files.
+Otherwise the pack is refused (exit 2) naming each file. ``--allow-unattested`` turns a missing
+attestation and unlisted files or folders into notes the report prints; nothing else. With ``--public-key`` one signature over the DSSE
 pre-authentication encoding of the payload bytes must verify with that key (ed25519, or ECDSA
 P-256 with SHA-256 in DER, the encoding securesystemslib writes; a raw r||s signature is not
-accepted) and an envelope without signatures is refused; without a key a signature is reported as
-NOT CHECKED and an envelope without signatures as UNSIGNED.
+accepted) and an envelope without signatures is refused; without a key (``--public-key`` defaults
+to $EVALPACK_PUBLIC_KEY) a signature is reported as NOT CHECKED, saying anyone could have signed it,
+and an envelope without signatures as UNSIGNED.
 
 Exit codes: 0 every question correct (gold mode: every gold SQL verifies), 1 otherwise,
 2 bad input or a pack that fails its integrity check.
