@@ -98,6 +98,19 @@ def _group_values(col: Column, rows: int) -> int:
     return rows
 
 
+def _plain_range(col: Column, width: int) -> tuple[int, int]:
+    """The [lo, hi] units a plain int or float column draws from: its declared min and max (which the
+    spec has already rounded inward to its decimals); an open end lies ``width`` units from the other
+    end, or at 0 below a max of at least 0. An int column's units are whole numbers."""
+    lo = to_units(col.min, col.decimals) if col.min is not None else None
+    hi = to_units(col.max, col.decimals) if col.max is not None else None
+    if lo is None:
+        lo = 0 if hi is None or hi >= 0 else hi - width
+    if hi is None:
+        hi = (max(lo, 0) if col.type == "int" else lo) + width
+    return lo, hi
+
+
 def _null_mask(rng: np.random.Generator, n: int, rate: float) -> np.ndarray | None:
     return rng.random(n) >= rate if rate else None
 
@@ -217,12 +230,10 @@ class _TableGen:
         if col.type == "int":
             if col.unique:
                 return self.key_values(self.table, col, np.arange(offset, offset + n), self.deleted.get(col.name, ()))
-            lo = int(col.min) if col.min is not None else 0
-            hi = int(col.max) if col.max is not None else max(lo, 0) + 1000
+            lo, hi = _plain_range(col, 1000)
             return pa.array(rng.integers(lo, hi + 1, size=n), pa.int64(), mask=None if valid is None else ~valid)
         if col.type == "float":
-            lo = to_units(col.min, col.decimals) if col.min is not None else 0
-            hi = to_units(col.max, col.decimals) if col.max is not None else lo + to_units(1000, col.decimals)
+            lo, hi = _plain_range(col, to_units(1000, col.decimals))
             return _decimal(rng.integers(lo, hi + 1, size=n), col.decimals, valid)
         if col.type == "text":
             # a unique text column's values are its keys: the same stream as key_values(), so that the
@@ -415,6 +426,17 @@ class _TableGen:
         credits = sizes - debits
         many = np.maximum(debits, credits)
         few = np.minimum(debits, credits)
+        # a side's total must stay exact in int64 and in allocate()'s float64 split (below 2**53): a line's
+        # amount is capped so that no side of the largest group sums past 2**52 (amounts stay within min/max)
+        exact = (1 << 52) // int(sizes.max())
+        if lo > exact:
+            wide = max((c for c in sides if c.min is not None), key=lambda c: to_units(c.min, led.decimals))
+            raise SpecError(self.spec.path, wide.line, f"tables.{self.table.name}.columns.{wide.name}.min",
+                            f"a group of {int(sizes.max())} lines (one {led.group_column}) with amounts of at least "
+                            f"{from_units(lo, led.decimals)} sums past what evalpack keeps exact "
+                            f"({from_units(exact, led.decimals)} per line); lower min or group by a column with "
+                            "more values")
+        hi = min(hi, exact)
         low_total, high_total = many * lo, few * hi
         if np.any(low_total > high_total):
             size = int(sizes[np.argmax(low_total > high_total)])

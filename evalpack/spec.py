@@ -7,14 +7,19 @@ not support are refused by name.
 
 from __future__ import annotations
 
+import bisect
 import datetime as dt
 import difflib
+import functools
 import hashlib
+import math
 import re
 from dataclasses import dataclass, field
+from decimal import ROUND_CEILING, ROUND_FLOOR, ROUND_HALF_EVEN, Decimal
 from pathlib import Path
 from typing import Any
 
+import duckdb
 import yaml
 
 from evalpack.difficulty import LEVELS
@@ -23,6 +28,7 @@ from evalpack.kinds import KINDS
 from evalpack.layout import rotation_name
 from evalpack.semantics import Measure, Semantics, TableWords, plural_of
 
+# matched with fullmatch: `$` alone lets a trailing newline through
 NAME_RE = re.compile(r"^[a-z][a-z0-9_]*$")
 IDENT_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 SEMVER_RE = re.compile(r"^\d+\.\d+\.\d+(?:[-+][0-9A-Za-z.-]+)?$")
@@ -51,6 +57,21 @@ UNSUPPORTED_RELATIONSHIP = (
     "child_time_table", "partition_by", "min_children",
 )
 CURVE_VALUE_KEYS = ("target_value", "value", "target", "amount")
+
+# Limits. Each is far beyond an honest spec and small enough that a hostile or careless one is refused
+# while it is read, before it costs minutes, gigabytes of memory or a disk full of rows (issue 17).
+# README.md ("Limits") lists them; every refusal names the limit and what to do.
+MAX_SPEC_BYTES = 1_000_000  # a spec file; the example specs are 2-3 KB
+MAX_DEPTH = 20  # nested mappings and lists, counted after YAML aliases; a spec needs 6
+MAX_ALIAS_VALUES = 100_000  # values YAML aliases may repeat in all (an alias bomb repeats billions)
+MAX_NAME_LENGTH = 63  # a table or column name (and the pack name): PostgreSQL's identifier limit
+MAX_TABLE_ROWS = 50_000_000  # rows of one table in one rotation
+MAX_ROTATION_ROWS = 100_000_000  # rows of all tables of one rotation
+MAX_NUMBER = 10**15  # the magnitude of any number read (ints are int64 in the pack; 10**15 < 2**53)
+MAX_UNITS = 10**15  # an amount in units of its column's decimals: exact in int64 sums and float64
+MAX_SEED = 2**32 - 1  # numpy's classic seed range
+FIRST_DATE, LAST_DATE = dt.date(1900, 1, 1), dt.date(2200, 12, 31)  # any date or period
+MAX_MONTHS = (LAST_DATE.year - FIRST_DATE.year + 1) * 12  # a curve point's `month:` index
 
 
 @dataclass(frozen=True)
@@ -239,32 +260,106 @@ class Spec:
 # --------------------------------------------------------------------------- YAML with lines
 
 
+class _BoundedLoader(yaml.SafeLoader):
+    """PyYAML's safe loader that composes a bounded document: it refuses, as it meets them, nesting
+    deeper than MAX_DEPTH and YAML aliases that would repeat more than MAX_ALIAS_VALUES values, so
+    an alias bomb is refused from its node graph (which stays small) before anything expands it.
+
+    Each composed node's expanded size (values, aliases counted in full) and height are kept by id;
+    an alias adds its anchor's size to the running count. An alias to a node still being composed
+    (``&a [*a]``) would expand forever and is refused too."""
+
+    def __init__(self, stream: str, file: str) -> None:
+        super().__init__(stream)
+        self.file = file
+        self.depth = 0
+        self.alias_values = 0
+        self.sizes: dict[int, tuple[int, int]] = {}  # id(node) -> (values, height) once composed
+
+    def refuse(self, event: yaml.Event, message: str) -> SpecError:
+        return SpecError(self.file, event.start_mark.line + 1, "", message)
+
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node:
+        event = self.peek_event()
+        alias = isinstance(event, yaml.AliasEvent)
+        self.depth += 1
+        try:
+            if self.depth > MAX_DEPTH:
+                raise self.refuse(event, f"the YAML nests more than {MAX_DEPTH} levels deep (evalpack's limit; "
+                                  "a spec needs 6); remove the extra nesting")
+            node = super().compose_node(parent, index)
+            known = self.sizes.get(id(node))
+            if alias:
+                if known is None:
+                    raise self.refuse(event, f"the YAML alias *{event.anchor} refers to a mapping or list that "
+                                      "contains it, so it would expand forever; write the values out")
+                self.alias_values += known[0]
+                if self.alias_values > MAX_ALIAS_VALUES:
+                    raise self.refuse(event, f"YAML aliases would repeat more than {MAX_ALIAS_VALUES:,} values "
+                                      f"(evalpack's limit, checked before expanding them); write the values out or "
+                                      "use fewer aliases")
+                values, height = known
+            else:
+                children: list[yaml.Node] = []
+                if isinstance(node, yaml.SequenceNode):
+                    children = node.value
+                elif isinstance(node, yaml.MappingNode):
+                    children = [n for pair in node.value for n in pair]
+                values = 1 + sum(self.sizes[id(c)][0] for c in children)
+                height = 1 + max((self.sizes[id(c)][1] for c in children), default=0)
+                self.sizes[id(node)] = (values, height)
+            if self.depth - 1 + height > MAX_DEPTH:
+                raise self.refuse(event, f"YAML aliases here nest the spec more than {MAX_DEPTH} levels deep "
+                                  "(evalpack's limit; a spec needs 6); write the values out")
+            return node
+        finally:
+            self.depth -= 1
+
+
 class _Doc:
     """The parsed YAML plus the line of every key path, for error messages."""
 
     def __init__(self, file: str, text: str) -> None:
         self.file = file
         self.lines: dict[tuple, int] = {}
+        size = len(text.encode("utf-8", "surrogatepass"))
+        if size > MAX_SPEC_BYTES:
+            raise SpecError(file, None, "", f"the spec is {size:,} bytes; evalpack reads specs of at most "
+                            f"{MAX_SPEC_BYTES:,} bytes (an honest spec is a few KB). Split or shorten it")
+        loader = None
         try:
-            node = yaml.compose(text, Loader=yaml.SafeLoader)
+            loader = _BoundedLoader(text, file)  # reading starts here: a bad character is refused at once
+            node = loader.get_single_node()
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
             line = mark.line + 1 if mark else None
-            problem = getattr(exc, "problem", None) or str(exc)
-            raise SpecError(file, line, "", f"YAML syntax error: {problem}. Fix the YAML at this line.") from None
+            if isinstance(exc, yaml.reader.ReaderError):  # a character YAML does not allow (a control character)
+                line = text.count("\n", 0, exc.position) + 1
+                char = chr(exc.character) if isinstance(exc.character, int) else exc.character
+                problem = f"character {char!r} is not allowed in YAML"
+            else:
+                problem = " ".join(str(getattr(exc, "problem", None) or exc).split())
+            raise SpecError(file, line, "", _one_line(f"YAML syntax error: {problem}. Fix the YAML at this line.")) from None
+        finally:
+            if loader is not None:
+                loader.dispose()
         if node is None:
             raise SpecError(file, 1, "", "the file is empty; a spec needs at least `tables:`")
         self.root = self._convert(node, ())
 
     def _convert(self, node: yaml.Node, path: tuple) -> Any:
+        """The node as Python values; recursion is bounded by the loader's MAX_DEPTH."""
         self.lines.setdefault(path, node.start_mark.line + 1)
         if isinstance(node, yaml.MappingNode):
             out: dict[str, Any] = {}
             for key_node, value_node in node.value:
-                key = str(key_node.value)
                 line = key_node.start_mark.line + 1
+                if not isinstance(key_node, yaml.ScalarNode):
+                    raise SpecError(self.file, line, _fmt(path), "a key must be a name, not a list or mapping; "
+                                    "write it as a plain word")
+                key = str(key_node.value)
                 if key in out:
-                    raise SpecError(self.file, line, _fmt(path + (key,)), f"duplicate key '{key}'; keep one of them")
+                    raise SpecError(self.file, line, _fmt(path + (key,)), f"duplicate key {_clip(key)}; keep one of them")
                 self.lines[path + (key,)] = line
                 out[key] = self._convert(value_node, path + (key,))
             return out
@@ -273,8 +368,15 @@ class _Doc:
         loader = yaml.SafeLoader("")
         try:
             return loader.construct_object(node, deep=True)
-        except yaml.YAMLError as exc:
-            raise SpecError(self.file, node.start_mark.line + 1, _fmt(path), f"cannot read value: {exc}") from None
+        except (yaml.YAMLError, ValueError, OverflowError) as exc:
+            # a bad timestamp (2025-13-45), or an integer Python will not convert (more than 4,300 digits)
+            line, where = node.start_mark.line + 1, _fmt(path)
+            if node.tag == "tag:yaml.org,2002:int":
+                raise SpecError(self.file, line, where, f"the number {_clip(node.value)} is too long; numbers are "
+                                f"limited to ±{MAX_NUMBER:,}") from None
+            problem = getattr(exc, "problem", None) or str(exc)
+            raise SpecError(self.file, line, where,
+                            _one_line(f"cannot read the value {_clip(node.value)}: {problem}")) from None
 
     def line(self, path: tuple) -> int | None:
         while path and path not in self.lines:
@@ -282,14 +384,23 @@ class _Doc:
         return self.lines.get(path)
 
     def error(self, path: tuple, message: str) -> SpecError:
-        return SpecError(self.file, self.line(path), _fmt(path), message)
+        return SpecError(self.file, self.line(path), _fmt(path), _one_line(message))
 
 
 def _fmt(path: tuple) -> str:
     out = ""
     for part in path:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += ("." if out else "") + _clip(str(part), quote=False)
     return out
+
+
+def _clip(text: str, limit: int = 60, quote: bool = True) -> str:
+    """``text`` for a one-line message: control characters escaped, at most ``limit`` characters."""
+    shown = repr(text) if quote else repr(text)[1:-1]
+    return shown if len(shown) <= limit else shown[:limit - 3] + "..."
 
 
 # --------------------------------------------------------------------------- readers
@@ -330,28 +441,42 @@ class _Reader:
             raise self.err(path, f"expected a non-empty string, got {_kind(value)}")
         return value
 
-    def ident(self, value: Any, path: tuple) -> str:
+    def ident(self, value: Any, path: tuple, what: str = "name") -> str:
+        """A table or column name that every question's SQL can write unquoted (see ``_sql_name_problem``)."""
         text = self.string(value, path)
-        if not IDENT_RE.match(text):
-            raise self.err(path, f"'{text}' is not a valid identifier (letters, digits, underscore)")
+        if not IDENT_RE.fullmatch(text):
+            raise self.err(path, f"{_clip(text)} is not a valid identifier (letters, digits, underscore)")
+        if len(text) > MAX_NAME_LENGTH:
+            raise self.err(path, f"the {what} is {len(text)} characters long; names are limited to {MAX_NAME_LENGTH} "
+                           "(PostgreSQL's limit); shorten it")
+        problem = _sql_name_problem(text)
+        if problem:
+            raise self.err(path, f"'{text}' {problem}, and the questions' SQL writes names unquoted; rename the "
+                           f"{what} (e.g. '{text}_{what.split()[-1]}')")
         return text
 
-    def integer(self, value: Any, path: tuple, lo: int | None = None, hi: int | None = None) -> int:
+    def integer(self, value: Any, path: tuple, lo: int | None = None, hi: int | None = None, limit: str = "") -> int:
+        """An integer in [lo, hi]; within ±MAX_NUMBER in any case. ``limit`` follows 'must be at most hi'."""
         if isinstance(value, bool) or not isinstance(value, int):
             raise self.err(path, f"expected an integer, got {_kind(value)}")
-        if lo is not None and value < lo:
-            raise self.err(path, f"must be at least {lo}, got {value}")
-        if hi is not None and value > hi:
-            raise self.err(path, f"must be at most {hi}, got {value}")
-        return value
+        return self._bounded(value, path, lo, hi, limit)
 
     def number(self, value: Any, path: tuple, lo: float | None = None, hi: float | None = None) -> float:
+        """A finite number in [lo, hi]; within ±MAX_NUMBER in any case."""
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise self.err(path, f"expected a number, got {_kind(value)}")
+        if isinstance(value, float) and not math.isfinite(value):
+            raise self.err(path, f"expected a finite number, got {value}; write the number out")
+        return self._bounded(value, path, lo, hi)
+
+    def _bounded(self, value: Any, path: tuple, lo: Any, hi: Any, limit: str = "") -> Any:
         if lo is not None and value < lo:
-            raise self.err(path, f"must be at least {lo}, got {value}")
+            raise self.err(path, f"must be at least {lo}, got {_number(value)}")
         if hi is not None and value > hi:
-            raise self.err(path, f"must be at most {hi}, got {value}")
+            raise self.err(path, f"must be at most {hi:,}{limit}, got {_number(value)}")
+        if abs(value) > MAX_NUMBER:
+            raise self.err(path, f"{_number(value)} is beyond evalpack's limit of ±{MAX_NUMBER:,} for any number; "
+                           "use a smaller one")
         return value
 
     def boolean(self, value: Any, path: tuple) -> bool:
@@ -359,25 +484,33 @@ class _Reader:
             raise self.err(path, f"expected true or false, got {_kind(value)}")
         return value
 
+    def in_dates(self, day: dt.date, path: tuple) -> dt.date:
+        if not FIRST_DATE <= day <= LAST_DATE:
+            raise self.err(path, f"{day.isoformat()} is outside the dates evalpack accepts, {FIRST_DATE} to {LAST_DATE}; "
+                           "use a date in that range")
+        return day
+
     def date(self, value: Any, path: tuple) -> dt.date:
         if isinstance(value, dt.datetime):
-            return value.date()
+            return self.in_dates(value.date(), path)
         if isinstance(value, dt.date):
-            return value
+            return self.in_dates(value, path)
         if isinstance(value, str):
             try:
-                return dt.date.fromisoformat(value[:10])
+                day = dt.date.fromisoformat(value[:10])
             except ValueError:
                 pass
-        raise self.err(path, f"expected a date YYYY-MM-DD, got {value!r}")
+            else:
+                return self.in_dates(day, path)
+        raise self.err(path, f"expected a date YYYY-MM-DD, got {_kind(value)}")
 
     def month(self, value: Any, path: tuple) -> dt.date:
         """A `period: "YYYY-MM"` label placed on its calendar month."""
         if isinstance(value, str):
-            m = PERIOD_RE.match(value)
-            if m and 1 <= int(m.group(2)) <= 12:
-                return dt.date(int(m.group(1)), int(m.group(2)), 1)
-        raise self.err(path, f"expected a period 'YYYY-MM', got {value!r}")
+            m = PERIOD_RE.fullmatch(value)
+            if m and 1 <= int(m.group(2)) <= 12 and int(m.group(1)) >= 1:
+                return self.in_dates(dt.date(int(m.group(1)), int(m.group(2)), 1), path)
+        raise self.err(path, f"expected a period 'YYYY-MM', got {_kind(value)}")
 
     def sequence(self, value: Any, path: tuple) -> list:
         if not isinstance(value, list):
@@ -394,12 +527,77 @@ class _Reader:
         return out
 
 
+@functools.cache
+def _duckdb_keywords() -> frozenset[str]:
+    """The words DuckDB will not take as an unquoted table or column name.
+
+    DuckDB's own list decides, asked of the installed DuckDB (the engine every question runs on):
+    its ``reserved`` keywords (select, order, group, from) and its ``type_function`` keywords (left,
+    join, like: they may name only a type or a function). Its ``unreserved`` and ``column_name``
+    keywords work as names. sqlglot's list is not used: it has no such categories, and which words
+    it cannot read as names is probed per name instead (``_sqlglot_reads_as_name``)."""
+    with duckdb.connect() as con:
+        rows = con.execute("SELECT keyword_name FROM duckdb_keywords() "
+                           "WHERE keyword_category IN ('reserved', 'type_function')").fetchall()
+    return frozenset(name.lower() for (name,) in rows)
+
+
+@functools.cache
+def _sqlglot_reads_as_name(name: str) -> bool:
+    """Whether sqlglot (which parses, rewrites and prints every gold query) reads ``name``, unquoted,
+    as a table and a column; words it reads as something else (current_date and current_user are
+    functions to it, drop and values statement words) would change or break the questions' SQL."""
+    import sqlglot  # on first use: reading a spec otherwise needs no SQL parser
+    from sqlglot import exp
+
+    try:
+        tree = sqlglot.parse_one(f"SELECT {name}, SUM(t.{name}) FROM {name} AS t WHERE {name} > 0 GROUP BY {name}",
+                                 read="duckdb")
+    except sqlglot.errors.SqlglotError:
+        return False
+    columns = tree.expressions[:1] + [tree.expressions[1].this] if len(tree.expressions) == 2 else []
+    tables = list(tree.find_all(exp.Table))
+    return (len(columns) == 2 and all(isinstance(c, exp.Column) and c.name == name for c in columns)
+            and len(tables) == 1 and tables[0].name == name)
+
+
+def _sql_name_problem(name: str) -> str | None:
+    """Why ``name`` cannot be an unquoted table or column name in the questions' SQL, or None."""
+    if name.lower() in _duckdb_keywords():
+        return "is an SQL keyword (DuckDB reserves it)"
+    if not _sqlglot_reads_as_name(name.lower()):
+        return "is an SQL keyword or built-in (sqlglot does not read it as a name)"
+    return None
+
+
+def _keys(value: Any) -> tuple:
+    """The keys of a mapping that takes any key (anything else is refused by ``_Reader.mapping``)."""
+    return tuple(value) if isinstance(value, dict) else ()
+
+
+def _one_line(message: str) -> str:
+    """``message`` with control characters escaped (a name from the spec may hold a newline or an
+    escape sequence), so that it prints as the one line it is."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in message)
+
+
 def _kind(value: Any) -> str:
     if value is None:
         return "nothing"
-    return {dict: "a mapping", list: "a list", str: f"the string {value!r}", bool: f"{value}"}.get(
-        type(value), f"{type(value).__name__} {value!r}"
-    )
+    if isinstance(value, (dict, list)):
+        return "a mapping" if isinstance(value, dict) else "a list"
+    if isinstance(value, str):
+        return f"the string {_clip(value)}"
+    if isinstance(value, bool):
+        return f"{value}"
+    return f"{type(value).__name__} {_number(value) if isinstance(value, (int, float)) else _clip(repr(value), quote=False)}"
+
+
+def _number(value: float) -> str:
+    """A number for a message: an integer too long to print whole is described by its length."""
+    if isinstance(value, int) and abs(value) >= 10**30:
+        return f"{'-' if value < 0 else ''}(an integer of about {int(value.bit_length() * math.log10(2)) + 1} digits)"
+    return str(value)
 
 
 def month_start(day: dt.date) -> dt.date:
@@ -466,12 +664,13 @@ def _read_column(r: _Reader, name: str, raw: Any, path: tuple, rows: int) -> Col
         kw["nullable"] = (0.05 if value else 0.0) if isinstance(value, bool) else r.number(
             value, path + ("nullable",), lo=0.0, hi=0.9)
     if ctype in ("int", "float"):
+        kw["decimals"] = r.integer(m.get("decimals", 2), path + ("decimals",), 0, 6) if ctype == "float" else 0
         for key in ("min", "max"):
             if key in m:
                 kw[key] = r.number(m[key], path + (key,))
-        kw["decimals"] = r.integer(m.get("decimals", 2), path + ("decimals",), 0, 6) if ctype == "float" else 0
         if kw.get("min") is not None and kw.get("max") is not None and kw["min"] > kw["max"]:
             raise r.err(path + ("min",), f"min {kw['min']} is greater than max {kw['max']}; swap or fix them")
+        _representable_bounds(r, kw, path)
         if ctype == "int" and kw.get("unique"):
             lo, hi = kw.get("min", 1), kw.get("max")
             if hi is not None and hi - lo + 1 < rows:
@@ -505,6 +704,31 @@ def _read_column(r: _Reader, name: str, raw: Any, path: tuple, rows: int) -> Col
         if kw["start"] > kw["end"]:
             raise r.err(path + ("start",), f"start {kw['start']} is after end {kw['end']}")
     return Column(**kw)
+
+
+def _representable_bounds(r: _Reader, kw: dict[str, Any], path: tuple) -> None:
+    """Move a declared min up and a max down to the nearest values the column can hold at its
+    decimals (min 0.5 at 0 decimals -> 1; max 9.996 at 2 -> 9.99), so that every generated value,
+    which is a whole number of units, lies within the declaration; refuse a range that holds none,
+    and amounts beyond MAX_UNITS units (kw: the column's keyword arguments, changed in place)."""
+    d = kw["decimals"]
+    step = Decimal(1).scaleb(-d)
+    for key, rounding in (("min", ROUND_CEILING), ("max", ROUND_FLOOR)):
+        value = kw.get(key)
+        if value is None:
+            continue
+        exact = Decimal(str(value))
+        if abs(exact.scaleb(d)) > MAX_UNITS:
+            raise r.err(path + (key,), f"{key} {_number(value)} is beyond the largest amount a column with {d} decimals "
+                        f"holds, ±{Decimal(MAX_UNITS).scaleb(-d):,f} ({MAX_UNITS:,} units of {step}; evalpack's "
+                        "limit); use a smaller bound or fewer decimals")
+        held = exact.quantize(step, rounding=rounding)
+        if held != exact:
+            kw[key] = int(held) if d == 0 else float(held)
+    lo, hi = kw.get("min"), kw.get("max")
+    if lo is not None and hi is not None and lo > hi:
+        raise r.err(path + ("min",), f"no value with {d} decimals lies between min and max (they round inward to "
+                    f"{_number(lo)} and {_number(hi)}); widen the range or allow more decimals")
 
 
 def _read_ledger(r: _Reader, raw: Any, path: tuple, table: str | None) -> BalancedLedger:
@@ -575,11 +799,12 @@ def _curve_month(r: _Reader, point: dict, path: tuple, start: dt.date | None) ->
         raise r.err(path, "place each point with exactly one of `month`, `date` or `period`")
     key = placed[0]
     if key == "month":
-        index = r.integer(point["month"], path + ("month",), lo=1)
+        index = r.integer(point["month"], path + ("month",), lo=1, hi=MAX_MONTHS,
+                          limit=f" (the months from {FIRST_DATE.year} to {LAST_DATE.year}, the dates evalpack accepts)")
         if start is None:
             raise r.err(path + ("month",), "a `month:` point needs the curve's `start_date` "
                         "(or a start on its time column)")
-        return add_months(month_start(start), index - 1)
+        return r.in_dates(add_months(month_start(start), index - 1), path + ("month",))
     if key == "date":
         return month_start(r.date(point["date"], path + ("date",)))
     return r.month(point["period"], path + ("period",))
@@ -762,7 +987,7 @@ def _read_semantics(r: _Reader, raw: Any, tables: dict[str, Table]) -> Semantics
         return t, c
 
     names = []
-    for t, v in r.mapping(m.get("tables", {}), p + ("tables",), tuple(m.get("tables") or {})).items():
+    for t, v in r.mapping(m.get("tables", {}), p + ("tables",), _keys(m.get("tables"))).items():
         tp = p + ("tables", t)
         table(t, tp)
         if isinstance(v, str):
@@ -772,11 +997,11 @@ def _read_semantics(r: _Reader, raw: Any, tables: dict[str, Table]) -> Semantics
         singular = r.string(r.required(tm, "name", tp), tp + ("name",))
         names.append((t, TableWords(singular, r.string(tm.get("plural", plural_of(singular)), tp + ("plural",)))))
     columns = []
-    for ref, label in r.mapping(m.get("columns", {}), p + ("columns",), tuple(m.get("columns") or {})).items():
+    for ref, label in r.mapping(m.get("columns", {}), p + ("columns",), _keys(m.get("columns"))).items():
         t, c = column(ref, p + ("columns", ref))
         columns.append((f"{t}.{c}", r.string(label, p + ("columns", ref))))
     measures = []
-    for name, v in r.mapping(m.get("measures", {}), p + ("measures",), tuple(m.get("measures") or {})).items():
+    for name, v in r.mapping(m.get("measures", {}), p + ("measures",), _keys(m.get("measures"))).items():
         mp = p + ("measures", name)
         mm = r.mapping(v, mp, ("sum", "count"))
         if len(mm) != 1:
@@ -787,7 +1012,7 @@ def _read_semantics(r: _Reader, raw: Any, tables: dict[str, Table]) -> Semantics
         else:
             measures.append(Measure(r.string(name, mp), "count", table(mm["count"], mp + ("count",))))
     synonyms = []
-    for word, alts in r.mapping(m.get("synonyms", {}), p + ("synonyms",), tuple(m.get("synonyms") or {})).items():
+    for word, alts in r.mapping(m.get("synonyms", {}), p + ("synonyms",), _keys(m.get("synonyms"))).items():
         sp = p + ("synonyms", word)
         synonyms.append((str(word), tuple(r.string(a, sp) for a in r.sequence(alts, sp))))
     currency = None if m.get("currency") is None else r.string(m["currency"], p + ("currency",))
@@ -831,6 +1056,17 @@ def _read_questions(r: _Reader, raw: Any) -> QuestionPlan:
         if abs(sum(v for _, v in mix) - 1.0) > 1e-9:
             raise r.err(dp, f"the shares add up to {sum(v for _, v in mix):g}; make them add up to 1")
     return QuestionPlan(include, exclude, most, mix)
+
+
+def _amount(r: _Reader, value: float, col: Column, table: str, path: tuple, what: str) -> int:
+    """``value`` in units of ``col``'s decimals (half-even, as the planner rounds it), refused beyond
+    MAX_UNITS: the planner and the generator sum amounts as int64 and split them in float64."""
+    units = int(Decimal(str(value)).scaleb(col.decimals).to_integral_value(ROUND_HALF_EVEN))
+    if abs(units) > MAX_UNITS:
+        raise r.err(path, f"{what} {_number(value)} is beyond the largest amount {table}.{col.name} holds with {col.decimals} "
+                    f"decimals, {Decimal(MAX_UNITS).scaleb(-col.decimals):,f} ({MAX_UNITS:,} units; evalpack's "
+                    "limit); use a smaller amount or fewer decimals")
+    return units
 
 
 def _check_references(r: _Reader, spec: Spec) -> None:
@@ -893,7 +1129,16 @@ def _check_references(r: _Reader, spec: Spec) -> None:
     curves = {}
     for i, c in enumerate(spec.outcome_curves):
         p = ("outcome_curves", i)
-        need(c.table, c.column, p + ("column",), ("float", "int"))
+        mcol = need(c.table, c.column, p + ("column",), ("float", "int"))
+        for j, point in enumerate(c.points):
+            _amount(r, point.value, mcol, c.table, p + ("curve_points", j), "the target")
+        if c.avg_transaction_value is not None:
+            avg = _amount(r, c.avg_transaction_value, mcol, c.table, p + ("avg_transaction_value",),
+                          "avg_transaction_value")
+            if avg < 1:
+                raise r.err(p + ("avg_transaction_value",), f"avg_transaction_value {c.avg_transaction_value} rounds "
+                            f"to 0 at {c.column}'s {mcol.decimals} decimals; give at least one unit "
+                            f"({Decimal(1).scaleb(-mcol.decimals)})")
         tcol = need(c.table, c.time_column, p + ("time_column",), ("date", "datetime"))
         time_axis(c.table, c.time_column, p)
         if (c.table, c.column) in curves:
@@ -925,7 +1170,10 @@ def _check_references(r: _Reader, spec: Spec) -> None:
                         f"({', '.join(gcol.choices)})")
     for i, w in enumerate(spec.waterfalls):
         p = ("waterfalls", i)
-        need(w.table, w.amount_column, p + ("amount_column",), ("float",))
+        acol = need(w.table, w.amount_column, p + ("amount_column",), ("float",))
+        _amount(r, w.starting_value, acol, w.table, p + ("starting_value",), "starting_value")
+        for j, point in enumerate(w.points):
+            _amount(r, point.ending_value, acol, w.table, p + ("points", j, "ending_value"), "ending_value")
         tcol = need(w.table, w.type_column, p + ("type_column",), ("categorical",))
         pcol = need(w.table, w.period_column, p + ("period_column",), ("date", "datetime"))
         time_axis(w.table, w.period_column, p)
@@ -977,6 +1225,52 @@ def _check_references(r: _Reader, spec: Spec) -> None:
                             "orphans and nulls there must be 0 or at least 2 (each group balances)")
 
 
+ROWS_LIMIT = " rows (evalpack's limit per table and rotation, which bounds a pack's disk use); lower rows"
+
+
+def _unique_ignoring_case(r: _Reader, name: str, seen: dict[str, str], path: tuple, what: str, parent: tuple) -> None:
+    """Refuse ``name`` when an earlier name of ``seen`` differs from it only by case: DuckDB matches
+    names without regard to case, so both would name one table (or column)."""
+    other = seen.setdefault(name.lower(), name)
+    if other != name:
+        raise r.err(path, f"{what} '{name}' differs from {what} '{other}' (line {r.line(parent + (other,))}) only by "
+                    "case, and SQL names ignore case; rename one of them")
+
+
+def _rotation_rows(r: _Reader, spec: Spec) -> None:
+    """Refuse a rotation of more than MAX_ROTATION_ROWS rows, or a table whose outcome curve's
+    avg_transaction_value plans more than MAX_TABLE_ROWS (rows = each month's total / the average)."""
+    rows = {t.name: t.rows for t in spec.tables}
+    slack = 1.1 if spec.answers == "rotated" else 1.0  # rotated answers move each target by up to 8%
+    for i, c in enumerate(spec.outcome_curves):
+        if not c.avg_transaction_value or c.table not in rows:
+            continue
+        first, last = c.points[0].month, c.points[-1].month
+        months = [add_months(first, i) for i in range((last.year - first.year) * 12 + last.month - first.month + 1)]
+        values = dict((p.month, p.value) for p in c.points)
+        known = sorted(values)
+        planned = 0.0
+        for m in months:  # each month's total, interpolated linearly between the points around it
+            before, after = known[bisect.bisect_right(known, m) - 1], known[bisect.bisect_left(known, m)]
+            span = (after.year - before.year) * 12 + after.month - before.month
+            at = (m.year - before.year) * 12 + m.month - before.month
+            total = values[before] + (values[after] - values[before]) * (at / span if span else 0)
+            planned += max(1.0, total * slack / c.avg_transaction_value)
+        if planned > MAX_TABLE_ROWS:
+            raise r.err(("outcome_curves", i, "avg_transaction_value"),
+                        f"avg_transaction_value {c.avg_transaction_value} plans about {planned:,.0f} rows of {c.table} "
+                        f"(each month's total / the average); a table holds at most {MAX_TABLE_ROWS:,} rows per "
+                        "rotation (evalpack's limit); raise avg_transaction_value or lower the targets")
+        rows[c.table] = max(rows[c.table], math.ceil(planned))
+    total = 0
+    for t in spec.tables:
+        total += rows[t.name]
+        if total > MAX_ROTATION_ROWS:
+            raise r.err(("tables", t.name, "rows"), f"the tables hold {sum(rows.values()):,} rows per rotation in all; "
+                        f"a rotation holds at most {MAX_ROTATION_ROWS:,} rows (evalpack's limit, which bounds a pack's "
+                        "disk use); lower rows")
+
+
 def load_spec(path: str | Path, *, seed: int | None = None, rotations: int | None = None) -> Spec:
     """Read, validate and return the spec at ``path``; ``seed``/``rotations`` override the file.
 
@@ -999,16 +1293,22 @@ def parse_spec(text: str, *, file: str = "<spec>", seed: int | None = None, rota
     doc = _Doc(file, text)
     r = _Reader(doc)
     top = r.mapping(doc.root, (), TOP_KEYS, UNSUPPORTED_TOP)
-    default_rows = r.integer(top.get("rows", 100), ("rows",), lo=1)
+    default_rows = r.integer(top.get("rows", 100), ("rows",), lo=1, hi=MAX_TABLE_ROWS, limit=ROWS_LIMIT)
     name = top.get("name", Path(file).stem)
-    if not isinstance(name, str) or not NAME_RE.match(name):
-        raise r.err(("name",), f"pack name {name!r} must match [a-z][a-z0-9_]*")
+    if not isinstance(name, str) or not NAME_RE.fullmatch(name):
+        raise r.err(("name",), f"pack name {_clip(str(name))} must match [a-z][a-z0-9_]*")
+    if len(name) > MAX_NAME_LENGTH:
+        raise r.err(("name",), f"the pack name is {len(name)} characters long; names are limited to "
+                    f"{MAX_NAME_LENGTH}; shorten it")
     version = str(top.get("version", "0.1.0"))
-    if not SEMVER_RE.match(version):
-        raise r.err(("version",), f"version {version!r} is not semver (e.g. 1.0.0)")
+    if not SEMVER_RE.fullmatch(version):
+        raise r.err(("version",), f"version {_clip(version)} is not semver (e.g. 1.0.0)")
     answers = top.get("answers", "shared")
     if answers not in ("shared", "rotated"):
-        raise r.err(("answers",), f"answers is `shared` or `rotated`, got {answers!r}")
+        raise r.err(("answers",), f"answers is `shared` or `rotated`, got {_kind(answers)}")
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED):
+        raise SpecError(file, None, "seed", f"the seed override {_number(seed) if isinstance(seed, int) else seed!r} "
+                        f"must be an integer from 0 to {MAX_SEED:,}")
 
     raw_tables = r.mapping(r.required(top, "tables", ()), ("tables",), tuple(top["tables"]) if isinstance(
         top["tables"], dict) else ())
@@ -1016,16 +1316,21 @@ def parse_spec(text: str, *, file: str = "<spec>", seed: int | None = None, rota
         raise r.err(("tables",), "declare at least one table")
     tables: list[Table] = []
     ledgers: list[BalancedLedger] = []
+    seen_tables: dict[str, str] = {}
     for tname, raw in raw_tables.items():
         tp = ("tables", tname)
-        r.ident(tname, tp)
+        r.ident(tname, tp, "table")
+        _unique_ignoring_case(r, tname, seen_tables, tp, "table", ("tables",))
         tm = r.mapping(raw, tp, TABLE_KEYS, UNSUPPORTED_TABLE, "table key")
-        rows = r.integer(tm.get("rows", default_rows), tp + ("rows",), lo=1)
+        rows = r.integer(tm.get("rows", default_rows), tp + ("rows",), lo=1, hi=MAX_TABLE_ROWS, limit=ROWS_LIMIT)
         raw_cols = r.required(tm, "columns", tp)
         if not isinstance(raw_cols, dict) or not raw_cols:
             raise r.err(tp + ("columns",), "expected a mapping of column name to definition")
-        cols = tuple(_read_column(r, r.ident(cn, tp + ("columns", cn)), cv, tp + ("columns", cn), rows)
-                     for cn, cv in raw_cols.items())
+        seen_columns: dict[str, str] = {}
+        for cn in raw_cols:
+            r.ident(cn, tp + ("columns", cn), "column")
+            _unique_ignoring_case(r, cn, seen_columns, tp + ("columns", cn), "column", tp + ("columns",))
+        cols = tuple(_read_column(r, cn, cv, tp + ("columns", cn), rows) for cn, cv in raw_cols.items())
         tables.append(Table(tname, rows, cols, r.line(tp), rows_line=r.line(tp + ("rows",))))
         for i, raw_c in enumerate(r.sequence(tm.get("constraints", []), tp + ("constraints",))):
             ledgers.append(_read_ledger(r, raw_c, tp + ("constraints", i), tname))
@@ -1041,7 +1346,8 @@ def parse_spec(text: str, *, file: str = "<spec>", seed: int | None = None, rota
         version=version,
         description=None if top.get("description") is None else str(top["description"]),
         license=str(top.get("license", "cc-by-4.0")),
-        seed=seed if seed is not None else r.integer(top.get("seed", 42), ("seed",), lo=0),
+        seed=seed if seed is not None else r.integer(top.get("seed", 42), ("seed",), lo=0, hi=MAX_SEED,
+                                                             limit=" (numpy's seed range)"),
         rotations=rotations if rotations is not None else r.integer(top.get("rotations", 1), ("rotations",), 1, 64),
         answers=answers,
         holdout=float(r.number(top.get("holdout", 0), ("holdout",), lo=0.0, hi=1.0)),
@@ -1062,4 +1368,5 @@ def parse_spec(text: str, *, file: str = "<spec>", seed: int | None = None, rota
     if spec.rotations < 1:
         raise SpecError(file, None, "rotations", "at least one rotation is needed")
     _check_references(r, spec)
+    _rotation_rows(r, spec)
     return spec
