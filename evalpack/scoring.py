@@ -778,7 +778,7 @@ class SandboxWorker:
     with the wall clock enforced by killing the child. Use as a context manager."""
 
     def __init__(self, tables_dir: Path, limits: Limits, in_place: bool = False) -> None:
-        self.tables_dir, self.limits, self.in_place = Path(tables_dir), limits, in_place
+        self.tables_dir, self.limits, self.in_place = Path(tables_dir).resolve(), limits, in_place
         self.proc: subprocess.Popen | None = None
         self.cap_bytes = 0
         self.peak_bytes = 0

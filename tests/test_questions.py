@@ -301,10 +301,10 @@ def test_no_question_ships_is_exit_1(tmp_path, monkeypatch):
 
     original = build_module.check_rotation
 
-    def without_tables(spec, derived, folder, seed):
+    def without_tables(spec, derived, folder, seed, **options):
         for path in folder.rglob("*.parquet"):
             path.unlink()  # every gold SQL now errors
-        return original(spec, derived, folder, seed)
+        return original(spec, derived, folder, seed, **options)
 
     monkeypatch.setattr(build_module, "check_rotation", without_tables)
     code = main(["build", str(SCHEMAS / "retail.yaml"), "-o", str(tmp_path / "out"), "--jobs", "1"])
