@@ -147,7 +147,7 @@ def cmd_score(args: argparse.Namespace) -> int:
     return score_command(args.pack, args.candidates, json_path=args.json, rule=args.rule,
                          public_key=args.public_key, timeout=args.timeout, memory_mb=args.memory_mb,
                          threads=args.threads, run_timeout=args.run_timeout,
-                         allow_unattested=args.allow_unattested)
+                         allow_unattested=args.allow_unattested, error_prefix="evalpack: error: ")
 
 
 def cmd_verify(args: argparse.Namespace) -> int:

@@ -1689,8 +1689,10 @@ def score_command(pack: str | Path, candidates: str | Path, json_path: str | Pat
                   rule: str = "spider", *, public_key: str | Path | None = None, timeout: float = DEFAULT_TIMEOUT,
                   memory_mb: int = DEFAULT_MEMORY_MB, threads: int = DEFAULT_THREADS,
                   run_timeout: float = DEFAULT_RUN_TIMEOUT, allow_unattested: bool = False, out=None,
-                  err=None) -> int:
-    """``evalpack score`` and ``verify.py --candidates``: integrity, then scoring; the exit code."""
+                  err=None, error_prefix: str = "error: ") -> int:
+    """``evalpack score`` and ``verify.py --candidates``: integrity, then scoring; the exit code.
+
+    Input errors are printed as one line starting with ``error_prefix`` (the CLI passes its own)."""
     out, err = out or sys.stdout, err or sys.stderr
     try:
         limits = Limits(timeout, memory_mb, threads, run_timeout).checked()
@@ -1700,14 +1702,14 @@ def score_command(pack: str | Path, candidates: str | Path, json_path: str | Pat
                             refused=given.refused)
         report["candidates"] = {"file": str(candidates), "form": given.form}
     except InputError as exc:
-        print(error_text(exc), file=err)
+        print(error_text(exc, error_prefix), file=err)
         return 2
     print(format_report(report), file=out)
     if json_path:
         try:
             _write_json(json_path, report)
         except InputError as exc:
-            print(error_text(exc), file=err)
+            print(error_text(exc, error_prefix), file=err)
             return 2
     overall = report["summary"]["overall"]
     return 0 if overall["correct"] == overall["n"] else 1
