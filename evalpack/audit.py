@@ -22,7 +22,9 @@ build time (README.md, "Golden checks"); this module only turns them into findin
 
 and, for imported packs, ``as_received``: the received file no longer has its recorded SHA-256.
 
-Every query runs in verify.py's sandbox (read-only, no file access, one SELECT, time-limited).
+Every gold query, and every query derived from one, runs in verify.py's sandbox in a worker process
+(read-only, no file access, one SELECT, time-limited, under operating-system memory and CPU limits);
+this process runs only the SQL it writes itself (table shapes, link counts).
 Links for the orphan check come from the spec's declared relationships (built packs), or from
 the foreign keys of the source database recorded at import plus links inferred from the data:
 a column whose distinct non-null values are a near-subset (>= 95 %, with at least one miss) of
@@ -43,15 +45,17 @@ from typing import Any
 import duckdb
 
 from evalpack import golden as golden_rules
-from evalpack.golden import Golden, Link, LinkCount, OrphanEffect, Run, count_orphans, counted, jsonable
+from evalpack.golden import Golden, Link, LinkCount, OrphanEffect, Run, Runner, count_orphans, counted, jsonable
 from evalpack.layout import PackLayout
 from evalpack.questions import compared_in_order
 from evalpack.scoring import (
+    DEFAULT_TIMEOUT,
     ROWS_TYPE,
+    Limits,
+    SandboxWorker,
     answer_matches,
     expected_for,
     observed,
-    open_sandbox,
     quote_ident,
 )
 from evalpack.scoring import run_query as run_untrusted
@@ -105,6 +109,16 @@ def run_query(con: duckdb.DuckDBPyConnection, sql: str) -> Run:
     return Run(outcome.rows, outcome.error)
 
 
+def worker_runner(worker: SandboxWorker, timeout: float = DEFAULT_TIMEOUT) -> Runner:
+    """A runner that sends each query to ``worker``, a sandbox in its own process under the scorer's
+    operating-system limits (its connection argument is not used): how SQL from outside is run."""
+    def run(_con: duckdb.DuckDBPyConnection, sql: str) -> Run:
+        outcome = worker.run(sql, timeout)
+        return Run(outcome.rows, outcome.error)
+
+    return run
+
+
 def matches_answer(con: duckdb.DuckDBPyConnection, r: dict, expected: Any, rows: list[tuple]) -> bool:
     """Whether ``rows`` answer record ``r`` (expected here: ``expected``) under the pack's comparison rule."""
     ordered = golden_rules.in_order(con, r.get("answer_type"), r["gold_sql"])
@@ -129,14 +143,15 @@ def tie_at_limit(con: duckdb.DuckDBPyConnection, sql: str, round_decimals: int |
     return None if tie is None else tie.evidence()
 
 
-def golden(con: duckdb.DuckDBPyConnection, r: dict, run: Run, links: tuple[LinkCount, ...]) -> Golden:
+def golden(con: duckdb.DuckDBPyConnection, r: dict, run: Run, links: tuple[LinkCount, ...],
+           runner: Runner = run_query) -> Golden:
     """The golden checks (:func:`evalpack.golden.check`) of record ``r``'s gold query, whose result on
-    ``con`` is ``run``, run in the sandbox like the query itself."""
+    ``con`` is ``run``, each derived query run by ``runner`` like the query itself."""
     sql = r["gold_sql"]
     return golden_rules.check(con, sql, run, links, about_orphans=r.get("kind") == "fk_orphans"
                               or bool(r.get("about_orphans")), expected_empty=bool(r.get("expected_empty")),
                               round_decimals=r.get("round_decimals"),
-                              ordered=golden_rules.in_order(con, r.get("answer_type"), sql), runner=run_query)
+                              ordered=golden_rules.in_order(con, r.get("answer_type"), sql), runner=runner)
 
 
 # --------------------------------------------------------------------------- links
@@ -255,13 +270,13 @@ def _label(r: dict) -> str:
 
 def audit_query(con: duckdb.DuckDBPyConnection, r: dict, rotation: str, links: tuple[LinkCount, ...],
                 recorded: Any = NOT_RECORDED, made: str = "build", run: Run | None = None,
-                checks: golden_rules.Golden | None = None) -> list[Finding]:
+                checks: golden_rules.Golden | None = None, runner: Runner = run_query) -> list[Finding]:
     """Findings for one question's gold query on one rotation. ``recorded``: the value recorded at
     ``made``; ``run``: the gold query's result on ``con`` if already obtained; ``checks``: its golden
-    checks on ``con``, if already run."""
+    checks on ``con``, if already run; ``runner``: how the gold query and its derived queries run."""
     qid, sql = str(r["id"]), r["gold_sql"]
     head = f'{qid} "{_label(r)}"'
-    run = run or run_query(con, sql)
+    run = run or runner(con, sql)
     if run.error is not None:
         return [Finding(qid, "error", rotation, f"{head} ({rotation}): the gold query fails: {run.error}",
                         "fix the query; it reads the tables under rotations/" + rotation + "/tables by file name",
@@ -271,7 +286,7 @@ def audit_query(con: duckdb.DuckDBPyConnection, r: dict, rotation: str, links: t
     now = observed(run.rows, ordered)
     expected = expected_for(r, rotation) if r.get("expected_answer") is not None else None
     matches = None if expected is None else matches_answer(con, r, expected, run.rows)
-    checks = checks or golden(con, r, run, links)
+    checks = checks or golden(con, r, run, links, runner)
     # with a tie at the LIMIT, which tied row comes back varies from run to run: the tie is the
     # finding, and a different value from the recorded or expected one says nothing more
     steady = checks.tie is None
@@ -348,9 +363,10 @@ def pack_links(con: duckdb.DuckDBPyConnection, manifest: dict) -> tuple[LinkCoun
 def audit_pack(pack: Path, trusted: bool = False) -> list[Finding]:
     """Every finding of the audit on ``pack`` (built or imported), in question order.
 
-    The gold SQL of a pack from elsewhere is untrusted and runs in the sandbox (tables copied into
-    memory, then locked). ``trusted`` is for the build's own pack, whose SQL evalpack just wrote:
-    the tables are then read in place (and loaded only when small), keeping memory bounded."""
+    The gold SQL of a pack from elsewhere is untrusted: it and every query derived from it run in a
+    sandbox worker process under the scorer's limits (:class:`evalpack.scoring.SandboxWorker`), while
+    this process reads only the tables' shapes and link counts, by SQL it writes itself. ``trusted`` is
+    for the build's own pack, whose SQL evalpack just wrote: it runs here on the same connection."""
     pack, layout = Path(pack), PackLayout(pack)
     manifest = layout.read_manifest()
     records = layout.read_records()
@@ -358,19 +374,23 @@ def audit_pack(pack: Path, trusted: bool = False) -> list[Finding]:
     recorded, made = _recorded_values(pack, manifest)
     for rotation in layout.rotations():
         folder = layout.tables(rotation)
-        with rotation_connection(folder) if trusted else contextlib.closing(open_sandbox(folder)) as con:
-            findings += audit_rotation(con, records, rotation, pack_links(con, manifest), recorded, made)
+        with rotation_connection(folder) as con, \
+                contextlib.nullcontext() if trusted else SandboxWorker(folder, Limits()) as worker:
+            runner = run_query if trusted else worker_runner(worker)
+            findings += audit_rotation(con, records, rotation, pack_links(con, manifest), recorded, made,
+                                       runner=runner)
     return in_question_order(records, findings)
 
 
 def audit_rotation(con: duckdb.DuckDBPyConnection, records: list[dict], rotation: str,
                    links: tuple[LinkCount, ...], recorded: dict, made: str = "build",
-                   runs: dict[str, Run] | None = None, verified: frozenset[str] = frozenset()) -> list[Finding]:
+                   runs: dict[str, Run] | None = None, verified: frozenset[str] = frozenset(),
+                   runner: Runner = run_query) -> list[Finding]:
     """The findings of every gold query of ``records`` on one rotation's connection.
     ``recorded``: {(id, rotation): the value recorded at ``made``}; ``runs``: gold results already
     obtained on ``con`` (by id), which are not run again; ``verified``: ids whose golden checks
     verification ran on ``con`` and passed (not empty, no orphan dependence, no tie at a cut), which are
-    not run again either."""
+    not run again either; ``runner``: how the remaining queries run (:func:`worker_runner` for SQL from outside)."""
     passed = golden_rules.Golden(empty=False, orphans=None, tie=None)
     findings = []
     for r in records:
@@ -378,7 +398,7 @@ def audit_rotation(con: duckdb.DuckDBPyConnection, records: list[dict], rotation
             qid = str(r["id"])
             value = recorded.get((qid, rotation), NOT_RECORDED)
             findings += audit_query(con, r, rotation, links, value, made, (runs or {}).get(qid),
-                                    passed if qid in verified else None)
+                                    passed if qid in verified else None, runner)
     return findings
 
 

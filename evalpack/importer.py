@@ -81,13 +81,15 @@ from evalpack.audit import (
     link_of,
     matches_answer,
     run_query,
+    worker_runner,
 )
 from evalpack.build import assemble_pack, publish_dir, staging_dir
 from evalpack.certify import HASHES
 from evalpack.errors import EvalpackError
+from evalpack.golden import Runner
 from evalpack.layout import PackLayout, rotation_name
-from evalpack.scoring import COMPARISON_RULE, ROWS_TYPE, SCALAR_TYPES, open_sandbox, quote_ident, sha256_file
-from evalpack.verify import Link
+from evalpack.scoring import COMPARISON_RULE, ROWS_TYPE, SCALAR_TYPES, Limits, SandboxWorker, quote_ident, sha256_file
+from evalpack.verify import Link, rotation_connection
 
 ROTATION = rotation_name(0)
 RECEIVED = "as-received"
@@ -693,7 +695,8 @@ def _problems(g: Golden) -> list[str]:
     return out
 
 
-def classify(con: duckdb.DuckDBPyConnection, case: Case, links: tuple[LinkCount, ...]) -> Classified:
+def classify(con: duckdb.DuckDBPyConnection, case: Case, links: tuple[LinkCount, ...],
+             runner: Runner = run_query) -> Classified:
     """Run what arrived with ``case`` on the pack's tables and decide its status."""
     record = {
         "id": case.id, "question": case.question, "gold_sql": case.gold_sql, "expected_answer": case.expected,
@@ -713,16 +716,16 @@ def classify(con: duckdb.DuckDBPyConnection, case: Case, links: tuple[LinkCount,
         note = ("prose criteria: kept, not scored by verify.py" if case.criteria is not None else
                 "nothing to compare against: kept, it measures coverage")
         return Classified(record, None, note)
-    run = run_query(con, case.gold_sql)
+    run = runner(con, case.gold_sql)
     errors = [e for e in (case.answer_error, run.error and f"the query fails: {run.error}") if e]
     record["error"] = "; ".join(errors) or None
     record["observed_answer"] = None if run.error else run.recorded()
-    check = run_query(con, case.check_sql) if case.check_sql else None
+    check = runner(con, case.check_sql) if case.check_sql else None
     record["check_answer"] = check.recorded() if check else None
     if run.error:
         step = f"{record['error']}: fix it to read the pack's tables" + ("" if answered else ", add the answer")
         return Classified(record, "with_query" if answered else "query_only", step, run=run)
-    g = golden(con, record, run, links)
+    g = golden(con, record, run, links, runner)
     record["failed_checks"] = g.failed()
     problems = _problems(g)
     matches = None if case.expected is None else matches_answer(con, record, case.expected, run.rows)
@@ -884,15 +887,14 @@ def import_pack(questions: str | Path, *, data: str | Path, output: str | Path, 
         source = write_source(data, tables_dir)
         (staging / RECEIVED).mkdir()
         (staging / RECEIVED / questions.name).write_bytes(raw)
-        con = open_sandbox(tables_dir)  # the questions' SQL comes from outside: run it like a candidate's
-        try:
+        # the questions' SQL comes from outside: it runs like a candidate's, in a sandbox worker process;
+        # this connection runs only the link counts evalpack writes
+        with rotation_connection(tables_dir) as con, SandboxWorker(tables_dir, Limits()) as worker:
             declared = counted(con, [(lk, "foreign_key") for lk in source.foreign_keys])
             inferred = infer_links(con, tuple(lc.link for lc in declared))
             links = declared + counted(con, [(link_of(e), "inferred") for e in inferred])
             orphans = {lc.link: lc.orphan_rows for lc in links}
-            classified = [classify(con, case, links) for case in cases]
-        finally:
-            con.close()
+            classified = [classify(con, case, links, worker_runner(worker)) for case in cases]
         records = [c.record for c in classified]
         assign_splits(records, file_sha, holdout)
         report = report_lines(received, classified, unparsed)

@@ -415,3 +415,50 @@ def test_verify_questions_on_any_duckdb_connection(packs, sources):
     assert {r["id"] for r in kept} == {"spain_fixed", "q011"}
     assert next(r for r in dropped if r["id"] == "spain")["drop_reason"] == "depends_on_orphans"
     con.close()
+
+
+HOSTILE_GOLD = {
+    "memory_bomb": "SELECT list_sum(range(300000000))",
+    "slow_regexp": "SELECT length(regexp_replace(regexp_replace(regexp_replace(repeat('ab', 40000000), 'a', 'aa', "
+                   "'g'), 'b', 'bb', 'g'), 'a', 'aa', 'g'))",  # about 15 s in one call DuckDB cannot interrupt
+    "interval_overflow": "SELECT INTERVAL 100000000 YEAR",
+}
+
+
+@pytest.mark.slow
+def test_gold_sql_from_outside_runs_in_a_limited_worker_on_import_and_audit(sources, tmp_path):
+    """Imported gold SQL is untrusted: on import and on audit, a memory bomb, a query DuckDB cannot
+    interrupt and one whose result cannot be read are each that question's error, in a worker process
+    under its cap, while the command itself stays small and finishes."""
+    import sys
+
+    from test_scoring_isolation import run_sampled
+
+    lines = [json.dumps({"id": name, "question": f"What does {name} return?", "sql": sql, "answer": 1})
+             for name, sql in HOSTILE_GOLD.items()]
+    lines.append(json.dumps({"id": "latest", "question": "What is the most recent release year?",
+                             "sql": "SELECT MAX(year) FROM films", "answer": 2019,
+                             "check_sql": "SELECT year FROM films ORDER BY year DESC LIMIT 1"}))
+    received = tmp_path / "hostile.jsonl"
+    received.write_text("\n".join(lines) + "\n")
+    pack = tmp_path / "pack"
+    for args in (["import", str(received), "--data", str(sources["duckdb"]), "-o", str(pack)],
+                 ["audit", str(pack), "--json", str(tmp_path / "audit.json")]):
+        proc, _, err, peaks = run_sampled([sys.executable, "-m", "evalpack.cli", *args], timeout=600)
+        assert "Traceback" not in err, err
+        assert peaks[proc.pid] < 600 * 1024, (args[0], peaks[proc.pid])  # KiB: the command itself stays small
+        workers = [kib for pid, kib in peaks.items() if pid != proc.pid]
+        assert workers and max(workers) < 3 * 2**20, (args[0], workers)  # under the worker's cap, far from 6 GiB
+        if args[0] == "import":
+            assert proc.returncode == 0, err
+            imported = records(pack)
+            for name in HOSTILE_GOLD:
+                assert imported[name]["status"] == "provisional" and "the query fails" in imported[name]["error"], \
+                    imported[name]
+            assert "worker process" in imported["slow_regexp"]["error"]  # killed at its limit, not waited for
+            assert imported["latest"]["status"] == "scorable", imported["latest"]
+        else:
+            assert proc.returncode == 1, err
+            findings = json.loads((tmp_path / "audit.json").read_text())["findings"]
+            errors = {f["question"] for f in findings if f["kind"] == "error"}
+            assert errors == set(HOSTILE_GOLD), findings

@@ -62,6 +62,24 @@ def _tree_peaks(root: int, peaks: dict[int, int], done: threading.Event) -> None
         time.sleep(0.02)
 
 
+def run_sampled(command: list[str], cwd: Path | None = None,
+                timeout: float = 900) -> tuple[subprocess.Popen, str, str, dict[int, int]]:
+    """Run ``command`` to its end while sampling the resident memory of it and its children: the
+    finished process, its output and errors, and {pid: peak KiB}."""
+    proc = subprocess.Popen(command, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            errors="replace")
+    peaks: dict[int, int] = {}
+    done = threading.Event()
+    sampler = threading.Thread(target=_tree_peaks, args=(proc.pid, peaks, done), daemon=True)
+    sampler.start()
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    finally:
+        done.set()
+        sampler.join()
+    return proc, out, err, peaks
+
+
 @pytest.fixture()
 def arena(tmp_path: Path, retail_pack: Path) -> dict[str, Path]:
     pack = tmp_path / "pack"
@@ -93,15 +111,7 @@ def test_hostile_candidates_finish_within_their_limits_and_the_report_is_written
         command = [sys.executable, "-m", "evalpack.cli", "score", str(pack), "--candidates", str(candidates)]
     before_pack, before_outside = _snapshot(pack), _snapshot(arena["outside"])
 
-    proc = subprocess.Popen([*command, "--json", str(report_path), *limits], cwd=tmp, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, errors="replace")
-    peaks: dict[int, int] = {}
-    done = threading.Event()
-    sampler = threading.Thread(target=_tree_peaks, args=(proc.pid, peaks, done), daemon=True)
-    sampler.start()
-    out, err = proc.communicate(timeout=900)
-    done.set()
-    sampler.join()
+    proc, out, err, peaks = run_sampled([*command, "--json", str(report_path), *limits], cwd=tmp)
 
     assert proc.returncode == 1, err
     assert "Traceback" not in err and err == ""
