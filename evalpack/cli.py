@@ -16,11 +16,10 @@ import time
 from collections import Counter
 from importlib.metadata import entry_points
 from pathlib import Path
-from typing import NoReturn
 
 from evalpack.errors import EvalpackError
 from evalpack.layout import rotation_name
-from evalpack.scoring import InputError, add_integrity_options, add_limit_options, error_text, printable
+from evalpack.scoring import InputError, OneLineParser, add_integrity_options, add_limit_options, error_text, printable
 
 #: The entry-point group through which other packages of this distribution add subcommands.
 COMMANDS = "evalpack.commands"
@@ -72,15 +71,8 @@ def _check_report(path: str | None) -> None:
                             "choose another --json") from None
 
 
-def _one_line_errors(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    """Make ``parser`` report a mistake in its arguments like every other error: one line
-    ``evalpack: error: ...``, exit 2 (argparse would print the usage first)."""
-
-    def error(message: str) -> NoReturn:
-        parser.exit(2, f"evalpack: error: {message}; see `{parser.prog} --help`\n")
-
-    parser.error = error  # type: ignore[method-assign]
-    return parser
+class _Parser(OneLineParser):
+    prefix = "evalpack: error: "
 
 
 class _AtLeast(argparse.Action):
@@ -179,9 +171,9 @@ def cmd_audit(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="evalpack", description="Evaluation databases with answers fixed in advance.")
+    parser = _Parser(prog="evalpack", description="Evaluation databases with answers fixed in advance.")
     sub = parser.add_subparsers(dest="command", required=True)
-    b = _one_line_errors(sub.add_parser("build", help="build a pack from a spec"))
+    b = sub.add_parser("build", help="build a pack from a spec")
     b.add_argument("spec")
     b.add_argument("-o", "--output", required=True, help="pack folder to create")
     b.add_argument("--seed", type=int, action=_AtLeast, minimum=0, help="base seed (overrides the spec's seed)")
@@ -219,8 +211,8 @@ def build_parser() -> argparse.ArgumentParser:
     for command in sorted(entry_points(group=COMMANDS), key=lambda ep: ep.name):
         command.load()(sub)
 
-    i = _one_line_errors(sub.add_parser("import",
-                                        help="make a pack from questions that arrive from outside plus a database"))
+    i = sub.add_parser("import",
+                                        help="make a pack from questions that arrive from outside plus a database")
     i.add_argument("questions", help="JSONL, JSON, or CSV with a header")
     i.add_argument("--data", required=True, help="DuckDB file, SQLite file, or folder of Parquet/CSV tables")
     i.add_argument("-o", "--output", required=True, help="pack folder to create")
@@ -230,8 +222,8 @@ def build_parser() -> argparse.ArgumentParser:
     i.add_argument("--signing-key", help="private key (PEM) to sign the attestation")
     i.set_defaults(func=cmd_import)
 
-    a = _one_line_errors(sub.add_parser("audit",
-                                        help="audit a pack's golden queries (empty, drift, orphans, ties, seals)"))
+    a = sub.add_parser("audit",
+                                        help="audit a pack's golden queries (empty, drift, orphans, ties, seals)")
     a.add_argument("pack")
     a.add_argument("--json", help="write the findings as JSON to this file")
     a.set_defaults(func=cmd_audit)

@@ -121,7 +121,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from decimal import ROUND_HALF_EVEN, Context, Decimal, InvalidOperation, localcontext
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import Any, NoReturn
 
 import duckdb
 
@@ -1737,8 +1737,19 @@ def run_gold(pack: Path, *, rule: str = "spider", limits: Limits = Limits()) -> 
     return passed, len(questions), lines
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """An argument parser that reports a mistake like every other input error: one line starting
+    with :attr:`prefix` that says where to look, exit 2 (argparse prints the whole usage first).
+    Its subcommands' parsers are of the same class."""
+
+    prefix = "error: "
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, printable(f"{self.prefix}{message}; see `{self.prog} --help`") + "\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="verify.py", description="Check this pack: rerun every gold SQL, or score candidate SQL "
         "(--candidates). Exit 0: all correct; 1: not all correct; 2: bad input or a tampered pack.")
     parser.add_argument("--pack", default=str(Path(__file__).resolve().parent),

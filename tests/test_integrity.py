@@ -309,3 +309,14 @@ def test_damaged_pack_files_and_bad_numbers_never_give_a_traceback(spec_path, si
         run = cli(*args, cwd=tmp_path)
         assert run.returncode == 2 and "Traceback" not in run.stderr, run.stderr
         assert run.stderr.strip().splitlines()[-1].startswith("evalpack: error: --"), run.stderr
+
+
+def test_argument_mistakes_of_every_command_and_verify_py_are_one_line_exit_2(signed, tmp_path):
+    for args, named in ((["nosuch"], "invalid choice"), (["score", str(signed)], "--candidates"),
+                        (["verify"], "pack"), (["keygen"], "directory"), (["publish", str(signed)], "--repo"),
+                        (["audit", str(signed), "--bogus"], "--bogus"), (["import", "x.jsonl"], "--data"),
+                        (["build", "--seed", "x"], "--seed")):
+        one_line_error(cli(*args, cwd=tmp_path), named, "--help")
+    verify_py = subprocess.run([sys.executable, str(signed / "verify.py"), "--timeout", "soon"], cwd=tmp_path,
+                               capture_output=True, text=True)
+    one_line_error(verify_py, "--timeout", "verify.py --help")
