@@ -170,6 +170,13 @@ def cmd_audit(args: argparse.Namespace) -> int:
     return audit_command(args.pack, json_path=args.json)
 
 
+def cmd_diff(args: argparse.Namespace) -> int:
+    from evalpack.diff import diff_command
+
+    _check_report(args.json)
+    return diff_command(args.old, args.new, json_path=args.json)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="evalpack", description="Evaluation databases with answers fixed in advance.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -227,6 +234,12 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("pack")
     a.add_argument("--json", help="write the findings as JSON to this file")
     a.set_defaults(func=cmd_audit)
+
+    d = sub.add_parser("diff", help="compare two versions of a pack (exit 0 same, 1 different, 2 bad input)")
+    d.add_argument("old", help="pack folder or hub:OWNER/NAME@REVISION")
+    d.add_argument("new", help="pack folder or hub:OWNER/NAME@REVISION")
+    d.add_argument("--json", help="write the differences as JSON to this file")
+    d.set_defaults(func=cmd_diff)
     return parser
 
 
