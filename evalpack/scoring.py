@@ -117,6 +117,7 @@ import threading
 import time
 import uuid
 from collections import Counter
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from decimal import ROUND_HALF_EVEN, Context, Decimal, InvalidOperation, localcontext
@@ -992,54 +993,154 @@ class IntegrityReport:
 
 
 def pack_entries(pack: Path) -> tuple[dict[str, Path], list[str]]:
-    """(regular files by sorted POSIX relative name, other entries' names) of ``pack``, without the
-    attestation. Symlinks (to files or folders) and special files are "other": a pack holds regular
-    files only, and links are never followed."""
-    files, other, _ = _walk_pack(pack)
-    return files, other
+    """(files by sorted POSIX relative name -> the path to read, refused entries' names) of ``pack``,
+    without the attestation (:func:`walk_pack`)."""
+    found = walk_pack(pack)
+    return found.files, sorted(found.refused)
 
 
-def pack_folders(pack: Path) -> list[str]:
-    """Every folder inside ``pack`` (sorted POSIX relative names): a folder is part of the pack too."""
-    return _walk_pack(pack)[2]
+# A pack downloaded from the Hub holds files that are the Hub's, not the pack's: every Hub repo has a
+# root .gitattributes, and `snapshot_download(..., local_dir=DIR)` keeps its download metadata in
+# DIR/.cache/huggingface/. Exactly these are left out of a download's check; nothing else is.
+HUB_GITATTRIBUTES = ".gitattributes"
+HUB_METADATA = ".cache/huggingface"
+NOT_REGULAR = "not a regular file (symlink or special file); a pack holds regular files only"
 
 
-def _walk_pack(pack: Path) -> tuple[dict[str, Path], list[str], list[str]]:
+@dataclass(frozen=True)
+class PackFiles:
+    """What a pack folder holds (:func:`walk_pack`). ``files``: sorted POSIX relative name -> the path
+    to read (the blob for a link into the pack's own Hub cache); ``refused``: name -> why it is not a
+    pack file (a symlink anywhere else, a special file); ``folders``: every folder; ``ignored``: the
+    Hub's own files of a download (``.gitattributes``, ``.cache/huggingface/``), not checked."""
+
+    files: dict[str, Path]
+    refused: dict[str, str]
+    folders: list[str]
+    ignored: list[str]
+
+
+def _real_dir(path: Path) -> bool:
+    try:
+        return stat.S_ISDIR(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
+def hub_blobs(pack: Path) -> Path | None:
+    """The ``blobs`` folder of the Hugging Face cache that ``pack`` is a snapshot of, or None.
+
+    A ``snapshot_download`` into the cache is ``<cache>/datasets--<owner>--<name>/snapshots/<commit>/``
+    whose files are symlinks to ``../../blobs/<hash>``: that repo cache's own ``blobs`` folder (a real
+    folder, not a link) is the only place a pack's link may lead."""
+    real = Path(os.path.realpath(pack))
+    repo = real.parent.parent
+    if real.parent.name != "snapshots" or not repo.name.startswith("datasets--"):
+        return None
+    return repo / "blobs" if _real_dir(repo / "blobs") else None
+
+
+def _pack_file(path: Path, blobs: Path | None) -> tuple[Path | None, str]:
+    """(the path to read, "") for a regular file, or for a symlink that resolves to a regular file
+    directly inside ``blobs`` (see :func:`hub_blobs`); else (None, why it is refused). A link is only
+    resolved (lstat and readlink), never opened, until it is known to lead there; a loop is reported."""
+    mode = os.lstat(path).st_mode
+    if stat.S_ISREG(mode):
+        return path, ""
+    if not stat.S_ISLNK(mode) or blobs is None:
+        return None, NOT_REGULAR
+    try:
+        target = Path(os.path.realpath(path, strict=True))
+    except OSError as exc:
+        return None, (f"not a regular file: a symlink that does not resolve ({exc.strerror or exc}: a loop, or a "
+                      "link to nothing); it was not followed")
+    if target.parent != blobs or not stat.S_ISREG(os.lstat(target).st_mode):
+        return None, (f"not a regular file: a symlink to {target}, outside {blobs} (this Hub snapshot's own "
+                      "cache); a downloaded pack's links may lead only there")
+    return target, ""
+
+
+def walk_pack(pack: Path, listed: frozenset[str] | set[str] = frozenset()) -> PackFiles:
+    """Every entry of ``pack`` (the attestation aside), links not followed: a pack holds regular files,
+    except that in a snapshot of the Hugging Face cache a file may be a symlink into that repo cache's
+    own ``blobs`` folder (:func:`hub_blobs`). In a Hub download (a cache snapshot, or a ``local_dir``
+    download: ``.cache/huggingface/`` is a real folder) a root ``.gitattributes`` that ``listed`` does not
+    name and ``.cache/huggingface/`` are ignored, and ``.cache`` is not a pack folder; the rest of
+    ``.cache`` is walked like any other folder."""
     pack = Path(pack)
+    blobs = hub_blobs(pack)
+    local_dir = _real_dir(pack / ".cache") and _real_dir(pack / HUB_METADATA)
+    download = local_dir or blobs is not None
     files: dict[str, Path] = {}
-    other: list[str] = []
+    refused: dict[str, str] = {}
     folders: list[str] = []
+    ignored: list[str] = []
     for folder, dirnames, filenames in os.walk(pack, followlinks=False):
         for name in dirnames + filenames:
             path = Path(folder) / name
             rel = path.relative_to(pack).as_posix()
             mode = os.lstat(path).st_mode
-            if stat.S_ISDIR(mode):
-                folders.append(rel)
-            elif rel == ATTESTATION:
+            if local_dir and rel == HUB_METADATA:
+                dirnames.remove(name)
+                ignored.append(rel + "/")
+            elif local_dir and rel == ".cache":
                 continue
-            elif stat.S_ISREG(mode):
-                files[rel] = path
-            else:
-                other.append(rel)
-    return dict(sorted(files.items())), sorted(other), sorted(folders)
+            elif download and rel == HUB_GITATTRIBUTES and rel not in listed and not stat.S_ISDIR(mode):
+                ignored.append(rel)
+            elif stat.S_ISDIR(mode):
+                folders.append(rel)
+            elif rel != ATTESTATION:
+                source, why = _pack_file(path, blobs)
+                if source is None:
+                    refused[rel] = why
+                else:
+                    files[rel] = source
+    return PackFiles(dict(sorted(files.items())), dict(sorted(refused.items())), sorted(folders), sorted(ignored))
 
 
-def sha256_file(path: Path) -> str:
-    """SHA-256 (hex) of a file's bytes, read in 1 MiB blocks."""
+def _open_regular(path: Path):
+    """``path`` opened for binary reading, refusing a symlink or a special file found there now (the
+    walk saw a regular file; O_NONBLOCK so that a FIFO put in its place cannot stall the open)."""
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
+    fd = os.open(path, flags)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise OSError(f"{path} is no longer a regular file")
+    return os.fdopen(fd, "rb")
+
+
+def sha256_file(path: Path, *, nofollow: bool = False) -> str:
+    """SHA-256 (hex) of a file's bytes, read in 1 MiB blocks; ``nofollow``: the file must be a regular
+    file, not a link (:func:`_open_regular`)."""
     digest = hashlib.sha256()
-    with open(path, "rb") as handle:
+    with _open_regular(path) if nofollow else open(path, "rb") as handle:
         for block in iter(lambda: handle.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
 
 
-def sha256_files(paths: list[Path]) -> list[str]:
-    """:func:`sha256_file` of each path, largest first on every core (hashlib hashes large blocks
-    without the GIL), returned in the order given."""
-    order = sorted(range(len(paths)), key=lambda i: -os.path.getsize(paths[i]))
+def pack_digest(path: Path) -> str:
+    """:func:`sha256_file` of a file :func:`walk_pack` found (not following a link put there since), or
+    ``cannot be read (...)``."""
+    try:
+        return sha256_file(path, nofollow=True)
+    except OSError as exc:
+        return f"cannot be read ({exc.strerror or exc})"
+
+
+def sha256_files(paths: list[Path], hasher: Callable[[Path], str] = sha256_file) -> list[str]:
+    """``hasher`` (:func:`sha256_file`) of each path, largest first on every core (hashlib hashes large
+    blocks without the GIL), returned in the order given."""
+
+    def size(path: Path) -> int:
+        try:
+            return os.stat(path).st_size
+        except OSError:
+            return 0
+
+    order = sorted(range(len(paths)), key=lambda i: -size(paths[i]))
     with ThreadPoolExecutor(max_workers=max(1, min(len(paths), os.cpu_count() or 1))) as pool:
-        digests = dict(zip(order, pool.map(sha256_file, [paths[i] for i in order])))
+        digests = dict(zip(order, pool.map(hasher, [paths[i] for i in order])))
     return [digests[i] for i in range(len(paths))]
 
 
@@ -1049,10 +1150,12 @@ def read_envelope(pack: Path) -> tuple[dict[str, Any] | None, str | None]:
     if not path.exists() and not path.is_symlink():
         return None, ("missing, so nothing in this pack is pinned; ask its publisher for the attestation, or pass "
                       "--allow-unattested to use it anyway (every report then says so)")
-    if path.is_symlink() or not path.is_file():
-        return None, "not a regular file (symlink or special file); a pack holds regular files only"
+    source, why = _pack_file(path, hub_blobs(Path(pack)))
+    if source is None:
+        return None, why
     try:
-        data = json.loads(path.read_bytes())
+        with _open_regular(source) as handle:
+            data = json.loads(handle.read())
     except OSError as exc:
         return None, f"cannot be read ({exc.strerror or exc})"
     except (ValueError, UnicodeDecodeError, RecursionError) as exc:
@@ -1156,7 +1259,8 @@ def inspect_integrity(pack: Path, public_key: str | Path | None = None, *,
     and an envelope without signatures fails; without it a signature is reported NOT CHECKED); the
     statement (``_type``, ``predicateType``, one well-formed subject per safe, distinct name); then
     the files: every subject re-hashed, and the regular files on disk (the attestation aside) must be
-    exactly the subjects, and every folder must hold a subject, with no symlink or special file anywhere.
+    exactly the subjects, and every folder must hold a subject, with no symlink or special file anywhere
+    (except links into a Hub cache snapshot's own blobs, and the Hub's files of a download: :func:`walk_pack`).
 
     ``allow_unattested`` (the user's explicit ``--allow-unattested``) turns a missing attestation and
     files or folders it does not list into notes that say so; everything else still fails.
@@ -1175,8 +1279,8 @@ def inspect_integrity(pack: Path, public_key: str | Path | None = None, *,
     data, why = read_envelope(pack)
     if data is None and allow_unattested and not (pack / ATTESTATION).exists():
         lines.append(("note", ATTESTATION, UNATTESTED_NOTE))
-        for name in pack_entries(pack)[1]:
-            fail(name, "not a regular file (symlink or special file); a pack holds regular files only")
+        for name, why in walk_pack(pack).refused.items():
+            fail(name, why)
         return IntegrityReport(tuple(lines), "unattested", 0, UNATTESTED_NOTE)
     if data is None:
         fail(ATTESTATION, why or "unreadable")
@@ -1261,15 +1365,23 @@ def inspect_integrity(pack: Path, public_key: str | Path | None = None, *,
         return done()
 
     # the files
-    on_disk, other = pack_entries(pack)
+    found = walk_pack(pack, set(listed))
+    if found.ignored:
+        lines.append(("note", "", f"IGNORED (the Hub's own files of this download, not pack files): "
+                                  f"{', '.join(found.ignored)}"))
     before = len(lines)
-    for name in other:
-        fail(name, "not a regular file (symlink or special file); a pack holds regular files only")
+    for name, why in found.refused.items():
+        fail(name, why)
+    on_disk = found.files
     present = [name for name in listed if name in on_disk]
-    digests = dict(zip(present, sha256_files([on_disk[name] for name in present])))
+    digests = dict(zip(present, sha256_files([on_disk[name] for name in present], pack_digest)))
     for name, expected in listed.items():
+        if name in found.refused:
+            continue  # said above: one line per entry
         if name not in on_disk:
             fail(name, f"listed in {ATTESTATION} but missing from the pack")
+        elif not _SHA256.fullmatch(digests[name]):
+            fail(name, digests[name])
         elif digests[name] != expected:
             fail(name, f"sha256 {digests[name][:16]}... differs from the attested {expected[:16]}... (the file "
                        "was changed)")
@@ -1277,7 +1389,7 @@ def inspect_integrity(pack: Path, public_key: str | Path | None = None, *,
         if name not in listed:
             unlisted(name, f"in the pack but not in {ATTESTATION} (a file was added)")
     attested_folders = {parent.as_posix() for name in listed for parent in PurePosixPath(name).parents}
-    for name in pack_folders(pack):
+    for name in found.folders:
         if name not in attested_folders:
             unlisted(name, f"a folder that holds no file of {ATTESTATION} (a folder was added; an extra "
                            "rotation folder would change what is scored)")
@@ -1752,7 +1864,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = OneLineParser(
         prog="verify.py", description="Check this pack: rerun every gold SQL, or score candidate SQL "
         "(--candidates). Exit 0: all correct; 1: not all correct; 2: bad input or a tampered pack.")
-    parser.add_argument("--pack", default=str(Path(__file__).resolve().parent),
+    # not resolved: in a Hub cache snapshot this file is a link into the cache's blobs folder
+    parser.add_argument("--pack", default=str(Path(os.path.abspath(__file__)).parent),
                         help="the pack folder (default: the folder this file is in)")
     parser.add_argument("--candidates",
                         help="JSON Lines of {id, sql}, a JSON list of those, or a JSON object id -> SQL")
