@@ -370,14 +370,16 @@ def signature_note(pack: str | Path) -> str | None:
     return None if data["signatures"] else UNSIGNED_NOTE
 
 
-def _check_gold(pack: Path, report: _Report) -> tuple[int, int] | None:
+def _check_gold(pack: Path, report: _Report, holdout_key: str | Path | None = None) -> tuple[int, int] | None:
     try:
-        passed, total, lines = run_gold(pack)
+        passed, total, lines = run_gold(pack, holdout_key=holdout_key)
     except Exception as exc:  # a pack whose questions cannot be run fails verification, with the reason
         report.fail(QUESTIONS, f"cannot rerun the gold SQL ({type(exc).__name__}: {exc})")
         return None
     for line in lines:
-        if not line.startswith("PASS"):
+        if line.startswith("NOTE "):
+            report.say(line.removeprefix("NOTE "))
+        elif not line.startswith("PASS"):
             report.fail(QUESTIONS, line.removeprefix("FAIL "))
     if passed == total:
         report.say(f"OK gold SQL: {passed}/{total} questions verify on every rotation")
@@ -385,9 +387,10 @@ def _check_gold(pack: Path, report: _Report) -> tuple[int, int] | None:
 
 
 def verify_pack(pack: str | Path, public_key: str | Path | None = None, *, gold: bool = True,
-                allow_unattested: bool = False) -> Verification:
+                allow_unattested: bool = False, holdout_key: str | Path | None = None) -> Verification:
     """Check ``pack`` with the one integrity check (:func:`evalpack.scoring.inspect_integrity`: signature,
-    types, hashes, file set), then rerun its gold SQL.
+    types, hashes, file set), then rerun its gold SQL (the holdout's too, with its answer key:
+    :func:`evalpack.scoring.pack_questions`).
 
     Raises EvalpackError for a folder that is not a pack or an unreadable key; all else is a report line.
     The gold SQL is not rerun (a SKIP line) when the files do not match the attestation.
@@ -409,15 +412,16 @@ def verify_pack(pack: str | Path, public_key: str | Path | None = None, *, gold:
     if gold and report.failures:
         report.say("SKIP gold SQL: not rerun, because the checks above failed (the SQL in the pack is not trusted)")
     elif gold:
-        gold_result = _check_gold(pack, report)
+        gold_result = _check_gold(pack, report, holdout_key)
     return Verification(pack, tuple(report.lines), tuple(report.failures), integrity.signature, integrity.files,
                         gold_result)
 
 
-def verify_command(pack: str | Path, public_key: str | Path | None = None, *, allow_unattested: bool = False) -> int:
-    """``evalpack verify PACK [--public-key KEY] [--allow-unattested]``: 0 when everything holds, 1 otherwise
-    (2: bad input)."""
-    result = verify_pack(pack, public_key, allow_unattested=allow_unattested)
+def verify_command(pack: str | Path, public_key: str | Path | None = None, *, allow_unattested: bool = False,
+                   holdout_key: str | Path | None = None) -> int:
+    """``evalpack verify PACK [--public-key KEY] [--allow-unattested] [--holdout-key DIR]``: 0 when everything
+    holds, 1 otherwise (2: bad input)."""
+    result = verify_pack(pack, public_key, allow_unattested=allow_unattested, holdout_key=holdout_key)
     for line in result.lines:
         print(printable(line))
     if not result.ok:

@@ -219,6 +219,10 @@ def link_of(entry: dict) -> Link:
 
 
 def _spec_links(manifest: dict) -> list[tuple[Link, str]] | None:
+    """A built pack's declared links: listed in its manifest, else read from the spec's text (older packs)."""
+    if isinstance(manifest.get("declared_links"), list):
+        return [(Link(e["child_table"], e["child_column"], e["parent_table"], e["parent_column"]), "declared")
+                for e in manifest["declared_links"]]
     text = (manifest.get("spec") or {}).get("text")
     if not text:
         return None

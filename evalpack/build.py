@@ -27,10 +27,12 @@ from evalpack.attest import load_signer, now_utc, write_attestation
 from evalpack.audit import Finding, Run, audit_rotation, counted, in_question_order, seal_findings
 from evalpack.certify import certificate, dumps, manifest
 from evalpack.errors import EvalpackError
+from evalpack.holdout import read_previous, seal, write_key
 from evalpack.layout import PackLayout, rotation_name
 from evalpack.nearmiss import Mutant, MutantSet, prepare_mutants, still_studied, study_outcomes, summarize_study
 from evalpack.plan import RotationPlan, plan_pack
-from evalpack.questions import Question, Selection, derive_selected
+from evalpack.questions import PreviousSplits, Question, Selection, derive_selected
+from evalpack.scoring import holdout_key_beside
 from evalpack.spec import Spec, load_spec
 from evalpack.tables import duckdb_types, write_rotation, write_table
 from evalpack.verify import Link, Observation, Verdict, rotation_connection, verify_rotation
@@ -119,15 +121,17 @@ class Derived:
     questions: tuple[Question, ...]
     mutants: MutantSet
     selection: Selection | None = None  # how questions: chose them (None: the questions were given)
+    previous: PreviousSplits | None = None  # the version whose splits these continue
 
     def plan(self, seed: int) -> RotationPlan:
         return next(p for p in self.plans if p.seed == seed)
 
 
-def derive(spec: Spec, plans: tuple[RotationPlan, ...]) -> Derived:
-    """The questions of ``spec`` and their prepared mutants (pure: no row is read)."""
-    questions, selection = derive_selected(spec, plans)
-    return Derived(plans, questions, prepare_mutants(spec, questions, duckdb_types(spec)), selection)
+def derive(spec: Spec, plans: tuple[RotationPlan, ...], previous: PreviousSplits | None = None) -> Derived:
+    """The questions of ``spec`` and their prepared mutants (pure: no row is read); their splits continue
+    ``previous``, the version this build follows (:func:`evalpack.questions.assign_splits`)."""
+    questions, selection = derive_selected(spec, plans, previous)
+    return Derived(plans, questions, prepare_mutants(spec, questions, duckdb_types(spec)), selection, previous)
 
 
 @dataclass(frozen=True)
@@ -227,11 +231,28 @@ def assemble_pack(folder: Path, records: list[dict], certificate_: dict, manifes
 
 def write_pack_files(folder: Path, spec: Spec, derived: Derived, verdicts: tuple[Verdict, ...],
                      rows: dict[str, dict[str, int]], near_miss: dict | None = None) -> None:
-    """A built pack's questions.jsonl, certificate.json, manifest.json, README.md and verify.py."""
-    records = [v.question.to_record(spec.answers) for v in verdicts if v.ships]
-    assemble_pack(folder, records, certificate(verdicts, [p.rotation for p in derived.plans]),
+    """A built pack's questions.jsonl, certificate.json, manifest.json, README.md and verify.py, and beside
+    it the holdout's answer key (:mod:`evalpack.holdout`): nothing in the pack gives a holdout answer away."""
+    sealed = seal(spec, [v.question.to_record(spec.answers) for v in verdicts if v.ships], derived.previous)
+    assemble_pack(folder, list(sealed.public), certificate(verdicts, [p.rotation for p in derived.plans]),
                   manifest(spec, derived.plans, verdicts, rows, duckdb_types(spec), near_miss,
-                           selection=derived.selection.to_dict() if derived.selection else None))
+                           selection=derived.selection.to_dict() if derived.selection else None,
+                           previous=derived.previous))
+    write_key(folder, spec, sealed)
+
+
+def continued_splits(spec: Spec, out: str | Path, previous: str | Path | None = None) -> PreviousSplits | None:
+    """The splits a build continues: those of the pack at ``previous`` (EvalpackError when it is not a pack
+    with question keys), else those of the pack of the same name at ``out`` that the build replaces."""
+    if previous is not None:
+        found = read_previous(previous)
+        if found is None:
+            raise EvalpackError(f"{previous}: not a pack with question keys (questions.jsonl with a `key` per "
+                                "question and manifest.json); give the folder of the version this one follows")
+        return found
+    if is_pack(out) and PackLayout(out).read_manifest().get("pack") == spec.name:
+        return read_previous(out)
+    return None
 
 
 def is_pack(folder: str | Path) -> bool:
@@ -323,8 +344,20 @@ def staging_dir(out: Path, force: bool, inputs: Iterable[str | Path] = ()) -> Pa
 
 
 def discard(staging: Path) -> None:
-    """Remove a staging folder of :func:`staging_dir` (a build that failed)."""
+    """Remove a staging folder of :func:`staging_dir` (a build that failed), and the answer key beside it."""
     debris.remove(staging)
+    shutil.rmtree(holdout_key_beside(staging), ignore_errors=True)
+
+
+def _move_key(staging: Path, out: Path) -> None:
+    """The holdout answer key written beside ``staging`` to its place beside ``out``, replacing an older one
+    (a pack without holdout leaves none). Between the pack's swap and this, a key and a pack of different
+    builds are refused by their commitments, never mixed."""
+    source, target = holdout_key_beside(staging), holdout_key_beside(out)
+    if os.path.lexists(target):
+        shutil.rmtree(target)
+    if source.is_dir():
+        source.rename(target)
 
 
 RENAME_EXCHANGE = 2  # <linux/fs.h>
@@ -377,14 +410,19 @@ def publish_dir(staging: Path, out: Path) -> None:
     else:
         staging.rename(out)
     debris.release(staging)  # its lock followed the folder to ``out``
+    _move_key(staging, out)
 
 
 def build_pack(spec_path: str | Path, out: str | Path, *, seed: int | None = None, rotations: int | None = None,
                force: bool = False, jobs: int = 1, progress: Progress | None = None,
-               signing_key: str | Path | None = None) -> BuildResult:
-    """Build the pack of ``spec_path`` at ``out``. Raises EvalpackError (2: bad input, 1: no question ships)."""
+               signing_key: str | Path | None = None, previous: str | Path | None = None) -> BuildResult:
+    """Build the pack of ``spec_path`` at ``out``. Raises EvalpackError (2: bad input, 1: no question ships).
+
+    The questions' splits continue ``previous`` (an earlier version's pack folder), else the pack being
+    replaced at ``out`` (:func:`continued_splits`); the holdout's answer key is written beside ``out``."""
     started = now_utc()
     spec = load_spec(spec_path, seed=seed, rotations=rotations)
+    splits = continued_splits(spec, out, previous)
     if signing_key:
         load_signer(signing_key)  # an unreadable or wrong key fails now, not after the whole build
     out = Path(out)
@@ -395,7 +433,7 @@ def build_pack(spec_path: str | Path, out: str | Path, *, seed: int | None = Non
             # the questions come from the declarations and mutating their gold SQL is pure Python:
             # both run while the worker processes write the rotations (one phase at a time keeps
             # memory bounded: writers and DuckDB never hold a large rotation at once)
-            derived = background.submit(derive, spec, plans)
+            derived = background.submit(derive, spec, plans, splits)
             rows = write_rotations(spec, plans, staging, jobs, progress)
             checks: tuple[RotationCheck, ...] = ()
             for p in plans:

@@ -11,8 +11,10 @@ import pyarrow
 
 from evalpack import __version__
 from evalpack.difficulty import LEVELS, RULE
+from evalpack.holdout import SALT_RULE
 from evalpack.plan import RotationPlan
-from evalpack.scoring import COMPARISON_RULE
+from evalpack.questions import SPLIT_RULE, PreviousSplits
+from evalpack.scoring import COMMITMENT_RULE, COMPARISON_RULE
 from evalpack.spec import Spec
 from evalpack.verify import Verdict
 
@@ -22,6 +24,8 @@ HASHES = {
     "question_sha256": "SHA-256 (hex) of the UTF-8 bytes of the question text",
     "attestation_subjects": "SHA-256 (hex) of each file's bytes, one subject per regular file of the pack "
                             "except attestation.intoto.json, POSIX relative paths, sorted",
+    "holdout_commitment": COMMITMENT_RULE,
+    "holdout_salt": SALT_RULE,
 }
 
 
@@ -48,7 +52,8 @@ def certificate(verdicts: tuple[Verdict, ...], rotations: list[str]) -> dict:
             {
                 "id": v.question.id,
                 "results": {
-                    o.rotation: {"observed": o.value, "match": o.passed,
+                    # a holdout answer is in the answer key only: the certificate says that it matched
+                    o.rotation: {**({} if v.question.split == "holdout" else {"observed": o.value}), "match": o.passed,
                                  "checks": {name: val for name, val in o.checks}}
                     for o in v.observations
                 },
@@ -60,12 +65,37 @@ def certificate(verdicts: tuple[Verdict, ...], rotations: list[str]) -> dict:
     }
 
 
+def dropped_entry(v: Verdict) -> dict:
+    """A dropped question as the manifest lists it; a holdout question's gold SQL, answer and observed
+    values are left out (a question may have been in an earlier version's holdout)."""
+    entry = {
+        "id": v.question.id,
+        "key": v.question.key,
+        "kind": v.question.kind,
+        "question": v.question.question,
+        "gold_sql": v.question.gold_sql,
+        "expected_answer": dict(v.question.expected),
+        "drop_reason": v.drop_reason,
+        "observed": {o.rotation: (o.value if o.error is None else f"error: {o.error}") for o in v.observations},
+        "failed_checks": {o.rotation: o.failed_checks() + (["error"] if o.error else [])
+                          for o in v.observations if not o.passed},
+    }
+    if v.question.split == "holdout":
+        entry.update(gold_sql=None, expected_answer=None, observed=None)
+    return entry
+
+
 def manifest(spec: Spec, plans: tuple[RotationPlan, ...], verdicts: tuple[Verdict, ...],
              rows: dict[str, dict[str, int]], schemas: dict[str, dict[str, str]],
-             near_miss: dict | None = None, warnings: list[str] | None = None, selection: dict | None = None) -> dict:
-    """How the pack was made, what was dropped and why, and the near-miss study."""
+             near_miss: dict | None = None, warnings: list[str] | None = None, selection: dict | None = None,
+             previous: PreviousSplits | None = None) -> dict:
+    """How the pack was made, what was dropped and why, the near-miss study, and how the splits continue
+    ``previous``. With holdout questions the spec's text is withheld (it declares their answers)."""
     shipped = [v for v in verdicts if v.ships]
     dropped = [v for v in verdicts if not v.ships]
+    private = any(v.question.split == "holdout" for v in shipped)
+    ever = sorted({v.question.key for v in shipped if v.question.split == "holdout"}
+                  | (previous.ever_holdout if previous else frozenset()))
     all_warnings = list(dict.fromkeys([w for p in plans for w in p.warnings] + list(warnings or [])))
     return {
         "pack": spec.name,
@@ -78,8 +108,17 @@ def manifest(spec: Spec, plans: tuple[RotationPlan, ...], verdicts: tuple[Verdic
         "rotations": [p.rotation for p in plans],
         "answers": spec.answers,
         "holdout": spec.holdout,
-        "spec": {"file": spec.path.replace("\\", "/").rsplit("/", 1)[-1], "sha256": spec.sha256, "text": spec.source},
+        "spec": {"file": spec.path.replace("\\", "/").rsplit("/", 1)[-1], "sha256": spec.sha256,
+                 "text": None if private else spec.source,
+                 **({"text_withheld": "the spec declares the holdout's answers: its text is in the holdout answer "
+                                      "key (PACK.holdout-key), its SHA-256 is above"} if private else {})},
+        "splits": {"rule": SPLIT_RULE, "continues": previous.version if previous else None, "ever_holdout": ever,
+                   "holdout_key": {"folder": "PACK.holdout-key (beside the pack, never in it)",
+                                   "commitment": COMMITMENT_RULE, "salt": SALT_RULE} if private else None},
         "hashes": HASHES,
+        "declared_links": [{"child_table": r.child_table, "child_column": r.child_column,
+                            "parent_table": r.parent_table, "parent_column": r.parent_column}
+                           for r in spec.relationships],
         "tables": {name: {"columns": cols, "rows": {rot: rows[rot][name] for rot in rows}}
                    for name, cols in schemas.items()},
         "questions": {
@@ -94,20 +133,6 @@ def manifest(spec: Spec, plans: tuple[RotationPlan, ...], verdicts: tuple[Verdic
             **({"selection": selection} if selection else {}),
         },
         "warnings": all_warnings,
-        "dropped": [
-            {
-                "id": v.question.id,
-                "kind": v.question.kind,
-                "question": v.question.question,
-                "gold_sql": v.question.gold_sql,
-                "expected_answer": dict(v.question.expected),
-                "drop_reason": v.drop_reason,
-                "observed": {o.rotation: (o.value if o.error is None else f"error: {o.error}")
-                             for o in v.observations},
-                "failed_checks": {o.rotation: o.failed_checks() + (["error"] if o.error else [])
-                                  for o in v.observations if not o.passed},
-            }
-            for v in dropped
-        ],
+        "dropped": [dropped_entry(v) for v in dropped],
         "near_miss_study": near_miss,
     }

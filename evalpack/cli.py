@@ -19,7 +19,15 @@ from pathlib import Path
 
 from evalpack.errors import EvalpackError
 from evalpack.layout import rotation_name
-from evalpack.scoring import InputError, OneLineParser, add_integrity_options, add_limit_options, error_text, printable
+from evalpack.scoring import (
+    InputError,
+    OneLineParser,
+    add_holdout_option,
+    add_integrity_options,
+    add_limit_options,
+    error_text,
+    printable,
+)
 
 #: The entry-point group through which other packages of this distribution add subcommands.
 COMMANDS = "evalpack.commands"
@@ -95,7 +103,8 @@ def cmd_build(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     result = build_pack(args.spec, args.output, seed=args.seed, rotations=args.rotations, force=args.force,
                         jobs=args.jobs, progress=_progress_printer(sys.stderr.isatty() or args.verbose),
-                        signing_key=args.signing_key or os.environ.get("EVALPACK_SIGNING_KEY"))
+                        signing_key=args.signing_key or os.environ.get("EVALPACK_SIGNING_KEY"),
+                        previous=args.previous)
     shipped = result.shipped
     dropped = [v for v in result.verdicts if not v.ships]
     print(f"built {result.path} from {result.spec.path} in {time.perf_counter() - started:.1f}s")
@@ -124,6 +133,12 @@ def cmd_build(args: argparse.Namespace) -> int:
           f"{study['match_first_rate']:.2%} on the first alone (manifest.json -> near_miss_study)")
     for warning in result.warnings:
         print(f"  warning: {warning}")
+    held = sum(q.split == "holdout" for q in shipped)
+    if held:
+        from evalpack.scoring import holdout_key_beside
+
+        print(f"  holdout: {held} questions; their gold SQL and answers are in {holdout_key_beside(result.path)} "
+              "(private: keep it out of any public copy of the pack)")
     from evalpack.attest import signature_note
 
     print(f"  attestation: {signature_note(result.path) or 'signed (check it with evalpack verify --public-key KEY)'}")
@@ -139,13 +154,15 @@ def cmd_score(args: argparse.Namespace) -> int:
     return score_command(args.pack, args.candidates, json_path=args.json, rule=args.rule,
                          public_key=args.public_key, timeout=args.timeout, memory_mb=args.memory_mb,
                          threads=args.threads, run_timeout=args.run_timeout,
-                         allow_unattested=args.allow_unattested, error_prefix="evalpack: error: ")
+                         allow_unattested=args.allow_unattested, error_prefix="evalpack: error: ",
+                         holdout_key=args.holdout_key)
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
     from evalpack.attest import verify_command
 
-    return verify_command(args.pack, public_key=args.public_key, allow_unattested=args.allow_unattested)
+    return verify_command(args.pack, public_key=args.public_key, allow_unattested=args.allow_unattested,
+                          holdout_key=args.holdout_key)
 
 
 def cmd_keygen(args: argparse.Namespace) -> int:
@@ -191,6 +208,9 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--jobs", type=int, action=_AtLeast, minimum=1, default=os.cpu_count() or 1,
                    help="rotations generated in parallel")
     b.add_argument("-v", "--verbose", action="store_true", help="show progress per rotation and table")
+    b.add_argument("--previous", metavar="PACK",
+                   help="the pack of the version this one follows: its questions keep their splits (default: the "
+                        "pack being replaced at -o)")
     b.add_argument("--signing-key", help="private key (PEM) to sign the attestation; default $EVALPACK_SIGNING_KEY")
     b.set_defaults(func=cmd_build)
 
@@ -200,12 +220,14 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--json", help="write the full report as JSON to this file")
     s.add_argument("--rule", choices=("spider", "bird"), default="spider", help="rule for result-set questions")
     add_integrity_options(s)
+    add_holdout_option(s)
     add_limit_options(s)
     s.set_defaults(func=cmd_score)
 
     v = sub.add_parser("verify", help="check a pack's attestation, file hashes and gold SQL")
     v.add_argument("pack")
     add_integrity_options(v)
+    add_holdout_option(v)
     v.set_defaults(func=cmd_verify)
 
     k = sub.add_parser("keygen", help="write a signing key pair (private key mode 0600)")

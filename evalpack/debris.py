@@ -39,8 +39,10 @@ _HELD: dict[str, int] = {}
 
 
 def staging_pattern(name: str | None = None) -> re.Pattern[str]:
-    """The names of staging folders (of the pack folder ``name``; of any, when None); group 1 is the pid."""
-    return re.compile(r"\." + (re.escape(name) if name else r".+") + r"\." + STAGING + r"(\d+)" + _RANDOM)
+    """The names of staging folders (of the pack folder ``name``; of any, when None), and of the holdout
+    answer keys written beside them; group 1 is the pid."""
+    return re.compile(r"\." + (re.escape(name) if name else r".+") + r"\." + STAGING + r"(\d+)" + _RANDOM
+                      + r"(?:\.holdout-key)?")
 
 
 def old_pattern(name: str) -> re.Pattern[str]:

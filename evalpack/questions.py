@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import hashlib
+import json
 from dataclasses import dataclass, replace
 from decimal import ROUND_HALF_EVEN, Decimal
 from fractions import Fraction
@@ -46,6 +47,7 @@ class Question:
     paraphrases: tuple[str, ...] = ()  # the question's other phrasings, asking the same thing
     difficulty: str = ""  # simple | moderate | challenging, from the gold SQL (evalpack.difficulty.RULE)
     skills: tuple[str, ...] = ()  # what the gold SQL exercises (evalpack.difficulty.SKILLS)
+    key: str = ""  # the question's identity: its family and parameters, never its wording (fixes its split)
 
     @property
     def question_sha256(self) -> str:
@@ -60,6 +62,7 @@ class Question:
         expected = next(iter(values.values())) if answers == "shared" else values
         return {
             "id": self.id,
+            "key": self.key,
             "question": self.question,
             "evidence": self.evidence,
             "paraphrases": list(self.paraphrases),
@@ -371,9 +374,10 @@ def derive_questions(spec: Spec, plans: tuple[RotationPlan, ...]) -> tuple[Quest
     return derive_selected(spec, plans)[0]
 
 
-def derive_selected(spec: Spec, plans: tuple[RotationPlan, ...]) -> tuple[tuple[Question, ...], Selection]:
+def derive_selected(spec: Spec, plans: tuple[RotationPlan, ...],
+                    previous: PreviousSplits | None = None) -> tuple[tuple[Question, ...], Selection]:
     """The questions ``spec.questions`` selects, with each rotation's expected answer, ids ``q001``..., and
-    how they were selected."""
+    how they were selected; their splits continue ``previous`` (:func:`assign_splits`)."""
     per_rotation = [_drafts(spec, p.answer_key) for p in plans]
     base = per_rotation[0]
     for other in per_rotation[1:]:
@@ -403,16 +407,90 @@ def derive_selected(spec: Spec, plans: tuple[RotationPlan, ...]) -> tuple[tuple[
             tables=draft.tables,
             difficulty=level,
             skills=skills,
+            key=draft.key,
         ))
-    return assign_splits(spec, tuple(questions)), selection
+    return assign_splits(spec, tuple(questions), previous), selection
 
 
-def assign_splits(spec: Spec, questions: tuple[Question, ...]) -> tuple[Question, ...]:
-    """Freeze ``round(holdout * n)`` questions into ``holdout``, chosen by hashing spec and question."""
-    count = int(Decimal(str(spec.holdout * len(questions))).to_integral_value(ROUND_HALF_EVEN))
-    ranked = sorted(questions, key=lambda q: hashlib.sha256(f"{spec.sha256}:{q.question_sha256}".encode()).hexdigest())
-    held = {q.id for q in ranked[:count]}
-    return tuple(replace(q, split="holdout" if q.id in held else "dev") for q in questions)
+@dataclass(frozen=True)
+class PreviousSplits:
+    """What an earlier version of the pack fixed: each question's split by identity, and every identity
+    that was ever in the holdout (carried from version to version in the manifest)."""
+
+    version: str
+    split_of: tuple[tuple[str, str], ...] = ()
+    ever_holdout: frozenset[str] = frozenset()
+    salts: tuple[tuple[str, str], ...] = ()  # key -> the salt of its commitment, from that version's answer key
+
+
+SPLIT_RULE = (
+    "a question's split is fixed by its identity (`key`: family and parameters, not wording): a question of the "
+    "version this one continues keeps its split there, and one that was ever in the holdout stays there. New "
+    "questions go in groups: questions whose answers share a number (at least 5 characters written as JSON) are "
+    "one group, so no dev answer gives a holdout answer away (a group with an earlier holdout question is all "
+    "holdout); groups are taken in the order of SHA-256 of the seed and their first key while they fit in "
+    "round(holdout x questions)"
+)
+
+
+def _atoms(q: Question) -> set[str]:
+    """The distinctive numbers of ``q``'s answers on every rotation (JSON text of 5 characters or more)."""
+    out: set[str] = set()
+
+    def walk(value: Any) -> None:
+        if isinstance(value, (list, tuple)):
+            for v in value:
+                walk(v)
+        elif isinstance(value, (int, float)) and not isinstance(value, bool):
+            text = json.dumps(value)
+            if len(text) >= 5:
+                out.add(text)
+
+    for _, value in q.expected:
+        walk(value)
+    return out
+
+
+def answer_groups(questions: tuple[Question, ...]) -> list[list[Question]]:
+    """``questions`` in groups whose answers share a distinctive number (:func:`_atoms`), transitively;
+    in question order, each group in question order."""
+    parent = list(range(len(questions)))
+
+    def root(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    first: dict[str, int] = {}
+    for i, q in enumerate(questions):
+        for atom in _atoms(q):
+            j = first.setdefault(atom, i)
+            parent[root(i)] = root(j)
+    groups: dict[int, list[Question]] = {}
+    for i, q in enumerate(questions):
+        groups.setdefault(root(i), []).append(q)
+    return list(groups.values())
+
+
+def assign_splits(spec: Spec, questions: tuple[Question, ...],
+                  previous: PreviousSplits | None = None) -> tuple[Question, ...]:
+    """Each question's split (:data:`SPLIT_RULE`): stable across versions, whatever else changes."""
+    before = dict(previous.split_of) if previous else {}
+    ever = previous.ever_holdout if previous else frozenset()
+    target = int(Decimal(str(spec.holdout * len(questions))).to_integral_value(ROUND_HALF_EVEN))
+    held: set[str] = set()
+    new: list[list[Question]] = []
+    for group in answer_groups(questions):
+        fresh = [q for q in group if q.key not in before and q.key not in ever]
+        if any(q.key in ever or before.get(q.key) == "holdout" for q in group):
+            held |= {q.key for q in fresh} | {q.key for q in group if q.key in ever or before.get(q.key) == "holdout"}
+        elif fresh and not any(before.get(q.key) == "dev" for q in group):  # else its numbers are public already
+            new.append(fresh)
+    for group in sorted(new, key=lambda g: hashlib.sha256(f"{spec.seed}:{g[0].key}".encode()).hexdigest()):
+        if len(held) + len(group) <= target:
+            held |= {q.key for q in group}
+    return tuple(replace(q, split="holdout" if q.key in held else "dev") for q in questions)
 
 
 @functools.lru_cache(maxsize=4096)

@@ -899,6 +899,80 @@ def load_questions(pack: Path) -> list[dict]:
     return records
 
 
+# --------------------------------------------------------------------------- the holdout answer key
+# A public pack carries each holdout question's text but not its gold SQL or answer: in their place a
+# commitment, SHA-256 of a secret salt and the canonical JSON of what was withheld. The answer key is a
+# folder beside the pack (PACK.holdout-key/holdout.jsonl, never published with it); with it, the holdout
+# is scored too, each record checked against its commitment first.
+
+HOLDOUT_KEY_SUFFIX = ".holdout-key"
+HOLDOUT_FILE = "holdout.jsonl"
+WITHHELD = ("gold_sql", "expected_answer")
+COMMITMENT_RULE = ('"sha256:" + SHA-256 (hex) of the UTF-8 bytes of salt + "\\n" + the JSON of {"id", "gold_sql", '
+                   '"expected_answer"} with sorted keys, separators "," and ":", non-ASCII kept')
+
+
+def commitment(record: dict, salt: str) -> str:
+    """The commitment to a holdout question's withheld gold SQL and answer (:data:`COMMITMENT_RULE`)."""
+    body = json.dumps({"id": record["id"], **{k: record.get(k) for k in WITHHELD}}, sort_keys=True,
+                      separators=(",", ":"), ensure_ascii=False)
+    return "sha256:" + hashlib.sha256(f"{salt}\n{body}".encode()).hexdigest()
+
+
+def holdout_key_beside(pack: str | Path) -> Path:
+    """Where a pack's holdout answer key is written: ``PACK.holdout-key`` beside the pack folder."""
+    pack = Path(os.path.abspath(pack))
+    return pack.with_name(pack.name + HOLDOUT_KEY_SUFFIX)
+
+
+def with_holdout_key(records: list[dict], key_dir: str | Path) -> list[dict]:
+    """``records`` with each holdout question's gold SQL and answer filled in from the answer key at
+    ``key_dir``, every one checked against its commitment. InputError naming the key file and the
+    question when the key does not match the pack (another version's key, or an edited one)."""
+    path = Path(key_dir) / HOLDOUT_FILE
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read the holdout answer key: {exc.strerror or exc}") from None
+    by_id = {r["id"]: r for r in records}
+    revealed = {}
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            entry = json.loads(line)
+            qid, salt = entry["id"], entry["salt"]
+        except (ValueError, KeyError, TypeError):
+            raise InputError(f"{path}:{number}: not a holdout key record (id, salt, gold_sql, "
+                             "expected_answer)") from None
+        public = by_id.get(qid)
+        if public is None or public.get("split") != "holdout":
+            raise InputError(f"{path}:{number}: {printable(qid)} is not a holdout question of this pack; "
+                             "use the answer key written with this pack version")
+        if commitment(entry, str(salt)) != public.get("commitment"):
+            raise InputError(f"{path}:{number}: {printable(qid)} does not match its commitment in "
+                             f"{QUESTIONS_FILE}; the key was edited or belongs to another version")
+        revealed[qid] = {k: entry.get(k) for k in WITHHELD}
+    missing = [r["id"] for r in records if r.get("commitment") and r["id"] not in revealed]
+    if missing:
+        raise InputError(f"{path}: no answer for holdout question(s) {', '.join(map(printable, missing[:10]))}; "
+                         "use the answer key written with this pack version")
+    return [{**r, **revealed[r["id"]]} if r["id"] in revealed else r for r in records]
+
+
+def pack_questions(pack: str | Path, holdout_key: str | Path | None = None) -> tuple[list[dict], Path | None]:
+    """The pack's question records, with the holdout's answers from ``holdout_key`` or, when that is
+    None, from the key beside the pack if there is one; and the key folder used (None: the holdout
+    stays unscorable, as in a downloaded public pack)."""
+    records = load_questions(Path(pack))
+    if not any(r.get("split") == "holdout" and r.get("commitment") for r in records):
+        return records, None
+    key = Path(holdout_key) if holdout_key is not None else holdout_key_beside(pack)
+    if holdout_key is None and not (key / HOLDOUT_FILE).is_file():
+        return records, None
+    return with_holdout_key(records, key), key
+
+
 def scorable(record: dict) -> bool:
     """Whether a question can be scored: it has a gold SQL and an expected answer (imported packs keep
     records without them; those are skipped)."""
@@ -1597,8 +1671,10 @@ def summarize(results: list[dict]) -> dict[str, Any]:
 
 def score_pack(pack: Path, sql_by_id: dict[str, str | None], *, rule: str = "spider", limits: Limits = Limits(),
                integrity: Integrity | None = None, in_place: bool = False,
-               refused: dict[str, str] | None = None) -> dict[str, Any]:
+               refused: dict[str, str] | None = None, holdout_key: str | Path | None = None) -> dict[str, Any]:
     """Score candidate SQL (id -> SQL, None = declined) on every rotation of ``pack``; the report.
+    The holdout is scored when its answer key is found (:func:`pack_questions`); otherwise its questions
+    are listed as not scored.
 
     The pack's integrity is not checked here: callers check it first (``score_command`` does).
     ``in_place`` (the pack's own gold SQL only) queries the Parquet files where they are
@@ -1607,7 +1683,7 @@ def score_pack(pack: Path, sql_by_id: dict[str, str | None], *, rule: str = "spi
     if rule not in RULES:
         raise InputError(f"unknown rule {rule!r}; use one of {', '.join(RULES)}")
     pack = Path(pack)
-    records = load_questions(pack)
+    records, key_used = pack_questions(pack, holdout_key)
     questions = [q for q in records if scorable(q)]
     names = rotations(pack)
     if not names:
@@ -1668,7 +1744,9 @@ def score_pack(pack: Path, sql_by_id: dict[str, str | None], *, rule: str = "spi
         "rotations": names,
         "summary": summary,
         "unknown_ids": sorted(i for i in sql_by_id if i not in known),
-        "not_scored": sorted(unscored),  # records without gold SQL or expected answer (imported packs)
+        "not_scored": sorted(unscored),  # without gold SQL or expected answer: imported, or holdout without its key
+        "holdout_key": None if key_used is None else str(key_used),
+        "holdout_not_scored": sorted(q["id"] for q in records if q.get("split") == "holdout" and not scorable(q)),
         "unscored_candidates": sorted(i for i in sql_by_id if i in unscored),
         "questions": results,
         "timing": {"seconds": round(time.perf_counter() - started, 6), "query_seconds": round(query_seconds, 6),
@@ -1781,6 +1859,10 @@ def format_report(report: dict[str, Any]) -> str:
     if report["unscored_candidates"]:
         out.append("ids of questions without gold SQL or expected answer (not scored): "
                    f"{', '.join(map(printable, report['unscored_candidates']))}")
+    held = report.get("holdout_not_scored") or []
+    if held:
+        out.append(f"holdout: {len(held)} questions not scored here (their answers are not in a public pack; "
+                   "score with the answer key: --holdout-key DIR)")
     out.append("")
     out.append(format_table(report["summary"]))
     o = report["summary"]["overall"]
@@ -1801,7 +1883,7 @@ def score_command(pack: str | Path, candidates: str | Path, json_path: str | Pat
                   rule: str = "spider", *, public_key: str | Path | None = None, timeout: float = DEFAULT_TIMEOUT,
                   memory_mb: int = DEFAULT_MEMORY_MB, threads: int = DEFAULT_THREADS,
                   run_timeout: float = DEFAULT_RUN_TIMEOUT, allow_unattested: bool = False, out=None,
-                  err=None, error_prefix: str = "error: ") -> int:
+                  err=None, error_prefix: str = "error: ", holdout_key: str | Path | None = None) -> int:
     """``evalpack score`` and ``verify.py --candidates``: integrity, then scoring; the exit code.
 
     Input errors are printed as one line starting with ``error_prefix`` (the CLI passes its own)."""
@@ -1811,7 +1893,7 @@ def score_command(pack: str | Path, candidates: str | Path, json_path: str | Pat
         integrity = check_integrity(pack, public_key, allow_unattested=allow_unattested)
         given = load_candidates(candidates)
         report = score_pack(Path(pack), given.sql, rule=rule, limits=limits, integrity=integrity,
-                            refused=given.refused)
+                            refused=given.refused, holdout_key=holdout_key)
         report["candidates"] = {"file": str(candidates), "form": given.form}
     except InputError as exc:
         print(error_text(exc, error_prefix), file=err)
@@ -1830,13 +1912,14 @@ def score_command(pack: str | Path, candidates: str | Path, json_path: str | Pat
 # --------------------------------------------------------------------------- gold mode
 
 
-def run_gold(pack: Path, *, rule: str = "spider", limits: Limits = Limits()) -> tuple[int, int, list[str]]:
-    """Rerun every gold SQL on every rotation in the sandbox, reading the Parquet files in place;
-    returns (passed, total, report lines)."""
+def run_gold(pack: Path, *, rule: str = "spider", limits: Limits = Limits(),
+             holdout_key: str | Path | None = None) -> tuple[int, int, list[str]]:
+    """Rerun every gold SQL on every rotation in the sandbox, reading the Parquet files in place (the
+    holdout's too when its answer key is found, :func:`pack_questions`); returns (passed, total, report lines)."""
     pack = Path(pack)
-    questions = [q for q in load_questions(pack) if scorable(q)]
+    questions = [q for q in pack_questions(pack, holdout_key)[0] if scorable(q)]
     gold = {q["id"]: q["gold_sql"] for q in questions}
-    report = score_pack(pack, gold, rule=rule, limits=limits, in_place=True)
+    report = score_pack(pack, gold, rule=rule, limits=limits, in_place=True, holdout_key=holdout_key)
     lines, passed = [], 0
     for r in report["questions"]:
         if r["status"] == "correct":
@@ -1846,6 +1929,10 @@ def run_gold(pack: Path, *, rule: str = "spider", limits: Limits = Limits()) -> 
             bad = ", ".join(f"{rot}={run.get('observed', 'error: ' + str(run.get('error')))!r}"
                             for rot, run in r["rotations"].items() if not run["match"])
             lines.append(printable(f"FAIL {r['id']} {r['kind']}: expected {r['expected']!r}, got {bad}"))
+    held = report["holdout_not_scored"]
+    if held:
+        lines.append(f"NOTE holdout: {len(held)} questions not checked here (their gold SQL is in the answer key, "
+                     "not in a public pack; pass --holdout-key DIR)")
     return passed, len(questions), lines
 
 
@@ -1872,8 +1959,16 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--json", help="write the full report as JSON to this file")
     parser.add_argument("--rule", choices=RULES, default="spider", help="rule for result-set questions")
     add_integrity_options(parser)
+    add_holdout_option(parser)
     add_limit_options(parser)
     return parser
+
+
+def add_holdout_option(parser: argparse.ArgumentParser) -> None:
+    """``--holdout-key``, as ``verify.py``, ``evalpack score`` and ``evalpack verify`` take it."""
+    parser.add_argument("--holdout-key", metavar="DIR",
+                        help="the pack's holdout answer key (default: PACK.holdout-key beside the pack, if there); "
+                             "without it the holdout questions are not scored")
 
 
 def add_integrity_options(parser: argparse.ArgumentParser) -> None:
@@ -1907,7 +2002,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.candidates:
         return score_command(args.pack, args.candidates, args.json, args.rule, public_key=args.public_key,
                              timeout=args.timeout, memory_mb=args.memory_mb, threads=args.threads,
-                             run_timeout=args.run_timeout, allow_unattested=args.allow_unattested)
+                             run_timeout=args.run_timeout, allow_unattested=args.allow_unattested,
+                             holdout_key=args.holdout_key)
     try:
         limits = Limits(args.timeout, args.memory_mb, args.threads, args.run_timeout).checked()
         with ThreadPoolExecutor(1) as background:
@@ -1915,7 +2011,8 @@ def main(argv: list[str] | None = None) -> int:
             checking = background.submit(check_integrity, args.pack, args.public_key,
                                          allow_unattested=args.allow_unattested)
             try:
-                passed, total, lines = run_gold(Path(args.pack), rule=args.rule, limits=limits)
+                passed, total, lines = run_gold(Path(args.pack), rule=args.rule, limits=limits,
+                                                holdout_key=args.holdout_key)
             except InputError:
                 checking.result()  # a tampered pack is reported as tampered, whatever else failed
                 raise

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -10,9 +12,31 @@ import pytest
 
 from evalpack.build import build_pack
 from evalpack.cache import CACHE_ENV
+from evalpack.scoring import holdout_key_beside, pack_questions
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMAS = ROOT / "schemas"
+
+
+def full_questions(pack: Path) -> list[dict]:
+    """Every question of a pack built here, the holdout's gold SQL and answers from the key beside it."""
+    records, key = pack_questions(pack)
+    assert key is not None or all(r.get("split") != "holdout" for r in records), f"no answer key beside {pack}"
+    return records
+
+
+def spec_text(pack: Path) -> str:
+    """The spec a pack built here was made from: in its manifest, or (with a holdout) in its answer key."""
+    spec = json.loads((pack / "manifest.json").read_text())["spec"]
+    return spec["text"] if spec["text"] is not None else (holdout_key_beside(pack) / spec["file"]).read_text()
+
+
+def copy_pack(source: Path, target: Path) -> Path:
+    """A copy of a pack built here and of the holdout answer key beside it (the full pack)."""
+    shutil.copytree(source, target)
+    if holdout_key_beside(source).is_dir():
+        shutil.copytree(holdout_key_beside(source), holdout_key_beside(target))
+    return target
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from conftest import build_variant
+from conftest import build_variant, spec_text
 
 from evalpack.build import build_pack
 from evalpack.nearmiss import (
@@ -218,8 +218,7 @@ def test_the_study_runs_each_mutant_exactly_as_written(which, retail_pack, finan
     """Rewrites over rollups and batched scans return, for every mutant, what the mutant itself
     returns on the table's rows: same values, same types (one rotation, every mutant)."""
     pack = {"retail": retail_pack, "retail_datetime": datetime_pack, "finance": finance_pack}[which]
-    manifest = json.loads((pack / "manifest.json").read_text())
-    spec = parse_spec(manifest["spec"]["text"], file=f"{which}.yaml")
+    spec = parse_spec(spec_text(pack), file=f"{which}.yaml")
     questions = derive_questions(spec, plan_pack(spec))
     types = duckdb_types(spec)
     mutants, _ = build_mutants(spec, questions, types)

@@ -218,6 +218,8 @@ def test_rotated_answers_give_one_questions_split_per_rotation(retail_pack, tmp_
     (pack / "manifest.json").write_text(json.dumps(m), encoding="utf-8")
     records = [json.loads(line) for line in (pack / "questions.jsonl").read_text().splitlines()]
     for record in records:
+        if record["expected_answer"] is None:  # a holdout question's answer is not in the public pack
+            continue
         if record["answer_type"] == "integer":
             record["expected_answer"] = {r: record["expected_answer"] + i for i, r in enumerate(m["rotations"])}
         else:

@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
-from conftest import build_variant
+from conftest import build_variant, full_questions
 
 from evalpack.build import Derived, check_rotation, links_of
 from evalpack.difficulty import label
@@ -42,7 +42,8 @@ ALL_FAMILIES = set(KINDS)  # the two example specs together ship every family
 
 
 def _records(pack: Path) -> list[dict]:
-    return [json.loads(line) for line in (pack / "questions.jsonl").read_text().splitlines()]
+    """The pack's questions as built: the holdout's gold SQL and answers from the key beside it."""
+    return full_questions(pack)
 
 
 def _manifest(pack: Path) -> dict:
@@ -77,8 +78,10 @@ def test_question_records_follow_the_pack_format(retail_pack):
     import hashlib
 
     for r in _records(retail_pack):
-        assert set(r) == {"id", "question", "evidence", "paraphrases", "gold_sql", "expected_answer", "answer_type",
-                          "round_decimals", "kind", "difficulty", "skills", "split", "question_sha256", "tags"}
+        committed = {"commitment"} if r["split"] == "holdout" else set()
+        assert set(r) == {"id", "key", "question", "evidence", "paraphrases", "gold_sql", "expected_answer",
+                          "answer_type", "round_decimals", "kind", "difficulty", "skills", "split", "question_sha256",
+                          "tags"} | committed
         assert (r["difficulty"], tuple(r["skills"])) == label(r["gold_sql"], r["answer_type"])
         assert r["question_sha256"] == hashlib.sha256(r["question"].encode()).hexdigest()
         assert r["split"] in ("dev", "holdout")
@@ -192,6 +195,9 @@ def test_dropped_questions_are_kept_in_the_manifest_with_reason_and_observations
     assert manifest["questions"]["dropped"] == len(manifest["dropped"]) > 0
     for d in manifest["dropped"]:
         assert d["drop_reason"] == "mismatch"
+        if d["observed"] is None:  # a holdout question's values are never published, dropped or not
+            assert d["gold_sql"] is None and d["expected_answer"] is None
+            continue
         assert set(d["observed"]) == {"seed_42", "seed_43", "seed_44"}
         assert d["failed_checks"] == {"seed_42": ["matches"]}
     shipped_ids = {r["id"] for r in _records(pack)}

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import duckdb
 import pytest
+from conftest import full_questions
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text(encoding="utf-8")
@@ -70,7 +71,7 @@ def test_quick_start_then_scoring_commands(workdir, env):
     ok(bash(first.removeprefix("pip install -e . && "), workdir, env))
     assert (workdir / "packs" / "retail" / "attestation.intoto.json").is_file()
 
-    records = [json.loads(line) for line in (workdir / "packs" / "retail" / "questions.jsonl").read_text().splitlines()]
+    records = full_questions(workdir / "packs" / "retail")  # the builder has the holdout's answer key beside the pack
     (workdir / "answers.jsonl").write_text("".join(json.dumps({"id": r["id"], "sql": r["gold_sql"]}) + "\n"
                                                    for r in records))
     out = ok(bash(block("python packs/retail/verify.py --candidates answers.jsonl"), workdir, env))

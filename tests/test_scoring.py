@@ -5,19 +5,18 @@ from __future__ import annotations
 import datetime as dt
 import io
 import json
-import shutil
 from collections import Counter
 from decimal import Decimal
 from pathlib import Path
 
 import duckdb
 import pytest
+from conftest import copy_pack, full_questions
 
 from evalpack.scoring import (
     InputError,
     answer_matches,
     load_candidates,
-    load_questions,
     normalize,
     result_sets_match,
     scalar_matches,
@@ -232,7 +231,7 @@ def test_bad_input_exits_2_with_the_message(tmp_path, retail_pack):
 
 
 def test_three_way_scoring_report_and_json(tmp_path, retail_pack):
-    questions = load_questions(retail_pack)
+    questions = full_questions(retail_pack)
     expected_status = {}
     lines = []
     for i, q in enumerate(questions):
@@ -282,7 +281,7 @@ def test_three_way_scoring_report_and_json(tmp_path, retail_pack):
 
 
 def test_every_gold_sql_is_correct_and_exits_0(tmp_path, retail_pack):
-    questions = load_questions(retail_pack)
+    questions = full_questions(retail_pack)
     path = _write(tmp_path, "gold.json", json.dumps({q["id"]: q["gold_sql"] for q in questions}))
     out = io.StringIO()
     assert score_command(retail_pack, path, rule="bird", out=out, err=io.StringIO()) == 0
@@ -292,7 +291,7 @@ def test_every_gold_sql_is_correct_and_exits_0(tmp_path, retail_pack):
 def _pack_with_rows_questions(tmp_path: Path, retail_pack: Path) -> tuple[Path, list[dict]]:
     """A copy of the retail pack with result-set questions appended; answers computed here with plain DuckDB."""
     pack = tmp_path / "rows_pack"
-    shutil.copytree(retail_pack, pack)
+    copy_pack(retail_pack, pack)
     (pack / "attestation.intoto.json").unlink(missing_ok=True)
     rotations = sorted(p.name for p in (pack / "rotations").iterdir())
     golds = {
@@ -345,7 +344,7 @@ def test_result_set_questions_under_spider_and_bird(tmp_path, retail_pack):
 
 def test_records_without_gold_sql_or_answer_are_skipped(tmp_path, retail_pack):
     pack = tmp_path / "imported_like"
-    shutil.copytree(retail_pack, pack)
+    copy_pack(retail_pack, pack)
     (pack / "attestation.intoto.json").unlink(missing_ok=True)
     extra = [{"id": "x1", "question": "criteria only", "gold_sql": None, "expected_answer": None, "answer_type": None,
               "kind": "imported", "split": "dev", "status": "criteria"},
@@ -364,4 +363,4 @@ def test_records_without_gold_sql_or_answer_are_skipped(tmp_path, retail_pack):
     status = {r["id"]: r["status"] for r in report["questions"]}
     assert "x1" not in status and "x2" not in status and "x3" not in status
     assert status["x4"] == "correct"
-    assert report["summary"]["overall"]["n"] == len(load_questions(retail_pack)) + 1
+    assert report["summary"]["overall"]["n"] == len(full_questions(retail_pack)) + 1

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import shutil
 import subprocess
 import sys
 import threading
@@ -16,11 +15,12 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import copy_pack, full_questions
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_scoring_sandbox import _snapshot, attacks
 
-from evalpack.scoring import KILL_GRACE, MAX_SQL_CHARS, load_questions, score_command
+from evalpack.scoring import KILL_GRACE, MAX_SQL_CHARS, score_command
 
 ROOT = Path(__file__).resolve().parents[1]
 TIMEOUT = 2.0
@@ -83,7 +83,7 @@ def run_sampled(command: list[str], cwd: Path | None = None,
 @pytest.fixture()
 def arena(tmp_path: Path, retail_pack: Path) -> dict[str, Path]:
     pack = tmp_path / "pack"
-    shutil.copytree(retail_pack, pack)
+    copy_pack(retail_pack, pack)
     outside = tmp_path / "outside"
     outside.mkdir()
     (outside / "secret.csv").write_text("token\nnever-leaves\n")
@@ -94,7 +94,7 @@ def arena(tmp_path: Path, retail_pack: Path) -> dict[str, Path]:
 @pytest.mark.parametrize("entry", ["evalpack score", "verify.py"])
 def test_hostile_candidates_finish_within_their_limits_and_the_report_is_written(arena, entry):
     pack, tmp = arena["pack"], arena["tmp"]
-    questions = load_questions(pack)
+    questions = full_questions(pack)
     cases = hostile(arena)
     ids = [q["id"] for q in questions][:len(cases)]
     gold_after = {q["id"]: q["gold_sql"] for q in questions[len(cases):len(cases) + 3]}
@@ -147,7 +147,7 @@ def test_hostile_candidates_finish_within_their_limits_and_the_report_is_written
 
 def test_a_run_has_an_overall_time_limit(arena):
     pack, tmp = arena["pack"], arena["tmp"]
-    ids = [q["id"] for q in load_questions(pack)][:6]
+    ids = [q["id"] for q in full_questions(pack)][:6]
     slow = "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r) SELECT count(*) FROM r"
     candidates = tmp / "slow.json"
     candidates.write_text(json.dumps({qid: slow for qid in ids}))

@@ -5,16 +5,16 @@ from __future__ import annotations
 
 import io
 import json
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from conftest import copy_pack, full_questions
 
 from evalpack.build import build_pack
 from evalpack.cli import main as cli_main
-from evalpack.scoring import load_questions, score_command
+from evalpack.scoring import score_command
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -41,11 +41,11 @@ def test_verify_py_is_the_scorer_byte_for_byte(retail_pack):
 
 def test_verify_py_runs_isolated_and_imports_only_stdlib_and_duckdb(tmp_path, retail_pack):
     pack = tmp_path / "pack"
-    shutil.copytree(retail_pack, pack)
+    copy_pack(retail_pack, pack)
     run = subprocess.run([sys.executable, "-I", "-X", "importtime", str(pack / "verify.py")], cwd=tmp_path,
                          capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stdout + run.stderr[-2000:]
-    questions = load_questions(pack)
+    questions = full_questions(pack)
     assert f"{len(questions)}/{len(questions)} questions verify on every rotation" in run.stdout
     assert run.stdout.count("\nPASS ") == len(questions)
     imported = _imports_after_site(run.stderr)
@@ -59,8 +59,8 @@ def test_verify_py_runs_isolated_and_imports_only_stdlib_and_duckdb(tmp_path, re
 
 def test_verify_py_candidate_mode_in_a_subprocess(tmp_path, retail_pack):
     pack = tmp_path / "pack"
-    shutil.copytree(retail_pack, pack)
-    questions = load_questions(pack)
+    copy_pack(retail_pack, pack)
+    questions = full_questions(pack)
     cands = tmp_path / "cands.json"
     cands.write_text(json.dumps([{"id": q["id"], "sql": q["gold_sql"]} for q in questions[:3]]
                                 + [{"id": questions[3]["id"], "sql": "SELECT 180000.0"}]))
@@ -82,7 +82,7 @@ def test_verify_py_candidate_mode_in_a_subprocess(tmp_path, retail_pack):
 
 
 def test_evalpack_score_runs_the_same_scorer(tmp_path, retail_pack, capsys):
-    questions = load_questions(retail_pack)
+    questions = full_questions(retail_pack)
     cands = tmp_path / "cands.jsonl"
     cands.write_text("".join(json.dumps({"id": q["id"], "sql": q["gold_sql"]}) + "\n" for q in questions[:5]))
     via_cli = tmp_path / "cli.json"
@@ -112,7 +112,7 @@ def rotated_pack(tmp_path_factory) -> Path:
 
 
 def test_rotated_answers_use_each_rotations_own_answer(tmp_path, rotated_pack):
-    questions = load_questions(rotated_pack)
+    questions = full_questions(rotated_pack)
     assert all(isinstance(q["expected_answer"], dict) for q in questions)
     rotations = sorted(questions[0]["expected_answer"])
     assert len(rotations) == 2

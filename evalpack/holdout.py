@@ -1,0 +1,130 @@
+"""The holdout stays private: what a public pack says about its holdout questions, and the answer key.
+
+A holdout question ships in the public pack with its text, evidence and labels, but its gold SQL and
+expected answer are withheld: in their place a ``commitment`` (:func:`evalpack.scoring.commitment`),
+so the key can be revealed later and checked. The key is a folder beside the pack,
+``PACK.holdout-key/`` (:func:`evalpack.scoring.holdout_key_beside`), holding ``holdout.jsonl`` (id, key,
+gold SQL, expected answer, salt, commitment per question), the spec it was built from and a README. It
+is never part of the pack, so neither the attestation nor ``evalpack publish`` ever carries it;
+``evalpack publish --holdout-repo`` sends it to a separate private repo.
+
+The salts are secret because the spec is: each is SHA-256 of the spec's bytes, the seed and the
+question's key, and a question keeps its salt from version to version (:data:`SALT_RULE`). A pack with holdout questions therefore does not publish the spec's text either (it
+declares the answers); its manifest keeps the spec's SHA-256.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from evalpack.layout import PackLayout
+from evalpack.questions import PreviousSplits
+from evalpack.scoring import (
+    COMMITMENT_RULE,
+    HOLDOUT_FILE,
+    WITHHELD,
+    InputError,
+    commitment,
+    holdout_key_beside,
+    with_holdout_key,
+)
+from evalpack.spec import Spec
+
+SALT_RULE = ("a question of the version this one continues keeps its salt from that version's answer key; a new "
+             "one gets SHA-256 (hex) of the UTF-8 bytes of 'evalpack-holdout-salt', the spec file's text, the seed and "
+             "the question's key, joined by U+001F: secret as long as the spec is (the spec's text is not published "
+             "when the pack has holdout questions)")
+KEY_README = """# Holdout answer key of {name} {version}
+
+Private. This folder holds the gold SQL and expected answers of the {count} holdout questions of the
+pack `{name}` {version}. The public pack carries each holdout question's text and a commitment in place of
+what is here; never publish this folder with it.
+
+- `holdout.jsonl`: one record per holdout question: `id`, `key`, `gold_sql`, `expected_answer`, `salt`,
+  `commitment`. The commitment is {rule}.
+- `{spec_file}`: the spec the pack was built from (it declares the answers, so it is kept here, not in the pack).
+
+Score the holdout with `evalpack score PACK --candidates FILE --holdout-key {folder}` or
+`python PACK/verify.py --holdout-key {folder}`; every record is checked against its commitment first.
+"""
+
+
+@dataclass(frozen=True)
+class Sealed:
+    """A pack's question records as published, and the answer key of its holdout (empty without one)."""
+
+    public: tuple[dict, ...]
+    key: tuple[dict, ...]
+
+
+def salt(spec: Spec, key: str) -> str:
+    """The secret salt of one holdout question (:data:`SALT_RULE`)."""
+    text = "\x1f".join(("evalpack-holdout-salt", spec.source, str(spec.seed), key))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def seal(spec: Spec, records: list[dict], previous: PreviousSplits | None = None) -> Sealed:
+    """Withhold the gold SQL and answer of every holdout record, committing to them. A question of the
+    ``previous`` version keeps its salt there, so its commitment changes only when its gold SQL or answer do."""
+    kept = dict(previous.salts) if previous else {}
+    public, key = [], []
+    for r in records:
+        if r.get("split") != "holdout":
+            public.append(r)
+            continue
+        s = kept.get(r["key"]) or salt(spec, r["key"])
+        promise = commitment(r, s)
+        key.append({"id": r["id"], "key": r["key"], **{k: r[k] for k in WITHHELD}, "salt": s, "commitment": promise})
+        public.append({**{k: (None if k in WITHHELD else v) for k, v in r.items()}, "commitment": promise})
+    return Sealed(tuple(public), tuple(key))
+
+
+def write_key(pack: Path, spec: Spec, sealed: Sealed) -> Path | None:
+    """Write the answer key beside ``pack`` (replacing an older one there); remove a stale one when the
+    pack has no holdout. Returns the key folder, or None."""
+    folder = holdout_key_beside(pack)
+    if folder.exists():
+        shutil.rmtree(folder)
+    if not sealed.key:
+        return None
+    folder.mkdir()
+    lines = [json.dumps(r, ensure_ascii=False, separators=(",", ":")) for r in sealed.key]
+    (folder / HOLDOUT_FILE).write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    spec_file = Path(spec.path).name if spec.path else f"{spec.name}.yaml"
+    (folder / spec_file).write_text(spec.source, encoding="utf-8")
+    (folder / "README.md").write_text(KEY_README.format(name=spec.name, version=spec.version, count=len(sealed.key),
+                                                        rule=COMMITMENT_RULE, spec_file=spec_file,
+                                                        folder=folder.name), encoding="utf-8")
+    return folder
+
+
+def read_previous(pack: str | Path) -> PreviousSplits | None:
+    """The splits an earlier version fixed (:class:`evalpack.questions.PreviousSplits`), from the pack at
+    ``pack``; None when there is no pack there, or it predates question keys."""
+    layout = PackLayout(pack)
+    if not (layout.questions.is_file() and layout.manifest.is_file()):
+        return None
+    records = layout.read_records()
+    if not records or not all(r.get("key") for r in records):
+        return None
+    manifest = layout.read_manifest()
+    ever = set((manifest.get("splits") or {}).get("ever_holdout") or ())
+    ever |= {r["key"] for r in records if r.get("split") == "holdout"}
+    return PreviousSplits(str(manifest.get("version")), tuple((r["key"], r["split"]) for r in records),
+                          frozenset(ever), _salts(pack, records))
+
+
+def _salts(pack: str | Path, records: list[dict]) -> tuple[tuple[str, str], ...]:
+    """key -> salt from the answer key beside ``pack``, for the records it matches (none without a key)."""
+    try:
+        revealed = with_holdout_key(records, holdout_key_beside(pack))
+    except InputError:
+        return ()
+    by_id = {r["id"]: r for r in revealed}
+    lines = (holdout_key_beside(pack) / HOLDOUT_FILE).read_text(encoding="utf-8").splitlines()
+    entries = [json.loads(line) for line in lines if line.strip()]
+    return tuple((by_id[e["id"]]["key"], e["salt"]) for e in entries if e["id"] in by_id)

@@ -1,0 +1,137 @@
+"""The holdout stays held out (issue 18): a public pack carries no holdout gold SQL or answer, only
+commitments; the answer key beside it reveals them and is checked against them; splits follow a
+question's identity from version to version."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from conftest import SCHEMAS
+
+from evalpack.build import build_pack
+from evalpack.scoring import (
+    HOLDOUT_FILE,
+    InputError,
+    commitment,
+    holdout_key_beside,
+    load_questions,
+    pack_questions,
+    score_pack,
+    with_holdout_key,
+)
+
+
+def _spec(tmp: Path, name: str, edits: dict[str, str]) -> Path:
+    text = (SCHEMAS / "retail.yaml").read_text()
+    for old, new in edits.items():
+        assert old in text, old
+        text = text.replace(old, new)
+    path = tmp / f"{name}.yaml"
+    path.write_text(text)
+    return path
+
+
+@pytest.fixture(scope="module")
+def versions(tmp_path_factory) -> dict[str, Path]:
+    """retail 1.0.0 (at most 120 questions); 1.1.0 (only the version changed) built over it at the same -o;
+    1.2.0 with every question and a larger holdout, continuing 1.1.0 by --previous into another folder."""
+    tmp = tmp_path_factory.mktemp("versions")
+    out = tmp / "packs" / "retail"
+    fewer = {"holdout: 0.2": "holdout: 0.2\nquestions:\n  max: 120"}
+    build_pack(_spec(tmp, "v100", fewer), out, rotations=2)
+    v100 = tmp / "v100"
+    shutil.copytree(out, v100)
+    shutil.copytree(holdout_key_beside(out), holdout_key_beside(v100))
+    build_pack(_spec(tmp, "v110", {**fewer, "version: 1.0.0": "version: 1.1.0"}), out, rotations=2, force=True)
+    v120 = tmp / "v120" / "retail"
+    build_pack(_spec(tmp, "v120", {"version: 1.0.0": "version: 1.2.0", "holdout: 0.2": "holdout: 0.5"}), v120,
+               rotations=2, previous=out)
+    return {"1.0.0": v100, "1.1.0": out, "1.2.0": v120}
+
+
+def _key_records(pack: Path) -> list[dict]:
+    return [json.loads(line) for line in (holdout_key_beside(pack) / HOLDOUT_FILE).read_text().splitlines()]
+
+
+def test_no_public_file_gives_a_holdout_answer_or_gold_sql_away(versions):
+    pack = versions["1.0.0"]
+    held = _key_records(pack)
+    assert len(held) >= 10
+    public = load_questions(pack)
+    assert {r["id"] for r in public if r["split"] == "holdout"} == {r["id"] for r in held}
+    secrets = [r["gold_sql"] for r in held]
+    # answers worth searching for: long enough not to occur by chance in other numbers or text
+    answers = [json.dumps(r["expected_answer"]) for r in held if len(json.dumps(r["expected_answer"])) >= 7]
+    assert answers
+    spec_text = (SCHEMAS / "retail.yaml").read_text()
+    for path in sorted(p for p in pack.rglob("*") if p.is_file()):
+        data = path.read_bytes()
+        for secret in secrets:
+            assert secret.encode() not in data, (path, secret)
+        if path.suffix != ".parquet" and path.suffix != ".csv":  # the tables are the database itself
+            text = data.decode("utf-8")
+            for answer in answers:
+                assert answer not in text, (path, answer)
+            assert "targets:" not in text or path.name == "verify.py", path  # the spec declares the answers
+    assert spec_text not in (pack / "manifest.json").read_text()
+    manifest = json.loads((pack / "manifest.json").read_text())
+    assert manifest["spec"]["text"] is None and manifest["spec"]["sha256"]
+    for r in public:
+        if r["split"] == "holdout":
+            assert r["gold_sql"] is None and r["expected_answer"] is None and r["commitment"].startswith("sha256:")
+
+
+def test_the_answer_key_reveals_the_holdout_and_is_checked_against_the_commitments(versions, tmp_path):
+    pack = versions["1.0.0"]
+    held = _key_records(pack)
+    public = {r["id"]: r for r in load_questions(pack)}
+    for r in held:
+        assert commitment(r, r["salt"]) == public[r["id"]]["commitment"]
+    full, used = pack_questions(pack)
+    assert used == holdout_key_beside(pack)
+    assert all(r["gold_sql"] and r["expected_answer"] is not None for r in full)
+    # an edited answer, or another version's key, is refused naming the question
+    forged = tmp_path / "forged"
+    forged.mkdir()
+    edited = [dict(r) for r in held]
+    edited[3]["expected_answer"] = 1
+    (forged / HOLDOUT_FILE).write_text("".join(json.dumps(r) + "\n" for r in edited))
+    with pytest.raises(InputError, match=edited[3]["id"] + " does not match its commitment"):
+        with_holdout_key(load_questions(pack), forged)
+    shutil.copy(holdout_key_beside(versions["1.2.0"]) / HOLDOUT_FILE, forged / HOLDOUT_FILE)
+    with pytest.raises(InputError, match="this pack|commitment|no answer"):
+        with_holdout_key(load_questions(pack), forged)
+
+
+def test_scoring_a_public_pack_leaves_the_holdout_unscored_the_full_pack_scores_both(versions, tmp_path):
+    public = tmp_path / "downloaded"
+    shutil.copytree(versions["1.0.0"], public)  # no key beside it, as after a download
+    records = load_questions(public)
+    held = {r["id"] for r in records if r["split"] == "holdout"}
+    gold = {r["id"]: r["gold_sql"] for r in pack_questions(versions["1.0.0"])[0]}
+    report = score_pack(public, gold)
+    assert set(report["holdout_not_scored"]) == held and report["holdout_key"] is None
+    assert {r["id"] for r in report["questions"]} == {r["id"] for r in records} - held
+    full = score_pack(public, gold, holdout_key=holdout_key_beside(versions["1.0.0"]))
+    assert full["holdout_not_scored"] == [] and full["summary"]["overall"]["correct"] == len(records)
+    assert full["summary"]["by_split"]["holdout"]["n"] == len(held)
+
+
+def test_splits_follow_identity_across_versions(versions):
+    v100, v110, v120 = (load_questions(versions[v]) for v in ("1.0.0", "1.1.0", "1.2.0"))
+    assert all(r["key"] for r in v100) and len({r["key"] for r in v100}) == len(v100)
+    by_key = {r["key"]: r for r in v100}
+    # a version bump moves nothing, and a question's commitment stays while its answer does
+    assert [(r["key"], r["split"], r.get("commitment")) for r in v110] == \
+        [(r["key"], r["split"], r.get("commitment")) for r in v100]
+    # new questions fill the larger holdout; nothing held out before comes back to dev, no dev question moves
+    held_before = {k for k, r in by_key.items() if r["split"] == "holdout"}
+    held_now = {r["key"] for r in v120 if r["split"] == "holdout"}
+    assert held_before <= held_now and len(held_now) > len(held_before)
+    assert all(r["split"] == by_key[r["key"]]["split"] for r in v120 if r["split"] == "dev" and r["key"] in by_key)
+    manifest = json.loads((versions["1.2.0"] / "manifest.json").read_text())
+    assert manifest["splits"]["continues"] == "1.1.0"
+    assert held_before <= set(manifest["splits"]["ever_holdout"])
