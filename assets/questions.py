@@ -5,8 +5,8 @@ from collections import Counter
 
 from dagster import AssetExecutionContext, MetadataValue, Output, asset
 
-from assets.common import CODE_VERSION, GROUP, PACKS
-from evalpack.build import Derived, derive
+from assets.common import CODE_VERSION, GROUP, PACKS, EvalpackResource
+from evalpack.build import Derived, continued_splits, derive
 from evalpack.plan import plan_pack
 from evalpack.spec import Spec
 
@@ -18,9 +18,11 @@ def counts_markdown(title: str, counts: dict[str, int]) -> str:
 
 
 @asset(partitions_def=PACKS, group_name=GROUP, code_version=CODE_VERSION, kinds={"python", "sql"})
-def questions(context: AssetExecutionContext, spec: Spec) -> Output[Derived]:
-    """Every question the declarations fix, before any verification (answers come from the plan)."""
-    derived = derive(spec, plan_pack(spec))
+def questions(context: AssetExecutionContext, spec: Spec, evalpack: EvalpackResource) -> Output[Derived]:
+    """Every question the declarations fix, before any verification (answers come from the plan); their
+    splits continue those of the finished pack this build will replace, as ``evalpack build`` does."""
+    previous = continued_splits(spec, evalpack.pack_dir(context.partition_key))
+    derived = derive(spec, plan_pack(spec), previous)
     drafts = derived.questions
     kinds = Counter(q.kind for q in drafts)
     splits = Counter(q.split for q in drafts)
@@ -33,6 +35,7 @@ def questions(context: AssetExecutionContext, spec: Spec) -> Output[Derived]:
         "by_difficulty": MetadataValue.json(dict(Counter(q.difficulty for q in drafts))),
         "selection": MetadataValue.json(derived.selection.to_dict() if derived.selection else {}),
         "answers": spec.answers,
+        "continues": previous.version if previous else "nothing (a first version)",
         "mutants": len(mutants),
         "first_question": MetadataValue.md(f"**{drafts[0].id}** {drafts[0].question}\n\n```sql\n"
                                            f"{drafts[0].gold_sql}\n```") if drafts else "none",
