@@ -28,6 +28,7 @@ from evalpack.audit import Finding, Run, audit_rotation, counted, in_question_or
 from evalpack.certify import certificate, dumps, manifest
 from evalpack.errors import EvalpackError
 from evalpack.holdout import read_previous, seal, write_key
+from evalpack.hubfiles import write_questions_parquet
 from evalpack.layout import PackLayout, rotation_name
 from evalpack.nearmiss import Mutant, MutantSet, prepare_mutants, still_studied, study_outcomes, summarize_study
 from evalpack.plan import RotationPlan, plan_pack
@@ -216,15 +217,17 @@ def pack_findings(folder: Path, checked: Checked) -> tuple[Finding, ...]:
 
 def assemble_pack(folder: Path, records: list[dict], certificate_: dict, manifest_: dict) -> None:
     """The files every pack has besides its tables and attestation, for a build and an import alike:
-    questions.jsonl, certificate.json, manifest.json, README.md (the dataset card, rendered from those
-    three) and verify.py."""
-    from evalpack.card import write_card
+    questions.jsonl (and its Parquet form for the Hub's loader, :mod:`evalpack.hubfiles`), certificate.json,
+    manifest.json, README.md (the dataset card, rendered from those three) and verify.py."""
+    from evalpack.card import hub_configs, rotated_answers, write_card
 
     layout = PackLayout(folder)
     lines = [json.dumps(r, ensure_ascii=False, separators=(",", ":")) for r in records]
     layout.questions.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
     layout.certificate.write_bytes(dumps(certificate_))
     layout.manifest.write_bytes(dumps(manifest_))
+    rotated = rotated_answers(manifest_)
+    write_questions_parquet(folder, records, [(s.path, s.name if rotated else None) for s in hub_configs(manifest_)[0].splits])
     write_card(folder)  # deterministic, and attested with the rest
     shutil.copyfile(SCORER, layout.scorer)
 

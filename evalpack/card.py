@@ -28,15 +28,13 @@ from pathlib import Path
 import yaml
 
 from evalpack.kinds import KINDS
-from evalpack.layout import CARD, PackLayout
+from evalpack.layout import CARD, PackLayout, table_path
 
 QUESTIONS_CONFIG = "questions"
 SHARED_SPLIT = "test"
 DATA_DIR = "data"
 REPO_PLACEHOLDER = "<owner>/<name>"
 TAGS = ("text-to-sql", "evaluation", "synthetic", "evalpack")
-# Files of the Hub repo that are not pack files: a download without them is the pack as built.
-HUB_ONLY = ("data/*", ".gitattributes")
 
 # The Hub's size_categories values and their upper bounds (n < bound).
 SIZE_CATEGORIES = (
@@ -89,10 +87,12 @@ def rotated_answers(manifest: dict) -> bool:
 
 
 def hub_configs(manifest: dict) -> tuple[Config, ...]:
-    """The Hub configs of a pack, from its manifest alone: ``questions`` (default) first, then one per table.
+    """The Hub configs of a pack, from its manifest alone: ``questions`` (default) first, then one per table,
+    every one on the pack's own files (the pack folder is the repo: :mod:`evalpack.hubfiles`).
 
     Questions: one split ``test`` with shared answers, one split per rotation with rotated answers
-    (``data/questions/<split>.parquet``). Tables: one split per rotation, ``data/<table>/seed_<n>.parquet``.
+    (``data/questions/<split>.parquet``). Tables: one split per rotation, the rotation's own
+    ``rotations/seed_<n>/tables/<table>.parquet``.
     """
     rotations = [str(r) for r in manifest["rotations"]]
     shipped = int((manifest.get("questions") or {}).get("shipped", 0))
@@ -101,7 +101,7 @@ def hub_configs(manifest: dict) -> tuple[Config, ...]:
                       default=True)]
     for table, info in manifest["tables"].items():
         rows = (info or {}).get("rows") or {}
-        configs.append(Config(table, tuple(Split(r, data_path(table, r), int(rows.get(r, 0))) for r in rotations)))
+        configs.append(Config(table, tuple(Split(r, table_path(r, table), int(rows.get(r, 0))) for r in rotations)))
     return tuple(configs)
 
 
@@ -252,14 +252,15 @@ def render_card(pack_dir: Path) -> str:
             f"everywhere ship ({_fmt(shipped)} here). A system that memorised one database does not pass the "
             f"others.\n")
     out.append(
-        f"- **Configs** (on the Hub): `questions` (default) and one per table "
-        f"({', '.join(f'`{t.name}`' for t in tables)}), each table with one split per rotation, read from "
-        f"`{DATA_DIR}/<config>/<split>.parquet`.\n"
+        f"- **Configs**: `questions` (default, `{DATA_DIR}/{QUESTIONS_CONFIG}/<split>.parquet`) and one per table "
+        f"({', '.join(f'`{t.name}`' for t in tables)}), each table with one split per rotation, read from the "
+        f"rotation's own `rotations/<split>/tables/<table>.parquet`. The pack folder is this repo: "
+        f"`load_dataset(PACK_DIR, \"{first_table}\")` works on a local copy too.\n"
         f"- **Answers**: {answers}.\n"
         f"- **Files**: this card (`{CARD}`), `questions.jsonl`, `manifest.json` (how the pack was made, what was "
-        f"dropped and why), `certificate.json` (every question's observed value on every rotation), `verify.py` "
-        f"and `attestation.intoto.json` sit beside `{DATA_DIR}/` unchanged; `rotations/` holds the pack's own "
-        f"Parquet and CSV tables, of which the files under `{DATA_DIR}/` are byte-for-byte copies.\n")
+        f"dropped and why), `certificate.json` (every question's observed value on every rotation; a holdout "
+        f"question's value is not published), `verify.py` and `attestation.intoto.json`; `rotations/` holds "
+        f"the Parquet and CSV tables.\n")
 
     out.append("## How to load\n")
     out.append("Pin the version tag: a tag is never moved once published. Set `REPO` to the id this dataset has "
@@ -283,18 +284,20 @@ def render_card(pack_dir: Path) -> str:
                "`expected_string` (the same answer typed, filled for its own type only), `kind`, `difficulty` "
                "(`simple` | `moderate` | `challenging`, from the gold SQL's components), `skills` (what the gold SQL "
                "exercises: `window`, `cte`, `join`, ...), `split` "
-               "(`dev` | `holdout`), `question_sha256` (SHA-256 of the question text), `tags`.\n")
+               "(`dev` | `holdout`), `question_sha256` (SHA-256 of the question text), `tags`, `key` (the question's "
+               "identity: its family and parameters, the same in every version), `commitment` (holdout questions "
+               "only: their gold SQL and answer are withheld from the public pack, and this salted SHA-256 lets the "
+               "private answer key be checked when it is revealed).\n")
     out.append("Column types survive the trip: decimal amounts load as `decimal.Decimal`, dates as "
                "`datetime.date`, timestamps as `datetime.datetime`.\n")
 
     out.append("## How to score\n")
-    out.append("Download the tagged snapshot without the Hub-only files: what remains is the pack exactly as built "
-               "(this card included). Then run its `verify.py`, which needs only `duckdb`:\n")
+    out.append("Download the tagged snapshot: it is the pack exactly as built (this card included), and it "
+               "verifies as it is, in the Hub cache or in a folder of your own. Then run its `verify.py`, which "
+               "needs only `duckdb`:\n")
     out.append("```bash\n"
                f'REPO="{REPO_PLACEHOLDER}"   # this dataset\'s id on the Hub\n'
-               f'hf download "$REPO" --repo-type dataset --revision {tag} --local-dir {local} '
-               + " ".join(f'--exclude "{p}"' for p in HUB_ONLY) + "\n"
-               f"rm -rf {local}/.cache   # the download tool's bookkeeping, not part of the pack\n"
+               f'hf download "$REPO" --repo-type dataset --revision {tag} --local-dir {local}\n'
                f"python {local}/verify.py                                  # rerun every gold SQL on every rotation\n"
                f"python {local}/verify.py --candidates answers.jsonl --json report.json\n"
                "```\n")

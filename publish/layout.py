@@ -1,49 +1,30 @@
-"""Lay a built pack out as a Hugging Face dataset repo (no network here).
+"""Lay a built pack out as a Hugging Face dataset repo (no network here): the pack folder is the repo.
 
-The repo a pack becomes::
-
-    README.md                               the pack's own dataset card (evalpack.card), unchanged: it is attested
-    data/<table>/seed_<n>.parquet           one config per table, one split per rotation
-                                            (byte for byte the pack's rotations/seed_<n>/tables/<table>.parquet)
-    data/questions/test.parquet             the `questions` config (default): one split with shared answers,
-    data/questions/seed_<n>.parquet         or one split per rotation when answers are rotated
-    questions.jsonl, manifest.json, ...     every other file of the pack, unchanged, at its pack path
-    rotations/seed_<n>/tables/...           (so a snapshot is a complete pack for verify.py / evalpack verify)
+Every file of the pack goes up unchanged at its pack path, and nothing else: the card's ``configs:``
+block (``evalpack.card.hub_configs``, written at build time) already points at the pack's own files,
+``rotations/seed_<n>/tables/<table>.parquet`` for each table's config (one split per rotation) and
+``data/questions/<split>.parquet`` for the ``questions`` config (:mod:`evalpack.hubfiles`), so a download
+of a tag is the pack exactly as built and verifies as it is, and ``load_dataset(PACK_DIR, "orders")``
+reads the same rows locally as ``load_dataset(REPO, "orders", revision=TAG)`` does from the Hub.
 
 Why this shape (huggingface_hub 2.4, datasets 5.2): all splits of one config share one schema, so
 tables are configs and rotations are splits; split names must match ``\\w+(\\.\\w+)*`` (``seed_42``);
-``datasets`` picks one reader for the whole repo from the first config's files, so the questions go up
-as Parquet too (``questions.jsonl`` stays beside them as a plain file); the card's ``configs:`` block is
-what makes ``load_dataset`` read these files and no others. On the Hub the Parquet tables are stored
-once: LFS/Xet address content by hash, so ``data/`` and ``rotations/`` share their bytes.
-
-The configs and splits come from ``evalpack.card.hub_configs`` (the same function that wrote the card's
-``configs:`` block at build time), so the files uploaded here are exactly the files the card names;
-``publish.card.hub_card`` refuses a pack whose card says otherwise.
-
-Questions in Parquet (one schema for every answer type): ``expected_answer`` is the JSON text of
-the answer on that split's rotation (exactly as ``questions.jsonl`` has it, so nothing is lost), and
-beside it one typed column per answer type, filled only for its own type and null elsewhere:
-``expected_number`` (float64), ``expected_integer`` (int64), ``expected_string`` (string). The other
-columns are the questions.jsonl fields: ``id``, ``question``, ``gold_sql``, ``answer_type``,
-``round_decimals`` (int64, null when not a number), ``kind``, ``split`` (``dev`` | ``holdout``),
-``question_sha256`` and ``tags`` (list of strings).
+``datasets`` picks one reader for the whole repo from the first config's files, so the questions are
+Parquet too. The holdout's answer key is never in the pack (it is a folder beside it), so it cannot go
+up with it. ``publish.card.hub_card`` refuses a pack whose card names other files.
 """
 
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import pyarrow as pa
-import pyarrow.parquet as pq
-
 from evalpack.card import CARD, QUESTIONS_CONFIG, Config, hub_configs, rotated_answers, total_rows
 from evalpack.errors import EvalpackError
+from evalpack.hubfiles import QUESTION_SCHEMA, questions_parquet  # noqa: F401 - the questions config's form, for callers
 from evalpack.layout import PackLayout
 from evalpack.scoring import load_questions
 
@@ -53,27 +34,6 @@ CONFIG_NAME = re.compile(r"^[A-Za-z0-9_][\w.-]*$")
 REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]{0,95}/[A-Za-z0-9][\w.-]{0,95}$")
 PARQUET_OPTIONS = {"compression": "zstd", "use_dictionary": True, "write_statistics": True}
 PACK_README = CARD
-
-QUESTION_SCHEMA = pa.schema([
-    ("id", pa.string()),
-    ("question", pa.string()),
-    ("evidence", pa.string()),
-    ("paraphrases", pa.list_(pa.string())),
-    ("gold_sql", pa.string()),
-    ("answer_type", pa.string()),
-    ("round_decimals", pa.int64()),
-    ("expected_answer", pa.string()),
-    ("expected_number", pa.float64()),
-    ("expected_integer", pa.int64()),
-    ("expected_string", pa.string()),
-    ("kind", pa.string()),
-    ("difficulty", pa.string()),
-    ("skills", pa.list_(pa.string())),
-    ("split", pa.string()),
-    ("question_sha256", pa.string()),
-    ("tags", pa.list_(pa.string())),
-])
-
 
 class PublishError(EvalpackError):
     """A pack that cannot be published as asked (the message says what to do)."""
@@ -174,42 +134,6 @@ def read_manifest(pack: Path) -> dict:
     return manifest
 
 
-def _question_row(record: dict, rotation: str | None) -> dict:
-    value = record.get("expected_answer")
-    if rotation is not None and isinstance(value, dict):
-        value = value[rotation]
-    kind = record.get("answer_type")
-    is_int = isinstance(value, int) and not isinstance(value, bool)
-    return {
-        "id": record["id"],
-        "question": record["question"],
-        "evidence": record.get("evidence"),
-        "paraphrases": [str(p) for p in record.get("paraphrases") or []],
-        "gold_sql": record["gold_sql"],
-        "answer_type": kind,
-        "round_decimals": record.get("round_decimals"),
-        "expected_answer": json.dumps(value, ensure_ascii=False),
-        "expected_number": float(value) if kind == "number" and (is_int or isinstance(value, float)) else None,
-        "expected_integer": value if kind == "integer" and is_int else None,
-        "expected_string": value if kind == "string" and isinstance(value, str) else None,
-        "kind": record.get("kind"),
-        "difficulty": record.get("difficulty"),
-        "skills": [str(s) for s in record.get("skills") or []],
-        "split": record.get("split"),
-        "question_sha256": record.get("question_sha256"),
-        "tags": [str(t) for t in record.get("tags") or []],
-    }
-
-
-def questions_parquet(records: list[dict], rotation: str | None = None) -> bytes:
-    """The questions of one split as Parquet bytes (deterministic for a given pyarrow)."""
-    rows = [_question_row(r, rotation) for r in records]
-    table = pa.Table.from_pylist(rows, schema=QUESTION_SCHEMA)
-    buffer = io.BytesIO()
-    pq.write_table(table, buffer, **PARQUET_OPTIONS)
-    return buffer.getvalue()
-
-
 def _pack_files(pack: Path) -> list[tuple[str, Path]]:
     out = []
     for path in sorted(Path(pack).rglob("*")):
@@ -248,27 +172,17 @@ def build_layout(pack: str | Path, repo_id: str, endpoint: str | None = None) ->
             raise PublishError(f"{pack}: table name {table!r} is not usable as a Hub config name")
 
     configs = hub_configs(manifest)  # the layout the card's configs block states, computed the same way
-    files: list[HubFile] = []
+    hub_card(pack, configs)  # the pack's README.md goes up unchanged; refuse one that names other files
+    files = [HubFile(rel, source.stat().st_size, source=source) for rel, source in _pack_files(pack)]
+    present = {f.path for f in files}
     for config in configs:
         for split in config.splits:
-            if config.name == QUESTIONS_CONFIG:
-                if split.rows != len(questions):
-                    raise PublishError(f"{pack}/questions.jsonl: {len(questions)} questions, manifest.json says "
-                                       f"{split.rows} shipped; rebuild the pack")
-                data = questions_parquet(questions, split.name if rotated else None)
-                files.append(HubFile(split.path, len(data), content=data))
-                continue
-            source = PackLayout(pack).table(split.name, config.name)
-            if not source.is_file():
-                raise PublishError(f"{source}: missing; the pack is incomplete (rebuild it)")
-            files.append(HubFile(split.path, source.stat().st_size, source=source))
-
-    generated = {f.path for f in files}
-    for rel, source in _pack_files(pack):
-        if rel in generated or rel.split("/")[0] == "data":
-            raise PublishError(f"{pack}/{rel}: clashes with the Hub layout's data/ folder; remove it")
-        files.append(HubFile(rel, source.stat().st_size, source=source))
-    hub_card(pack, configs)  # the pack's README.md goes up unchanged; refuse one that names other files
+            if config.name == QUESTIONS_CONFIG and split.rows != len(questions):
+                raise PublishError(f"{pack}/questions.jsonl: {len(questions)} questions, manifest.json says "
+                                   f"{split.rows} shipped; rebuild the pack")
+            if split.path not in present:
+                raise PublishError(f"{pack}/{split.path}: missing, though the card's `{config.name}` config reads it; "
+                                   "the pack is incomplete or was built before packs held their Hub files: rebuild it")
 
     name = repo_id.split("/")[1]
     for f in files:

@@ -26,7 +26,8 @@ from fakehub import DEAD_PROXY, FakeHub, client_env, git_blob_sha1
 from evalpack.attest import ATTESTATION
 from evalpack.build import build_pack
 from evalpack.card import REPO_PLACEHOLDER, hub_configs, render_card, size_category, write_card
-from publish.layout import QUESTION_SCHEMA, PublishError, build_layout
+from evalpack.hubfiles import QUESTION_SCHEMA, write_questions_parquet
+from publish.layout import PublishError, build_layout
 
 ROOT = Path(__file__).resolve().parents[1]
 REPO = "tester/retail-evalpack"
@@ -116,12 +117,12 @@ def test_the_card_is_rendered_from_the_pack_alone(retail_pack):
     assert [c for c in configs if configs[c].get("default")] == ["questions"]
     assert configs["questions"]["data_files"] == [{"split": "test", "path": "data/questions/test.parquet"}]
     assert list(configs) == ["questions", *m["tables"]]
-    for table in m["tables"]:
-        assert configs[table]["data_files"] == [{"split": r, "path": f"data/{table}/{r}.parquet"}
+    for table in m["tables"]:  # the pack's own files: the pack folder is the repo
+        assert configs[table]["data_files"] == [{"split": r, "path": f"rotations/{r}/tables/{table}.parquet"}
                                                 for r in m["rotations"]]
     layout = build_layout(retail_pack, REPO)
     named = {d["path"] for c in header["configs"] for d in c["data_files"]}
-    assert named == {f.path for f in layout.files if f.path.startswith("data/")}
+    assert named <= {f.path for f in layout.files}
     assert [c.name for c in layout.configs] == list(configs)  # one function lays both out
     assert layout.configs == hub_configs(m)
 
@@ -153,20 +154,15 @@ def test_the_card_is_byte_identical_across_two_builds(retail_pack, tmp_path):
     assert "README.md" in subjects
 
 
-def test_the_layout_uploads_every_pack_file_unchanged_and_the_card_as_built(retail_pack):
+def test_the_layout_uploads_exactly_the_pack_files_unchanged_and_the_card_as_built(retail_pack):
     layout = build_layout(retail_pack, REPO)
     m = manifest(retail_pack)
     paths = {f.path for f in layout.files}
-    for table in m["tables"]:
-        for rotation in m["rotations"]:
-            source = retail_pack / "rotations" / rotation / "tables" / f"{table}.parquet"
-            assert layout.file(f"data/{table}/{rotation}.parquet").read_bytes() == source.read_bytes()
     assert "data/questions/test.parquet" in paths
     pack_files = {p.relative_to(retail_pack).as_posix() for p in retail_pack.rglob("*") if p.is_file()}
-    assert "README.md" in pack_files and pack_files <= paths  # every pack file, the card included, unchanged
+    assert "README.md" in pack_files and pack_files == paths  # every pack file, the card included, and no other
     for rel in pack_files:
         assert layout.file(rel).read_bytes() == (retail_pack / rel).read_bytes()
-    assert paths - pack_files == {p for p in paths if p.startswith("data/")}
     total = sum(sum(t["rows"].values()) for t in m["tables"].values()) + m["questions"]["shipped"]
     assert layout.total_rows == total
     assert card_header(layout.file("README.md").read_bytes().decode())["size_categories"] == [size_category(total)]
@@ -182,7 +178,7 @@ def test_a_pack_without_a_card_or_with_a_card_naming_other_files_is_refused(reta
     pack = tmp_path / "stale-card"
     shutil.copytree(retail_pack, pack)
     card = (pack / "README.md").read_text(encoding="utf-8")
-    (pack / "README.md").write_text(card.replace("data/orders/seed_43.parquet", "data/orders/other.parquet"),
+    (pack / "README.md").write_text(card.replace("rotations/seed_43/tables/orders.parquet", "data/orders/other.parquet"),
                                     encoding="utf-8")
     with pytest.raises(PublishError, match="configs.*does not name"):
         build_layout(pack, REPO)
@@ -197,6 +193,10 @@ def test_questions_parquet_holds_every_answer_type(retail_pack):
     assert [r["id"] for r in rows] == [q["id"] for q in records]
     seen = set()
     for row, record in zip(rows, records, strict=True):
+        if record.get("commitment"):  # a holdout question: nothing of its answer in the public pack
+            assert row["expected_answer"] is None and row["gold_sql"] is None
+            assert row["commitment"] == record["commitment"]
+            continue
         assert json.loads(row["expected_answer"]) == record["expected_answer"]
         typed = {"number": row["expected_number"], "integer": row["expected_integer"],
                  "string": row["expected_string"]}
@@ -228,6 +228,7 @@ def test_rotated_answers_give_one_questions_split_per_rotation(retail_pack, tmp_
     with pytest.raises(PublishError, match="configs"):  # the card still says one shared split
         build_layout(pack, REPO)
     write_card(pack)
+    write_questions_parquet(pack, records, [(f"data/questions/{r}.parquet", r) for r in m["rotations"]])
     header = card_header((pack / "README.md").read_text(encoding="utf-8"))
     assert header["configs"][0]["data_files"] == [{"split": r, "path": f"data/questions/{r}.parquet"}
                                                   for r in m["rotations"]]
@@ -262,7 +263,7 @@ def test_two_versions_each_one_commit_and_one_tag(hub, published, retail_pack, r
         assert {p: git_blob_sha1(b) for p, b in files.items() if p != ".gitattributes"} == {
             p: git_blob_sha1(b) for p, b in expected.items()}
     stale = [p for p in v1 if "seed_42" in p]
-    assert "data/orders/seed_42.parquet" in stale and "rotations/seed_42/tables/orders.csv" in stale
+    assert "rotations/seed_42/tables/orders.parquet" in stale and "rotations/seed_42/tables/orders.csv" in stale
     assert not any("seed_42" in p for p in v11)  # gone at v1.1.0 ...
     assert all(p in hub.files(REPO, "v1.0.0") for p in stale)  # ... and still there at v1.0.0
     assert ".gitattributes" in v11
@@ -304,7 +305,8 @@ print(json.dumps({
         Decimal(got[tag]["amount"])
         assert got[tag]["questions"] == {"test": m["questions"]["shipped"]}
         records = [json.loads(line) for line in (pack / "questions.jsonl").read_text().splitlines()]
-        assert {q["id"]: json.loads(got[tag]["expected"][q["id"]]) for q in records} == {
+        shown = got[tag]["expected"]  # a holdout question's answer is null there, as in questions.jsonl
+        assert {q["id"]: None if shown[q["id"]] is None else json.loads(shown[q["id"]]) for q in records} == {
             q["id"]: q["expected_answer"] for q in records}
     assert list(got["v1.0.0"]["orders"]) == ["seed_42", "seed_43", "seed_44"]
     assert list(got["v1.1.0"]["orders"]) == ["seed_7", "seed_8"]
@@ -387,10 +389,10 @@ def test_dry_run_prints_the_layout_and_makes_no_request(hub, hub_env, retail_pac
     assert "verified (evalpack verify)" in out  # re-verified first, with the engine's check
     assert f"questions [default]: test ({manifest(retail_pack)['questions']['shipped']} rows)" in out
     assert "orders: seed_42 (40,000 rows), seed_43 (40,000 rows), seed_44 (40,000 rows)" in out
-    for path in ("README.md", "data/orders/seed_42.parquet", "data/questions/test.parquet", "questions.jsonl",
-                 "manifest.json", "certificate.json", "verify.py"):
+    for path in ("README.md", "rotations/seed_42/tables/orders.parquet", "data/questions/test.parquet",
+                 "questions.jsonl", "manifest.json", "certificate.json", "verify.py"):
         assert f"  {path}\n" in out, path
-    assert "KB  data/orders/seed_42.parquet" in out
+    assert "KB  rotations/seed_42/tables/orders.parquet" in out
 
 
 def test_private_is_refused_on_an_existing_public_repo(hub, hub_env, published, retail_pack):
@@ -408,7 +410,7 @@ def test_a_rejected_token_is_reported_but_never_printed(hub, hub_env, retail_pac
 
 
 def test_the_cards_download_and_verify_steps_work(hub, hub_env, published, retail_pack, tmp_path):
-    """Follow the published card: download the tag without the Hub-only files, then verify and score."""
+    """Follow the published card: download the tag, then verify and score the download as it is."""
     card = hub.files(REPO, "v1.0.0")["README.md"].decode()
     block = card.split("## How to score", 1)[1].split("```bash\n", 1)[1].split("```", 1)[0]
     assert f'REPO="{REPO_PLACEHOLDER}"' in block  # the card does not know the repo: the reader sets it
@@ -416,12 +418,12 @@ def test_the_cards_download_and_verify_steps_work(hub, hub_env, published, retai
     args = [REPO if arg == "$REPO" else arg for arg in shlex.split(download)[1:]]
     assert REPO in args
     local = args[args.index("--local-dir") + 1]
-    assert "rm -rf " + local + "/.cache" in block
     run = subprocess.run([sys.executable, "-m", "huggingface_hub.cli.hf", *args],
                          env=hub_env, cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stdout + run.stderr
-    shutil.rmtree(tmp_path / local / ".cache", ignore_errors=True)
-    got = {p.relative_to(tmp_path / local).as_posix() for p in (tmp_path / local).rglob("*") if p.is_file()}
+    got = {p.relative_to(tmp_path / local).as_posix() for p in (tmp_path / local).rglob("*") if p.is_file()
+           and not p.relative_to(tmp_path / local).as_posix().startswith(".cache/huggingface/")}
+    got.discard(".gitattributes")  # the Hub's own files of a download
     assert got == {p.relative_to(retail_pack).as_posix() for p in retail_pack.rglob("*") if p.is_file()}
     assert "README.md" in got and (tmp_path / local / "README.md").read_text() == card  # the Hub card is the pack's
     for rel in got:

@@ -1,0 +1,40 @@
+"""The pack folder is its own Hub repo (issue 18, item 5): the card's configs point at the pack's own
+files, so `datasets.load_dataset(PACK_DIR, config)` reads exactly what the pack holds."""
+
+from __future__ import annotations
+
+import json
+
+import pyarrow.parquet as pq
+import pytest
+
+from evalpack.card import hub_configs, read_card_metadata
+from evalpack.scoring import load_questions
+
+
+@pytest.mark.parametrize("which", ["retail", "finance"])
+def test_load_dataset_on_the_pack_folder_gives_the_parquet_rows(which, retail_pack, finance_pack, tmp_path,
+                                                                  monkeypatch):
+    import datasets
+
+    monkeypatch.setenv("HF_DATASETS_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    pack = {"retail": retail_pack, "finance": finance_pack}[which]
+    manifest = json.loads((pack / "manifest.json").read_text())
+    configs = hub_configs(manifest)
+    card = read_card_metadata((pack / "README.md").read_text())
+    assert [c["config_name"] for c in card["configs"]] == [c.name for c in configs]
+    for config in configs:
+        loaded = datasets.load_dataset(str(pack), config.name)
+        assert sorted(loaded) == sorted(s.name for s in config.splits)
+        for split in config.splits:
+            expected = pq.read_table(pack / split.path).to_pylist()
+            got = loaded[split.name].to_list()
+            assert len(got) == split.rows == len(expected)
+            assert got == expected, (config.name, split.name)
+    # the questions config holds every question of questions.jsonl, the holdout without its answers
+    rows = {r["id"]: r for r in pq.read_table(pack / configs[0].splits[0].path).to_pylist()}
+    records = load_questions(pack)
+    assert list(rows) == [r["id"] for r in records]
+    for r in records:
+        assert rows[r["id"]]["gold_sql"] == r["gold_sql"] and rows[r["id"]]["commitment"] == r.get("commitment")
