@@ -2013,9 +2013,12 @@ def main(argv: list[str] | None = None) -> int:
             try:
                 passed, total, lines = run_gold(Path(args.pack), rule=args.rule, limits=limits,
                                                 holdout_key=args.holdout_key)
-            except InputError:
+            except Exception as exc:  # noqa: BLE001 - one line for the user, whatever a damaged pack raises
                 checking.result()  # a tampered pack is reported as tampered, whatever else failed
-                raise
+                if isinstance(exc, InputError):
+                    raise
+                raise InputError(f"{args.pack}: cannot rerun the gold SQL ({type(exc).__name__}: "
+                                 f"{_first_line(exc)})") from None
             integrity = checking.result()
         print(f"integrity: {integrity.message}")
     except InputError as exc:

@@ -320,3 +320,11 @@ def test_argument_mistakes_of_every_command_and_verify_py_are_one_line_exit_2(si
     verify_py = subprocess.run([sys.executable, str(signed / "verify.py"), "--timeout", "soon"], cwd=tmp_path,
                                capture_output=True, text=True)
     one_line_error(verify_py, "--timeout", "verify.py --help")
+
+
+def test_a_truncated_table_is_reported_by_verify_py_as_changed_not_a_traceback(signed, tmp_path):
+    pack = Path(shutil.copytree(signed, tmp_path / "pack"))
+    table = next((pack / "rotations").glob("*/tables/*.parquet"))
+    table.write_bytes(table.read_bytes()[:-100])  # a partial download: the Parquet footer is gone
+    run = subprocess.run([sys.executable, str(pack / "verify.py")], cwd=tmp_path, capture_output=True, text=True)
+    one_line_error(run, table.name, "differs from the attested")
