@@ -77,6 +77,13 @@ def test_quick_start_then_scoring_commands(workdir, env):
     out = ok(bash(block("python packs/retail/verify.py --candidates answers.jsonl"), workdir, env))
     assert json.loads((workdir / "report.json").read_text())["summary"]["overall"]["correct"] == len(records), out
 
+    # the holdout's answer key: found beside the pack, absent from a copy, given back with --holdout-key
+    held = sum(r["split"] == "holdout" for r in records)
+    out = ok(bash(block("cp -r packs/retail downloaded"), workdir, env))
+    dev = len(records) - held
+    assert f"holdout: {held} questions not scored here" in out and f"{dev}/{dev} correct" in out, out
+    assert out.count(f"{len(records)}/{len(records)} correct") == 2, out
+
 
 @pytest.mark.slow
 def test_import_and_audit_commands(workdir, env):
