@@ -108,6 +108,7 @@ def manifest(spec: Spec, plans: tuple[RotationPlan, ...], verdicts: tuple[Verdic
         "rotations": [p.rotation for p in plans],
         "answers": spec.answers,
         "holdout": spec.holdout,
+        "gate": spec.gate, "gate_margin": spec.gate_margin,
         "spec": {"file": spec.path.replace("\\", "/").rsplit("/", 1)[-1], "sha256": spec.sha256,
                  "text": None if private else spec.source,
                  **({"text_withheld": "the spec declares the holdout's answers: its text is in the holdout answer "

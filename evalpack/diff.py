@@ -62,11 +62,12 @@ class PackSide:
         return {r["id"]: r for r in self.records.values()}
 
 
-def load_side(path: str | Path) -> PackSide:
+def load_side(path: str | Path, *, endpoint: str | None = None, token: str | None = None) -> PackSide:
     """Read one side: a pack folder, or ``hub:OWNER/NAME@REVISION`` (downloaded with huggingface_hub from
-    HF_ENDPOINT). Raises EvalpackError naming the source when it is not a pack."""
+    ``endpoint`` with ``token``, by default HF_ENDPOINT and HF_TOKEN or the login). Raises EvalpackError naming
+    the source when it is not a pack."""
     source = str(path)
-    folder = _download(source) if source.startswith(HUB_PREFIX) else Path(source)
+    folder = _download(source, endpoint, token) if source.startswith(HUB_PREFIX) else Path(source)
     layout = PackLayout(folder)
     if not folder.is_dir() or not layout.questions.is_file():
         raise EvalpackError(f"{source}: not a pack folder (no {QUESTIONS}); pass a folder `evalpack build` or "
@@ -80,7 +81,7 @@ def load_side(path: str | Path) -> PackSide:
                     operators=study.get("operators") or {}, note=note)
 
 
-def _download(source: str) -> Path:
+def _download(source: str, endpoint: str | None = None, token: str | None = None) -> Path:
     """The local folder of ``hub:OWNER/NAME@REVISION`` with its questions and manifest (revision default main)."""
     match = HUB_SOURCE.fullmatch(source)
     if match is None:
@@ -91,7 +92,7 @@ def _download(source: str) -> Path:
 
     try:
         local = snapshot_download(repo_id, repo_type="dataset", revision=revision,
-                                  allow_patterns=[QUESTIONS, MANIFEST])
+                                  allow_patterns=[QUESTIONS, MANIFEST], endpoint=endpoint, token=token)
     except (OSError, ValueError) as exc:  # HTTP and connection errors are OSErrors in huggingface_hub
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         raise EvalpackError(f"{source}: cannot download {repo_id} at {revision} from the Hub ({first}); check "

@@ -240,6 +240,8 @@ class Spec:
     ledgers: tuple[BalancedLedger, ...] = ()
     semantics: Semantics = Semantics()
     questions: QuestionPlan = QuestionPlan()
+    gate: str = "block"  # the release gate's policy (evalpack.diff.gate): block | warn | off
+    gate_margin: float = 1.0  # percentage points the near-miss survival rate may rise by before the gate
     path: str = ""
     sha256: str = ""
     source: str = field(default="", repr=False)
@@ -612,10 +614,11 @@ def add_months(day: dt.date, months: int) -> dt.date:
 # --------------------------------------------------------------------------- sections
 
 TOP_KEYS = (
-    "name", "version", "description", "license", "seed", "rotations", "answers", "holdout", "rows",
-    "tables", "relationships", "outcome_curves", "rate_curves", "group_shares", "waterfalls",
-    "time_grids", "constraints", "semantics", "questions",
+    "name", "version", "description", "license", "seed", "rotations", "answers", "holdout", "gate",
+    "gate_margin", "rows", "tables", "relationships", "outcome_curves", "rate_curves", "group_shares",
+    "waterfalls", "time_grids", "constraints", "semantics", "questions",
 )
+GATE_POLICIES = ("block", "warn", "off")  # evalpack.diff.POLICIES
 QUESTIONS_KEYS = ("include", "exclude", "max", "difficulty")
 SEMANTICS_KEYS = ("tables", "columns", "measures", "currency", "synonyms")
 TABLE_KEYS = ("rows", "columns", "constraints", "description")
@@ -1306,6 +1309,9 @@ def parse_spec(text: str, *, file: str = "<spec>", seed: int | None = None, rota
     answers = top.get("answers", "shared")
     if answers not in ("shared", "rotated"):
         raise r.err(("answers",), f"answers is `shared` or `rotated`, got {_kind(answers)}")
+    gate = "off" if top.get("gate") is False else top.get("gate", "block")  # YAML 1.1 reads a bare `off` as false
+    if gate not in GATE_POLICIES:
+        raise r.err(("gate",), f"gate is `block`, `warn` or `off`, got {_kind(gate)}")
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED):
         raise SpecError(file, None, "seed", f"the seed override {_number(seed) if isinstance(seed, int) else seed!r} "
                         f"must be an integer from 0 to {MAX_SEED:,}")
@@ -1351,6 +1357,8 @@ def parse_spec(text: str, *, file: str = "<spec>", seed: int | None = None, rota
         rotations=rotations if rotations is not None else r.integer(top.get("rotations", 1), ("rotations",), 1, 64),
         answers=answers,
         holdout=float(r.number(top.get("holdout", 0), ("holdout",), lo=0.0, hi=1.0)),
+        gate=gate,
+        gate_margin=float(r.number(top.get("gate_margin", 1.0), ("gate_margin",), lo=0.0, hi=100.0)),
         tables=tuple(tables),
         relationships=many("relationships", _read_relationship),
         outcome_curves=many("outcome_curves", lambda rr, raw, p: _read_outcome_curve(rr, raw, p, table_map)),

@@ -1,18 +1,22 @@
-"""``evalpack publish PACK --repo OWNER/NAME [--private] [--dry-run]``: registered as a subcommand of ``evalpack``
-through the ``evalpack.commands`` entry point (pyproject.toml), so the engine's CLI never imports this layer.
+"""``evalpack publish PACK --repo OWNER/NAME [--private] [--dry-run] [--public-key KEY] [--holdout-repo OWNER/NAME]``:
+registered as a subcommand of ``evalpack`` through the ``evalpack.commands`` entry point (pyproject.toml), so the
+engine's CLI never imports this layer.
 
 Exit codes: 0 published (or already published with the same content, or a dry run of a verified
-pack); 1 refused (the pack fails verification, the tag exists with other content, the Hub said no);
-2 bad input (no pack, bad repo id, no token, a pack that cannot be laid out).
+pack); 1 refused (the pack fails verification or is not signed by --public-key, the release gate blocks, the
+tag exists with other content, the Hub said no); 2 bad input (no pack, bad repo id, no token, a pack that
+cannot be laid out, a holdout without its answer key beside the pack when --holdout-repo is given).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
-from publish.hub import PackRefused, prepare, resolve_endpoint, resolve_token, upload_layout
+from evalpack.scoring import PUBLIC_KEY_ENV
+from publish.hub import PackRefused, holdout_key, prepare, release, resolve_endpoint, resolve_token
 from publish.layout import HubLayout, PublishError, check_repo_id
 
 
@@ -35,22 +39,30 @@ def describe(layout: HubLayout) -> list[str]:
     return lines
 
 
-def publish_command(pack: str | Path, repo: str, *, private: bool = False, dry_run: bool = False) -> int:
-    """Re-verify PACK, then publish it to REPO (or, with ``dry_run``, print what would go up). Returns the exit code."""
+def publish_command(pack: str | Path, repo: str, *, private: bool = False, dry_run: bool = False,
+                    public_key: str | Path | None = None, holdout_repo: str | None = None) -> int:
+    """Re-verify PACK (signed by ``public_key`` when given), then publish it to REPO, gated against the last
+    release, and its holdout answer key to ``holdout_repo`` (or, with ``dry_run``, print what would go up).
+    Returns the exit code."""
     try:
         check_repo_id(repo)
         token = None if dry_run else resolve_token()
-        layout, verification = prepare(pack, repo, endpoint=resolve_endpoint())
+        layout, verification = prepare(pack, repo, endpoint=resolve_endpoint(), public_key=public_key)
         print(f"{pack}: {verification.summary()}")
         for note in verification.notes:
             print(f"  {note}")
         if dry_run:
+            key = holdout_key(layout, holdout_repo)
             for line in describe(layout):
                 print(line)
-            print("dry run: nothing was sent")
+            if key is not None:
+                print(f"holdout answer key: {key.folder} ({key.questions} questions, {len(key.files)} files) -> "
+                      f"{key.repo_url} (private, tag {key.tag})")
+            print("dry run: nothing was sent (the release gate runs when publishing)")
             return 0
         print(f"publishing {layout.name} {layout.version} to {layout.repo_url}")
-        result = upload_layout(layout, token=token, private=private, log=lambda line: print(f"  {line}"))
+        result = release(layout, token=token, private=private, holdout_repo=holdout_repo,
+                         log=lambda line: print(f"  {line}"))
     except PackRefused as exc:
         print(f"evalpack publish: {exc}", file=sys.stderr)
         print("nothing was sent", file=sys.stderr)
@@ -64,6 +76,9 @@ def publish_command(pack: str | Path, repo: str, *, private: bool = False, dry_r
         print(f"published {result.tag_url} (commit {result.commit_sha})")
         if result.deleted:
             print(f"  removed {len(result.deleted)} stale file(s) from main")
+    if result.holdout is not None:
+        print(f"holdout answer key {'already ' if result.holdout.already_published else ''}published privately: "
+              f"{result.holdout.repo_url}/tree/{result.holdout.tag} (commit {result.holdout.commit_sha})")
     print(f'load it: load_dataset("{result.repo_id}", "questions", revision="{result.tag}")')
     return 0
 
@@ -75,5 +90,12 @@ def add_command(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--repo", required=True, help="OWNER/NAME of the dataset repo")
     p.add_argument("--private", action="store_true")
     p.add_argument("--dry-run", action="store_true", help="print the layout; make no request")
+    p.add_argument("--public-key", default=os.environ.get(PUBLIC_KEY_ENV) or None, metavar="KEY",
+                   help=f"PEM public key the pack must be signed with (default ${PUBLIC_KEY_ENV}); an unsigned pack "
+                        "or one signed by another key is refused before any request")
+    p.add_argument("--holdout-repo", metavar="OWNER/NAME",
+                   help="also publish the holdout answer key (PACK.holdout-key beside the pack) to this repo, "
+                        "created private, tagged like the pack; without it the key stays local")
     p.set_defaults(func=lambda args: publish_command(args.pack, args.repo, private=args.private,
-                                                     dry_run=args.dry_run))
+                                                     dry_run=args.dry_run, public_key=args.public_key,
+                                                     holdout_repo=args.holdout_repo))

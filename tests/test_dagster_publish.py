@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import copy_pack
 from dagster import (
     AssetKey,
     AssetRecordsFilter,
@@ -36,6 +37,8 @@ from test_dagster import add_one_to_an_amount
 
 from assets import ALL_ASSETS, ALL_CHECKS, EvalpackResource
 from assets.publish import HUB_GROUP, HubResource
+from evalpack.build import build_pack
+from evalpack.diff import diff_packs, load_side
 from pipelines.definitions import defs
 from pipelines.jobs import publish_pack
 from pipelines.resources import hub_resource
@@ -80,11 +83,11 @@ def deployment(hub, tmp_path_factory) -> dict:
     return {"env": env, "home": home, "packs": packs, "build_config": config}
 
 
-def run_job(deployment: dict, job: str, *args: str) -> subprocess.CompletedProcess:
+def run_job(deployment: dict, job: str, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
     """``dagster job execute`` of the code location's job for partition ``retail``, as an operator would."""
     return subprocess.run([sys.executable, "-m", "dagster", "job", "execute", "-m", "pipelines.definitions",
                            "-j", job, "--tags", json.dumps({"dagster/partition": "retail"}), *args],
-                          cwd=ROOT, env=deployment["env"], capture_output=True, text=True, timeout=300)
+                          cwd=ROOT, env=env or deployment["env"], capture_output=True, text=True, timeout=300)
 
 
 def runs_of(instance: DagsterInstance, job: str) -> list:
@@ -166,6 +169,7 @@ def test_publish_pack_job_releases_the_pack_build_pack_built(hub, deployment, re
     assert metadata["already_published"].value is False
     assert metadata["private"].value is False
     assert f'load_dataset("{REPO}", "questions", revision="v1.0.0")' in metadata["how_to_load"].value
+    assert metadata["changelog"].value.startswith("first release") and metadata["previous_release"].value == ""
     messages = "\n".join(e.user_message for e in logs)
     assert f"tagged v1.0.0 at {repo.tags['v1.0.0'][:12]}" in messages  # publish_pack's steps, in the run's log
 
@@ -191,6 +195,48 @@ def test_releasing_the_same_pack_again_sends_no_commit(hub, deployment, released
         metadata = latest.asset_materialization.metadata
     assert metadata["already_published"].value is True
     assert metadata["commit_sha"].value == tag_commit and metadata["tag"].value == "v1.0.0"
+    assert metadata["changelog"].value == "already published: nothing changed"
+    assert stored_with(deployment["home"], hub.token) == []
+
+
+def test_the_release_gate_fails_the_run_with_the_diff_as_a_table(hub, deployment, released, tmp_path_factory):
+    """A rebuild whose January target changed but whose version did not: publish_pack fails before any write,
+    the failure's metadata holds the reasons and the diff as a Markdown table, and the tag stays where it was."""
+    folder = tmp_path_factory.mktemp("retargeted")
+    text = (SCHEMAS / "retail.yaml").read_text(encoding="utf-8")
+    old = "{month: 1, target_value: 980000.37}"
+    assert text.count(old) == 1
+    (folder / "retail.yaml").write_text(text.replace(old, "{month: 1, target_value: 980123.45}"), encoding="utf-8")
+    build_pack(folder / "retail.yaml", folder / "built", rotations=2)
+    packs = folder / "packs"
+    copy_pack(folder / "built", packs / "retail")  # the partition's pack, its answer key beside it
+    changed = diff_packs(load_side(deployment["packs"] / "retail"), load_side(packs / "retail"))
+    questions = [*changed.answers, *changed.commitments]
+    assert questions and not changed.version_changed
+
+    before = dict(hub.repos[("dataset", REPO)].tags)
+    hub.clear_requests()
+    run = run_job(deployment, "publish_pack", env=dict(deployment["env"], EVALPACK_PACKS_DIR=str(packs)))
+    assert run.returncode != 0, run.stdout[-3000:] + run.stderr[-3000:]
+    assert [r for r in hub.requests if r.method not in ("GET", "HEAD")] == []  # nothing written
+    assert hub.repos[("dataset", REPO)].tags == before
+    with DagsterInstance.from_config(str(deployment["home"])) as instance:
+        latest = runs_of(instance, "publish_pack")[-1]
+        assert latest.status == DagsterRunStatus.FAILURE
+        [failure] = [e.dagster_event for e in instance.all_logs(latest.run_id)
+                     if e.dagster_event and e.dagster_event.event_type_value == "STEP_FAILURE"]
+    data = failure.event_specific_data.user_failure_data
+    assert "blocked by the gate against the last release v1.0.0" in data.description
+    assert "nothing was sent" in data.description and "gate: warn" in data.description
+    metadata = data.metadata
+    assert metadata["blocked"].value is True and metadata["gate"].value == "block"
+    assert metadata["previous_release"].value == "v1.0.0"
+    reasons = metadata["reasons"].value
+    table = metadata["diff"].value.splitlines()
+    assert table[:2] == ["| question | identity | change | old | new |", "|---|---|---|---|---|"]
+    for q in questions:
+        assert any(r.startswith("answer") and f"{q.new_id} (key {q.identity})" in r for r in reasons), q
+        assert any(row.startswith(f"| {q.new_id} | {q.identity} | answer") for row in table), q
     assert stored_with(deployment["home"], hub.token) == []
 
 
@@ -272,6 +318,8 @@ def test_the_hub_resource_is_read_from_the_environment(monkeypatch):
     assert "hf_secret_value_0123456789" not in repr(wired)
     assert wired.private is True
     assert HubResource(repo=REPO_TEMPLATE).repo_for("finance") == "tester/finance-evalpack"
+    assert HubResource(repo=REPO, holdout_repo="tester/{pack}-key").holdout_repo_for("retail") == "tester/retail-key"
+    assert HubResource(repo=REPO).holdout_repo_for("retail") is None
 
 
 def test_without_a_repo_the_release_fails_saying_what_to_set(hub, tmp_path):

@@ -52,14 +52,15 @@ def publish_cli(env: dict, pack: Path, *args: str, repo: str = REPO) -> subproce
 
 
 @pytest.fixture(scope="session")
-def retail_v110(tmp_path_factory) -> Path:
-    """The retail spec with its version bumped to 1.1.0, built from another seed with two rotations."""
+def retail_v110(tmp_path_factory, retail_pack) -> Path:
+    """The retail spec with its version bumped to 1.1.0, built from another seed with two rotations; its splits
+    continue retail v1.0.0 (else holdout questions could come back as dev, and the release gate blocks it)."""
     folder = tmp_path_factory.mktemp("retail_v110")
     text = (ROOT / "schemas" / "retail.yaml").read_text(encoding="utf-8")
     assert "\nversion: 1.0.0\n" in text
     spec = folder / "retail.yaml"
     spec.write_text(text.replace("\nversion: 1.0.0\n", "\nversion: 1.1.0\n"), encoding="utf-8")
-    build_pack(spec, folder / "pack", seed=7, rotations=2, jobs=2)
+    build_pack(spec, folder / "pack", seed=7, rotations=2, jobs=2, previous=retail_pack)
     return folder / "pack"
 
 
