@@ -41,6 +41,7 @@ def env_var(name: str) -> EnvVar | None:
 def hub_resource() -> HubResource:
     return HubResource(
         repo=env_var("EVALPACK_HUB_REPO"),
+        holdout_repo=env_var("EVALPACK_HUB_HOLDOUT_REPO"),
         token=env_var("HF_TOKEN"),
         endpoint=env_var("HF_ENDPOINT"),
         private=os.environ.get("EVALPACK_HUB_PRIVATE", "").strip().lower() in TRUE,

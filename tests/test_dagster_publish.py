@@ -300,10 +300,11 @@ def test_hub_release_is_its_own_job_downstream_of_pack_and_no_materialize_button
 
 
 def test_the_hub_resource_is_read_from_the_environment(monkeypatch):
-    for name in ("EVALPACK_HUB_REPO", "HF_TOKEN", "HF_ENDPOINT", "EVALPACK_HUB_PRIVATE"):
+    for name in ("EVALPACK_HUB_REPO", "EVALPACK_HUB_HOLDOUT_REPO", "HF_TOKEN", "HF_ENDPOINT", "EVALPACK_HUB_PRIVATE"):
         monkeypatch.delenv(name, raising=False)
     unset = hub_resource()
-    assert (unset.repo, unset.token, unset.endpoint, unset.private) == (None, None, None, False)
+    assert (unset.repo, unset.holdout_repo, unset.token, unset.endpoint, unset.private) == (None, None, None, None,
+                                                                                              False)
     with pytest.raises(Failure, match="EVALPACK_HUB_REPO"):
         unset.repo_for("retail")
 
@@ -311,10 +312,12 @@ def test_the_hub_resource_is_read_from_the_environment(monkeypatch):
     monkeypatch.setenv("HF_TOKEN", "hf_secret_value_0123456789")
     monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")
     monkeypatch.setenv("EVALPACK_HUB_PRIVATE", "true")
+    monkeypatch.setenv("EVALPACK_HUB_HOLDOUT_REPO", "tester/{pack}-key")
     wired = hub_resource()
     # the definitions hold the variables' names, resolved in the run's process, never the values
-    assert [type(v) for v in (wired.repo, wired.token, wired.endpoint)] == [EnvVar] * 3
-    assert (wired.repo, wired.token, wired.endpoint) == ("EVALPACK_HUB_REPO", "HF_TOKEN", "HF_ENDPOINT")
+    assert [type(v) for v in (wired.repo, wired.holdout_repo, wired.token, wired.endpoint)] == [EnvVar] * 4
+    assert (wired.repo, wired.holdout_repo, wired.token, wired.endpoint) == (
+        "EVALPACK_HUB_REPO", "EVALPACK_HUB_HOLDOUT_REPO", "HF_TOKEN", "HF_ENDPOINT")
     assert "hf_secret_value_0123456789" not in repr(wired)
     assert wired.private is True
     assert HubResource(repo=REPO_TEMPLATE).repo_for("finance") == "tester/finance-evalpack"
