@@ -148,7 +148,8 @@ class RotationCheck:
 
 def check_rotation(spec: Spec, derived: Derived, pack_dir: Path, seed: int,
                    con: duckdb.DuckDBPyConnection | None = None,
-                   earlier: tuple[RotationCheck, ...] | None = None) -> RotationCheck:
+                   earlier: tuple[RotationCheck, ...] | None = None,
+                   mutants: Callable[[], MutantSet] | None = None) -> RotationCheck:
     """The unit of work per rotation, on its written tables loaded once into one connection with the
     engine's limits: verification's golden checks of every question, then, for the questions that
     passed, the audit's checks (on verification's gold results: the same SQL on the same connection)
@@ -158,7 +159,10 @@ def check_rotation(spec: Spec, derived: Derived, pack_dir: Path, seed: int,
     With ``earlier`` (the checks of the rotations before this one, in seed order) only the mutants that
     matched on all of them are studied here: a mutant's study ends at its first mismatch
     (:func:`summarize_study`), so the outcomes here of the others would not change the study.
-    Without it every mutant is studied, as Dagster's parallel steps must; the summary is the same."""
+    Without it every mutant is studied, as Dagster's parallel steps must; the summary is the same.
+
+    ``mutants`` (default: ``derived.mutants``) is called only once verification and the audit are done:
+    ``evalpack build`` checks its first rotation while the mutants are still being prepared."""
     rotation, questions = rotation_name(seed), derived.questions
     with rotation_connection(PackLayout(pack_dir).tables(seed), con=con) as con:
         links = links_of(spec)
@@ -171,7 +175,7 @@ def check_rotation(spec: Spec, derived: Derived, pack_dir: Path, seed: int,
         runs = {qid: Run(list(o.rows)) for qid, o in passed.items()}
         records = [q.to_record(spec.answers) for q in questions if q.id in passed]
         findings = audit_rotation(con, records, rotation, link_counts, recorded, runs=runs, verified=frozenset(passed))
-        mutants, _ = derived.mutants.of(passed)
+        mutants, _ = (mutants() if mutants else derived.mutants).of(passed)
         if earlier is not None:
             mutants = still_studied(mutants, [c.outcomes for c in earlier])
         outcomes = study_outcomes(con, PackLayout(pack_dir).tables(seed), rotation, {q.id: q for q in questions},
@@ -435,15 +439,21 @@ def build_pack(spec_path: str | Path, out: str | Path, *, seed: int | None = Non
         with ThreadPoolExecutor(1) as background:
             # the questions come from the declarations and mutating their gold SQL is pure Python:
             # both run while the worker processes write the rotations (one phase at a time keeps
-            # memory bounded: writers and DuckDB never hold a large rotation at once)
-            derived = background.submit(derive, spec, plans, splits)
+            # memory bounded: writers and DuckDB never hold a large rotation at once); the questions
+            # first, so that the first rotation's verification and audit, which need only them, run
+            # while the mutants are still being prepared
+            selected = background.submit(derive_selected, spec, plans, splits)
+            prepared = background.submit(lambda: prepare_mutants(spec, selected.result()[0], duckdb_types(spec)))
             rows = write_rotations(spec, plans, staging, jobs, progress)
+            questions, selection = selected.result()
+            pending = Derived(plans, questions, MutantSet((), ()), selection, splits)
             checks: tuple[RotationCheck, ...] = ()
             for p in plans:
-                checks += (check_rotation(spec, derived.result(), staging, p.seed, earlier=checks),)
-            checked = combine_rotations(spec, derived.result(), list(checks))
+                checks += (check_rotation(spec, pending, staging, p.seed, earlier=checks, mutants=prepared.result),)
+            derived = Derived(plans, questions, prepared.result(), selection, splits)
+            checked = combine_rotations(spec, derived, list(checks))
         verdicts, near_miss = checked.verdicts, checked.near_miss
-        write_pack_files(staging, spec, derived.result(), verdicts, rows, near_miss)
+        write_pack_files(staging, spec, derived, verdicts, rows, near_miss)
         findings = pack_findings(staging, checked)
         write_attestation(staging, spec, started=started, finished=now_utc(), signing_key=signing_key)
         publish_dir(staging, out)
@@ -451,4 +461,4 @@ def build_pack(spec_path: str | Path, out: str | Path, *, seed: int | None = Non
         discard(staging)
         raise
     warnings = tuple(dict.fromkeys(w for p in plans for w in p.warnings))
-    return BuildResult(out, spec, verdicts, rows, near_miss, warnings, findings, derived.result().selection)
+    return BuildResult(out, spec, verdicts, rows, near_miss, warnings, findings, derived.selection)
