@@ -1,40 +1,72 @@
 """The dataset card: the pack's README.md, with a YAML header the Hub indexes and a body a person reads.
 
 The card is written by ``evalpack build`` (``build.write_pack_files``) after ``questions.jsonl``,
-``certificate.json`` and ``manifest.json`` and before the audit and the attestation, so it is one of
-the attested files, and ``publish`` uploads it to the Hub unchanged: a downloaded snapshot of the
-published repo is the pack as built and passes ``evalpack verify``. It is a pure function of those
-three files (no dates, no repo id, never the attestation), so the same spec and seed give the same bytes.
+``certificate.json``, ``manifest.json`` and the questions' Parquet, and before the audit and the attestation,
+so it is one of the attested files, and ``publish`` uploads it to the Hub unchanged: a downloaded snapshot of
+the published repo is the pack as built and passes ``evalpack verify``. It is a pure function of those files
+and the first rows of the tables (no dates, never the attestation), so the same spec and seed give the same
+bytes. It never shows what a public pack withholds: no holdout question's gold SQL or answer (the examples are
+``dev`` questions only), and never the spec's text (the field meanings come from ``manifest.json`` ->
+``semantics``, which holds no declared answer).
 
-Header: ``license``, ``pretty_name``, ``language``, ``task_categories`` (table-question-answering),
-``tags`` (text-to-sql, evaluation, synthetic, evalpack), ``size_categories`` from the total rows that
-``load_dataset`` can return (every table on every rotation plus the question rows of every questions
-split), and ``configs`` as ``hub_configs`` lays them out: ``questions`` first and default, then one
-config per table with one split per rotation. ``hub_configs`` is the one place that layout is decided;
-``publish.layout`` uploads exactly the files it names.
+Header: ``license`` (a Hub license id, checked when the spec is loaded), ``pretty_name``, ``language``,
+``task_categories`` (table-question-answering), ``tags`` (text-to-sql, evaluation, synthetic, evalpack),
+``size_categories`` from the number of questions, ``configs`` as ``hub_configs`` lays them out
+(``questions`` first and default, then one config per table with one split per rotation; ``hub_configs`` is
+the one place that layout is decided and ``publish.layout`` uploads exactly the files it names), and
+``dataset_info`` as ``datasets`` writes it (``DatasetInfosDict.to_dataset_card_data``): per config its
+``features`` (the dtype of every column in the pack's Parquet: :data:`DUCKDB_DTYPES` for the manifest's DuckDB
+types, ``evalpack.hubfiles.QUESTION_SCHEMA`` for the questions) and its ``splits`` with ``num_examples``.
 
-Body: what the pack is, how to load it pinned to the version tag (the repo id is the placeholder
-``REPO_PLACEHOLDER``: a pack does not know where it will be published), how to score with verify.py,
-the pass rule across rotations, the tables with row counts, the question counts by kind, the near-miss
-table, how to verify the attestation (signed or not), and a citation block.
+Body: what the pack is, how to load it pinned to the version tag, how to score with verify.py and the pass
+rule, the tables with row counts and each column's type and meaning, example rows of every table and example
+``dev`` questions, the question counts by kind, the near-miss table, intended use, limitations, the changelog
+against the version the splits continue, how to verify the attestation, and a citation. The repo id is the
+spec's ``repo:`` (``manifest.json`` -> ``repo``) when it has one, else the placeholder ``REPO_PLACEHOLDER``
+with a note to set it.
 """
 
 from __future__ import annotations
 
+import datetime as dt
+import json
+import re
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import yaml
 
+from evalpack.hubfiles import QUESTION_SCHEMA
 from evalpack.kinds import KINDS
 from evalpack.layout import CARD, PackLayout, table_path
+from evalpack.semantics import column_words
 
 QUESTIONS_CONFIG = "questions"
 SHARED_SPLIT = "test"
 DATA_DIR = "data"
 REPO_PLACEHOLDER = "<owner>/<name>"
 TAGS = ("text-to-sql", "evaluation", "synthetic", "evalpack")
+EXAMPLE_ROWS = 3
+EXAMPLE_QUESTIONS = 3
+CHANGELOG_KEYS = 20  # question keys listed per change in the card (manifest.json has them all)
+
+# A DuckDB type of manifest.json (tables.<t>.columns) -> the `datasets` dtype of that column in the pack's Parquet,
+# as pyarrow reads it and `datasets.Features.from_arrow_schema` names it (tests/test_card.py checks both on built
+# packs). DECIMAL(p,s) is decimal128(p, s) (:data:`DECIMAL_TYPE`). An imported pack's types are read from its Parquet.
+DUCKDB_DTYPES = {
+    "BOOLEAN": "bool", "TINYINT": "int8", "SMALLINT": "int16", "INTEGER": "int32", "BIGINT": "int64",
+    "UTINYINT": "uint8", "USMALLINT": "uint16", "UINTEGER": "uint32", "UBIGINT": "uint64", "FLOAT": "float32",
+    "DOUBLE": "float64", "VARCHAR": "string", "DATE": "date32", "TIMESTAMP": "timestamp[us]", "BLOB": "binary",
+}
+DECIMAL_TYPE = re.compile(r"DECIMAL\((\d+),\s*(\d+)\)")
+# pyarrow's names of its scalar types -> the `datasets` dtype (datasets.features.features._arrow_to_datasets_dtype)
+ARROW_DTYPES = {"null": "null", "bool": "bool", "halffloat": "float16", "float": "float32", "double": "float64",
+                "string": "string", "large_string": "large_string", "binary": "binary",
+                "large_binary": "large_binary", **{f"{s}int{n}": f"{s}int{n}" for s in ("", "u") for n in (8, 16, 32, 64)}}
 
 # The Hub's size_categories values and their upper bounds (n < bound).
 SIZE_CATEGORIES = (
@@ -132,18 +164,98 @@ def total_rows(configs: tuple[Config, ...]) -> int:
     return sum(c.rows for c in configs)
 
 
-def card_metadata(manifest: dict) -> dict:
-    """The YAML header as a dict (key order kept)."""
+def question_count(manifest: dict) -> int:
+    """The number of questions the pack ships (what ``size_categories`` counts: questions, not table rows)."""
+    return int((manifest.get("questions") or {}).get("shipped", 0))
+
+
+def duckdb_dtype(duckdb_type: str) -> str | None:
+    """The `datasets` dtype of a column of this DuckDB type in a built pack's Parquet (None: not pinned)."""
+    decimal = DECIMAL_TYPE.fullmatch(duckdb_type.strip().upper())
+    if decimal:
+        return f"decimal128({decimal[1]}, {decimal[2]})"
+    return DUCKDB_DTYPES.get(duckdb_type.strip().upper())
+
+
+def arrow_feature(arrow_type: pa.DataType) -> dict | None:
+    """A column's entry in ``dataset_info.features`` (without its name) for an Arrow type: ``{"dtype": ...}``, or
+    ``{"list": ...}`` for a list of scalars; None for a type it has no plain form for."""
+    if pa.types.is_list(arrow_type) or pa.types.is_large_list(arrow_type):
+        inner = arrow_feature(arrow_type.value_type)
+        return {"list": inner["dtype"]} if inner and "dtype" in inner else None
+    if pa.types.is_decimal(arrow_type):
+        return {"dtype": f"decimal{arrow_type.bit_width}({arrow_type.precision}, {arrow_type.scale})"}
+    if pa.types.is_date32(arrow_type) or pa.types.is_date64(arrow_type):
+        return {"dtype": "date32" if pa.types.is_date32(arrow_type) else "date64"}
+    if pa.types.is_timestamp(arrow_type):
+        tz = f", tz={arrow_type.tz}" if arrow_type.tz else ""
+        return {"dtype": f"timestamp[{arrow_type.unit}{tz}]"}
+    if pa.types.is_time(arrow_type):
+        return {"dtype": f"time{arrow_type.bit_width}[{arrow_type.unit}]"}
+    dtype = ARROW_DTYPES.get(str(arrow_type))
+    return {"dtype": dtype} if dtype else None
+
+
+def _features(columns: list[tuple[str, dict | None]]) -> list[dict] | None:
+    if any(f is None for _, f in columns):
+        return None
+    return [{"name": name, **feature} for name, feature in columns]
+
+
+def config_features(manifest: dict, config: Config, pack_dir: Path | None) -> list[dict] | None:
+    """``features`` of one config: the questions' from QUESTION_SCHEMA; a table's from the manifest's DuckDB
+    types (a built pack) or from its first rotation's Parquet schema (an imported pack, or a type not in
+    DUCKDB_DTYPES). None when a column has no plain dtype (``datasets`` then infers the features itself)."""
+    if config.name == QUESTIONS_CONFIG and config.default:
+        return _features([(f.name, arrow_feature(f.type)) for f in QUESTION_SCHEMA])
+    columns = (manifest["tables"].get(config.name) or {}).get("columns") or {}
+    pinned = {c: duckdb_dtype(str(t)) for c, t in columns.items()} if not manifest.get("source") else {}
+    if columns and all(pinned.get(c) for c in columns):
+        return [{"name": c, "dtype": pinned[c]} for c in columns]
+    if pack_dir is None or not config.splits or not (Path(pack_dir) / config.splits[0].path).is_file():
+        return None
+    return _features([(f.name, arrow_feature(f.type)) for f in pq.read_schema(Path(pack_dir) / config.splits[0].path)])
+
+
+def arrow_bytes(path: Path) -> int:
+    """The Arrow size of a Parquet file's rows once loaded (what ``datasets`` records as a split's
+    ``num_bytes``), read batch by batch."""
+    return sum(batch.nbytes for batch in pq.ParquetFile(path).iter_batches(batch_size=65_536))
+
+
+def dataset_info(manifest: dict, pack_dir: Path) -> list[dict]:
+    """The header's ``dataset_info``: per config (those with plain features) its ``features`` and ``splits``
+    (``name``, ``num_bytes``, ``num_examples``), ``download_size`` (the Parquet bytes) and ``dataset_size``."""
+    out = []
+    for config in hub_configs(manifest):
+        features = config_features(manifest, config, pack_dir)
+        files = [Path(pack_dir) / s.path for s in config.splits]
+        if features is None or not all(f.is_file() for f in files):
+            continue
+        splits = [{"name": s.name, "num_bytes": arrow_bytes(f), "num_examples": s.rows}
+                  for s, f in zip(config.splits, files)]
+        out.append({"config_name": config.name, "features": features, "splits": splits,
+                    "download_size": sum(f.stat().st_size for f in files),
+                    "dataset_size": sum(s["num_bytes"] for s in splits)})
+    return out
+
+
+def card_metadata(manifest: dict, pack_dir: Path | None = None) -> dict:
+    """The YAML header as a dict (key order kept); ``dataset_info`` only with the pack's folder (its sizes)."""
     configs = hub_configs(manifest)
-    return {
+    header = {
         "license": manifest.get("license") or "unknown",
         "pretty_name": f"{manifest['pack']} evalpack",
         "language": ["en"],
         "task_categories": ["table-question-answering"],
         "tags": [t for t in TAGS if t != "synthetic" or not manifest.get("source")],  # imported: real data
-        "size_categories": [size_category(total_rows(configs))],
+        "size_categories": [size_category(question_count(manifest))],
         "configs": configs_metadata(configs),
     }
+    info = dataset_info(manifest, pack_dir) if pack_dir is not None else []
+    if info:
+        header["dataset_info"] = info
+    return header
 
 
 def read_card_metadata(text: str) -> dict:
@@ -190,11 +302,100 @@ def _fmt(n: int) -> str:
     return f"{n:,}"
 
 
-def render_card(pack_dir: Path) -> str:
-    """The dataset card of the pack in ``pack_dir``, from its manifest.json, questions.jsonl and certificate.json.
+def _cell(value: Any, limit: int = 60) -> str:
+    """One value in a Markdown table cell: NULL spelled out, no pipes or line breaks, long text clipped."""
+    if value is None:
+        return "*NULL*"
+    if isinstance(value, bool):
+        text = "true" if value else "false"
+    elif isinstance(value, dt.datetime):
+        text = value.isoformat(sep=" ")
+    elif isinstance(value, (dt.date, dt.time)):
+        text = value.isoformat()
+    else:
+        text = str(value)
+    text = " ".join(text.split()).replace("|", "\\|")
+    return text if len(text) <= limit else text[:limit - 1] + "…"
 
-    Never reads the attestation (the card is written before it) and never names a Hub repo.
-    """
+
+def example_rows(pack_dir: Path, rotation: str, table: str, n: int = EXAMPLE_ROWS) -> tuple[list[str], list[list]]:
+    """The column names and first ``n`` rows of ``table`` on ``rotation``, read from the pack's Parquet."""
+    path = Path(pack_dir) / table_path(rotation, table)
+    if not path.is_file():
+        return [], []
+    parquet = pq.ParquetFile(path)
+    names = list(parquet.schema_arrow.names)
+    batch = next(parquet.iter_batches(batch_size=n), None)
+    rows = batch.to_pylist()[:n] if batch is not None else []
+    return names, [[row[c] for c in names] for row in rows]
+
+
+def example_questions(questions: list[dict], n: int = EXAMPLE_QUESTIONS) -> list[dict]:
+    """Up to ``n`` ``dev`` questions with a gold SQL and an answer, of different kinds first, in file order.
+    Never a holdout question, even one whose fields a private pack would carry."""
+    shown = [q for q in questions if q.get("split") == "dev" and q.get("gold_sql") and q.get("expected_answer") is not None
+             and not q.get("commitment")]
+    picked: list[dict] = []
+    for q in shown:
+        if len(picked) < n and q.get("kind") not in {p.get("kind") for p in picked}:
+            picked.append(q)
+    for q in shown:
+        if len(picked) < n and q not in picked:
+            picked.append(q)
+    return sorted(picked, key=questions.index)
+
+
+def _answer_text(q: dict, rotations: list[str]) -> str:
+    value = q.get("expected_answer")
+    if isinstance(value, dict) and rotations and rotations[0] in value:
+        return (f"`{json.dumps(value[rotations[0]], ensure_ascii=False)}` on `{rotations[0]}` (each rotation has its "
+                "own answer)")
+    return f"`{json.dumps(value, ensure_ascii=False)}`"
+
+
+def column_meanings(manifest: dict, table: str) -> dict[str, str]:
+    """What each column of ``table`` means: ``manifest.json`` -> ``semantics`` (business words, no declared
+    answer), else the words of its name."""
+    given = ((((manifest.get("semantics") or {}).get("tables") or {}).get(table) or {}).get("columns") or {})
+    columns = (manifest["tables"].get(table) or {}).get("columns") or {}
+    return {c: given.get(c) or column_words(c) for c in columns}
+
+
+def changelog_markdown(manifest: dict) -> str:
+    """The Changelog section's text, from ``manifest.json`` -> ``changelog`` (and ``splits.continues``)."""
+    tag = f"v{manifest['version']}"
+    log = manifest.get("changelog")
+    continues = (manifest.get("splits") or {}).get("continues")
+    if not log and not continues:
+        return f"{tag}: the first version of this pack; there is no earlier version to compare with."
+    if not log:
+        return f"{tag} continues the splits of v{continues}; its manifest records no changelog."
+    before = log["continues"]
+    if str(before) == str(manifest["version"]):
+        head = (f"{tag} was rebuilt over an earlier build of the same version; against that build (by question "
+                "identity):")
+    else:
+        head = f"{tag} against v{before}, the version whose splits it continues (by question identity):"
+    lines = [head, "",
+             f"- questions: {_fmt(log['questions_before'])} before, {_fmt(log['questions_now'])} now; "
+             f"{_fmt(log['kept'])} kept, {_fmt(len(log['added']))} added, {_fmt(len(log['removed']))} removed, "
+             f"{_fmt(len(log['moved']))} moved to another split"]
+
+    def keys(label: str, items: list[str]) -> None:
+        if items:
+            more = f" and {len(items) - CHANGELOG_KEYS} more" if len(items) > CHANGELOG_KEYS else ""
+            lines.append(f"- {label}: " + ", ".join(f"`{k}`" for k in items[:CHANGELOG_KEYS]) + more)
+
+    keys("added", log["added"])
+    keys("removed", log["removed"])
+    keys("moved", [f"{m['key']} ({m['from']} -> {m['to']})" for m in log["moved"]])
+    lines += ["", f"Compared: {log['basis']}. `manifest.json` -> `changelog` lists every key."]
+    return "\n".join(lines)
+
+
+def render_card(pack_dir: Path) -> str:
+    """The dataset card of the pack in ``pack_dir``, from its manifest.json, questions.jsonl, certificate.json
+    and the first rows of its tables. Never reads the attestation (the card is written before it)."""
     layout = PackLayout(pack_dir)
     manifest = layout.read_manifest()
     questions = layout.read_records() if layout.questions.is_file() else []
@@ -219,7 +420,10 @@ def render_card(pack_dir: Path) -> str:
     built_with = f"evalpack{' ' + tool if tool else ''}"
     first_table = tables[0].name if tables else "TABLE"
     local = f"{name}-{tag}"
-    header = yaml.safe_dump(card_metadata(manifest), sort_keys=False, allow_unicode=True, width=1000)
+    repo = manifest.get("repo") or None
+    repo_id = repo or REPO_PLACEHOLDER
+    source = manifest.get("source") or {}
+    header = yaml.safe_dump(card_metadata(manifest, pack_dir), sort_keys=False, allow_unicode=True, width=1000)
 
     answers = ("rotated (each rotation has its own expected answers; the questions config has one split per "
                "rotation)" if rotated else "shared (the same on every rotation)")
@@ -227,7 +431,6 @@ def render_card(pack_dir: Path) -> str:
     out.append(f"# {name} evalpack ({tag})\n")
     if manifest.get("description"):
         out.append(f"{manifest['description'].strip()}\n")
-    source = manifest.get("source") or {}
     if source:
         status = dict(Counter(q.get("status") for q in questions))
         received = (source.get("questions") or {}).get("file") or "a questions file"
@@ -263,12 +466,15 @@ def render_card(pack_dir: Path) -> str:
         f"the Parquet and CSV tables.\n")
 
     out.append("## How to load\n")
-    out.append("Pin the version tag: a tag is never moved once published. Set `REPO` to the id this dataset has "
-               "on the Hub (the id in its address, `OWNER/NAME`); the pack itself does not know where it was "
-               "published.\n")
+    if repo:
+        out.append(f"This dataset is `{repo}` on the Hub. Pin the version tag: a tag is never moved once published.\n")
+    else:
+        out.append("Pin the version tag: a tag is never moved once published. Set `REPO` to the id this dataset has "
+                   "on the Hub (the id in its address, `OWNER/NAME`); this pack was built without one (set `repo:` "
+                   "in the spec so the card names it).\n")
     questions_splits = ", ".join(s.name for s in questions_cfg.splits)
     out.append("```python\nfrom datasets import load_dataset\n\n"
-               f'REPO = "{REPO_PLACEHOLDER}"  # this dataset\'s id on the Hub\n\n'
+               f'REPO = "{repo_id}"  # this dataset\'s id on the Hub\n\n'
                f'questions = load_dataset(REPO, "{QUESTIONS_CONFIG}", revision="{tag}")'
                f"  # split{'s' if len(questions_cfg.splits) > 1 else ''} {questions_splits}\n"
                + "".join(f'{t.name} = load_dataset(REPO, "{t.name}", revision="{tag}")'
@@ -296,7 +502,7 @@ def render_card(pack_dir: Path) -> str:
                "verifies as it is, in the Hub cache or in a folder of your own. Then run its `verify.py`, which "
                "needs only `duckdb`:\n")
     out.append("```bash\n"
-               f'REPO="{REPO_PLACEHOLDER}"   # this dataset\'s id on the Hub\n'
+               f'REPO="{repo_id}"   # this dataset\'s id on the Hub\n'
                f'hf download "$REPO" --repo-type dataset --revision {tag} --local-dir {local}\n'
                f"python {local}/verify.py                                  # rerun every gold SQL on every rotation\n"
                f"python {local}/verify.py --candidates answers.jsonl --json report.json\n"
@@ -322,13 +528,28 @@ def render_card(pack_dir: Path) -> str:
     out.append(_table(["table", "columns", *rotations],
                       [[f"`{t.name}`", len((manifest["tables"][t.name] or {}).get("columns") or {}),
                         *[_fmt(s.rows) for s in t.splits]] for t in tables]) + "\n")
-    columns = [(t.name, (manifest["tables"][t.name] or {}).get("columns") or {}) for t in tables]
-    if any(cols for _, cols in columns):
-        out.append("<details><summary>Columns (DuckDB types)</summary>\n")
-        for table, cols in columns:
-            out.append(f"- `{table}`: " + ", ".join(f"`{c}` {t}" for c, t in cols.items()))
-        out.append("\n</details>\n")
     out.append(f"{_fmt(total_rows(configs))} rows in all (tables on every rotation plus questions).\n")
+    measures = (manifest.get("semantics") or {}).get("measures") or {}
+    if measures:
+        out.append("Measures the questions name: " + "; ".join(f"**{m}** is {what}" for m, what in measures.items())
+                   + ".\n")
+    dtypes = {c.name: {f["name"]: f.get("dtype") or f"list of {f.get('list')}"
+                       for f in config_features(manifest, c, pack_dir) or []} for c in tables}
+    for t in tables:
+        columns = (manifest["tables"][t.name] or {}).get("columns") or {}
+        row = (((manifest.get("semantics") or {}).get("tables") or {}).get(t.name) or {}).get("row")
+        out.append(f"### `{t.name}`\n")
+        if row:
+            out.append(f"One row per {row}.\n")
+        meanings = column_meanings(manifest, t.name)
+        out.append(_table(["column", "DuckDB type", "`datasets` dtype", "meaning"],
+                          [[f"`{c}`", f"`{ctype}`", f"`{dtypes[t.name].get(c, '')}`" if dtypes[t.name].get(c) else "",
+                            _cell(meanings[c], 200)] for c, ctype in columns.items()], align="llll") + "\n")
+        names, rows = example_rows(pack_dir, rotations[0], t.name)
+        if rows:
+            out.append(f"The first {len(rows)} rows of `{rotations[0]}`:\n\n"
+                       + _table([f"`{c}`" for c in names], [[_cell(v) for v in r] for r in rows],
+                                align="l" * len(names)) + "\n")
 
     out.append("## Questions\n")
     study = (manifest.get("near_miss_study") or {}).get("families") or {}
@@ -365,12 +586,59 @@ def render_card(pack_dir: Path) -> str:
     if dropped:
         out.append(f"{dropped} derived questions were dropped because they did not hold on every rotation; "
                    "`manifest.json` lists each with its `drop_reason`.\n")
+    examples = example_questions(questions)
+    if examples:
+        out.append(f"### Example questions ({'`dev` only' if by_split.get('holdout') else 'from `dev`'})\n")
+        for q in examples:
+            facts = ", ".join(x for x in (f"`{q.get('kind')}`" if q.get("kind") else "", q.get("difficulty") or "",
+                                          q.get("answer_type") or "") if x)
+            lines = [f"**{q['id']}** ({facts}): {q['question']}", ""]
+            if q.get("evidence"):
+                lines.append(f"- evidence: {q['evidence']}")
+            lines.append(f"- answer: {_answer_text(q, rotations)}")
+            out.append("\n".join(lines) + "\n")
+            out.append(f"```sql\n{q['gold_sql'].strip()}\n```\n")
 
     out.append("## Near misses\n")
     out.append("Each gold SQL was mutated into plausible wrong queries (an off-by-one date bound, a swapped "
                "aggregate, a dropped filter, ...) and every mutant was rerun on every rotation. A mutant that "
                "still matches on all rotations would let a wrong query pass; the fewer, the sharper the pack.\n")
     out.append(near_miss_markdown(manifest.get("near_miss_study")) + "\n")
+
+    out.append("## Intended use\n")
+    out.append("- Scoring text-to-SQL systems and data agents: each question has one verified answer, and a "
+               "candidate counts only when it matches on every rotation, so a memorised or constant answer fails.\n"
+               "- Tune and debug on `dev`; report on `holdout`, which only the holder of the answer key can score.\n"
+               "- Comparing versions of a system, or of this pack, pinned to a version tag (`evalpack diff` compares "
+               "two pack versions).\n"
+               "- Not for training a model you then score here (it would learn the answers, not the skill), and not "
+               "as a source of facts about real businesses.\n")
+    out.append("## Limitations\n")
+    if source:
+        limits = ["- **Imported data**: the questions and the database are the ones received; evalpack checked them "
+                  "and recorded each question's `status`, it did not write or correct them.\n"]
+    else:
+        limits = ["- **Synthetic data**: every row is generated. Only the declared facts (totals, rates, shares, "
+                  "keys, orphans) are meant; names, cities, notes and every other distribution are filler with no "
+                  "real-world signal.\n",
+                  "- **Answers fixed by declarations**: the expected answers come from the spec's declarations, not "
+                  "from someone reading the data. A question that admits another reasonable reading is still scored "
+                  "against the declared one; its `evidence` says which.\n"]
+    operators = ", ".join(f"`{op}`" for op in ((manifest.get("near_miss_study") or {}).get("operators") or {}))
+    limits.append("- **What the near-miss study catches**: wrong queries that its operators make from the gold SQL"
+                  + (f" ({operators})" if operators else "") + "; it counts those that would still pass. It does not "
+                  "cover wrong queries unlike any mutant, and a candidate that matches on every rotation counts as "
+                  "correct however it got there.\n")
+    limits.append("- **Holdout answers are private**: holdout questions ship with their text and a salted "
+                  "commitment, never their gold SQL or answer; without the answer key they are reported as not "
+                  "scored.\n")
+    limits.append(f"- **Dialect**: gold SQL is DuckDB SQL{' (DuckDB ' + duckdb_version + ')' if duckdb_version else ''}"
+                  " and candidates run on DuckDB. SQL written for another engine may need translating (integer "
+                  "division, date functions, NULL ordering).\n")
+    out.append("".join(limits))
+
+    out.append("## Changelog\n")
+    out.append(changelog_markdown(manifest) + "\n")
 
     out.append("## Verify the attestation\n")
     out.append("`attestation.intoto.json` is a DSSE envelope around an in-toto Statement v1 with one SHA-256 "
@@ -390,16 +658,18 @@ def render_card(pack_dir: Path) -> str:
 
     out.append("## Citation\n")
     key = "".join(ch if ch.isalnum() else "_" for ch in f"{name}_evalpack_{tag}")
-    owner = REPO_PLACEHOLDER.split("/")[0]
+    owner = repo_id.split("/")[0]
     out.append("```bibtex\n"
                f"@misc{{{key},\n"
                f"  title        = {{{{{name}}} evalpack, {tag}: an evaluation database with answers fixed in "
                "advance},\n"
                f"  author       = {{{owner}}},\n"
-               f"  howpublished = {{\\url{{https://huggingface.co/datasets/{REPO_PLACEHOLDER}/tree/{tag}}}}},\n"
+               f"  howpublished = {{\\url{{https://huggingface.co/datasets/{repo_id}/tree/{tag}}}}},\n"
                f"  note         = {{Built with {built_with}; {len(rotations)} rotations, {shipped} questions}}\n"
                "}\n```\n")
-    out.append(f"Replace `{REPO_PLACEHOLDER}` with this dataset's id on the Hub.\n")
+    if not repo:
+        out.append(f"Replace `{REPO_PLACEHOLDER}` with this dataset's id on the Hub (or set `repo:` in the spec and "
+                   "rebuild, and the card names it).\n")
     return "\n".join(out)
 
 
@@ -410,6 +680,7 @@ def write_card(pack_dir: Path) -> Path:
     return path
 
 
-__all__ = ["CARD", "QUESTIONS_CONFIG", "REPO_PLACEHOLDER", "SHARED_SPLIT", "Config", "Split", "card_metadata",
-           "configs_metadata", "data_path", "hub_configs", "read_card_metadata", "render_card", "rotated_answers",
-           "size_category", "total_rows", "write_card"]
+__all__ = ["CARD", "DUCKDB_DTYPES", "QUESTIONS_CONFIG", "REPO_PLACEHOLDER", "SHARED_SPLIT", "Config", "Split",
+           "arrow_feature", "card_metadata", "config_features", "configs_metadata", "data_path", "dataset_info",
+           "duckdb_dtype", "example_questions", "hub_configs", "question_count", "read_card_metadata", "render_card",
+           "rotated_answers", "size_category", "total_rows", "write_card"]

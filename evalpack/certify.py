@@ -15,7 +15,7 @@ from evalpack.holdout import SALT_RULE
 from evalpack.plan import RotationPlan
 from evalpack.questions import SPLIT_RULE, PreviousSplits
 from evalpack.scoring import COMMITMENT_RULE, COMPARISON_RULE
-from evalpack.spec import Spec
+from evalpack.spec import Column, Spec, Table
 from evalpack.verify import Verdict
 
 HASHES = {
@@ -85,6 +85,75 @@ def dropped_entry(v: Verdict) -> dict:
     return entry
 
 
+TEXT_MEANINGS = {"name": "a person's name", "email": "an email address", "company": "a company name",
+                 "city": "a city name", "word": "a word", "sentence": "free text", "uuid": "a UUID"}
+
+
+def _a(noun: str) -> str:
+    return ("an " if noun[:1].lower() in "aeiou" else "a ") + noun
+
+
+def column_meaning(spec: Spec, table: Table, column: Column) -> str:
+    """A column in business words, for the card: what the questions call it, then what it holds. Nothing a
+    declaration fixes as an answer (no targets, shares, rates, orphan or null counts)."""
+    what = {"int": "a whole number", "boolean": "true or false", "date": "a calendar date (no time)",
+            "datetime": "a date and time", "categorical": "one of " + ", ".join(column.choices),
+            "text": TEXT_MEANINGS.get(column.text_type or "", "text")}.get(column.type, column.type)
+    if column.type == "float":
+        currency = spec.semantics.currency
+        what = (f"an amount in {currency}, to the cent" if currency and column.decimals == 2
+                else f"a number with {column.decimals} decimals")
+    links = [r for r in spec.relationships if (r.child_table, r.child_column) == (table.name, column.name)]
+    if links:
+        parent = links[0]
+        what = (f"points at {_a(spec.semantics.table(parent.parent_table).singular)} "
+                f"({parent.parent_table}.{parent.parent_column})")
+    elif column.type == "int" and column.unique:
+        what = f"identifies {_a(spec.semantics.table(table.name).singular)}"
+    notes = ["unique"] if column.unique else []
+    if column.nullable or any(r.nulls for r in links):
+        notes.append("may be null")
+    return "; ".join([f"{spec.semantics.column(table.name, column.name)}: {what}", *notes])
+
+
+def semantics(spec: Spec) -> dict:
+    """The business words of the schema (the spec's ``semantics:``, else derived from the names): what a row
+    of each table is, what each column means, the measures the questions name."""
+    return {
+        "tables": {t.name: {"row": spec.semantics.table(t.name).singular,
+                            "columns": {c.name: column_meaning(spec, t, c) for c in t.columns}}
+                   for t in spec.tables},
+        "measures": {m.name: (f"the sum of {m.table}.{m.column}" if m.kind == "sum" else f"the number of {m.table} rows")
+                     for m in spec.semantics.measures},
+        "currency": spec.semantics.currency,
+    }
+
+
+CHANGELOG_BASIS = ("question identities (`key`) and splits against the version continued, as its questions.jsonl "
+                   "and manifest.json give them; answers, tables and the near-miss study are compared by "
+                   "`evalpack diff OLD_PACK NEW_PACK`")
+
+
+def changelog(previous: PreviousSplits | None, shipped: list[Verdict]) -> dict | None:
+    """What changed against the version these splits continue (None for a first version): questions added and
+    removed by identity, and split moves."""
+    if previous is None:
+        return None
+    before = dict(previous.split_of)
+    now = {v.question.key: v.question.split for v in shipped}
+    return {
+        "continues": previous.version,
+        "basis": CHANGELOG_BASIS,
+        "questions_before": len(before),
+        "questions_now": len(now),
+        "kept": len(now.keys() & before.keys()),
+        "added": sorted(now.keys() - before.keys()),
+        "removed": sorted(before.keys() - now.keys()),
+        "moved": [{"key": k, "from": before[k], "to": now[k]} for k in sorted(now.keys() & before.keys())
+                  if before[k] != now[k]],
+    }
+
+
 def manifest(spec: Spec, plans: tuple[RotationPlan, ...], verdicts: tuple[Verdict, ...],
              rows: dict[str, dict[str, int]], schemas: dict[str, dict[str, str]],
              near_miss: dict | None = None, warnings: list[str] | None = None, selection: dict | None = None,
@@ -102,6 +171,7 @@ def manifest(spec: Spec, plans: tuple[RotationPlan, ...], verdicts: tuple[Verdic
         "version": spec.version,
         "description": spec.description,
         "license": spec.license,
+        "repo": spec.repo,
         "tool": {"name": "evalpack", "version": __version__, "duckdb": duckdb.__version__,
                  "pyarrow": pyarrow.__version__},
         "seeds": [p.seed for p in plans],
@@ -116,12 +186,14 @@ def manifest(spec: Spec, plans: tuple[RotationPlan, ...], verdicts: tuple[Verdic
         "splits": {"rule": SPLIT_RULE, "continues": previous.version if previous else None, "ever_holdout": ever,
                    "holdout_key": {"folder": "PACK.holdout-key (beside the pack, never in it)",
                                    "commitment": COMMITMENT_RULE, "salt": SALT_RULE} if private else None},
+        "changelog": changelog(previous, shipped),
         "hashes": HASHES,
         "declared_links": [{"child_table": r.child_table, "child_column": r.child_column,
                             "parent_table": r.parent_table, "parent_column": r.parent_column}
                            for r in spec.relationships],
         "tables": {name: {"columns": cols, "rows": {rot: rows[rot][name] for rot in rows}}
                    for name, cols in schemas.items()},
+        "semantics": semantics(spec),
         "questions": {
             "shipped": len(shipped),
             "dropped": len(dropped),

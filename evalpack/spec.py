@@ -33,6 +33,23 @@ NAME_RE = re.compile(r"^[a-z][a-z0-9_]*$")
 IDENT_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 SEMVER_RE = re.compile(r"^\d+\.\d+\.\d+(?:[-+][0-9A-Za-z.-]+)?$")
 PERIOD_RE = re.compile(r"^(\d{4})-(\d{2})$")
+# `repo:` the Hub repo id, the rule of publish.layout.check_repo_id (copied: the engine imports no publish)
+REPO_ID_RE = re.compile(r"^[A-Za-z0-9][\w.-]{0,95}/[A-Za-z0-9][\w.-]{0,95}$")
+# `license:` the Hub's license identifiers, from huggingface/hub-docs docs/hub/repositories-licenses.md
+# ("region licenses", commit 242f4a1e, 2026-08-22; https://huggingface.co/docs/hub/repositories-licenses)
+HUB_LICENSES = (
+    "apache-2.0", "mit", "openrail", "bigscience-openrail-m", "creativeml-openrail-m", "bigscience-bloom-rail-1.0",
+    "bigcode-openrail-m", "afl-3.0", "artistic-2.0", "bsl-1.0", "bsd", "bsd-2-clause", "bsd-3-clause",
+    "bsd-3-clause-clear", "c-uda", "cc", "cc0-1.0", "cc-by-2.0", "cc-by-2.5", "cc-by-3.0", "cc-by-4.0", "cc-by-sa-3.0",
+    "cc-by-sa-4.0", "cc-by-nc-2.0", "cc-by-nc-3.0", "cc-by-nc-4.0", "cc-by-nd-4.0", "cc-by-nc-nd-3.0",
+    "cc-by-nc-nd-4.0", "cc-by-nc-sa-2.0", "cc-by-nc-sa-3.0", "cc-by-nc-sa-4.0", "cdla-sharing-1.0",
+    "cdla-permissive-1.0", "cdla-permissive-2.0", "wtfpl", "ecl-2.0", "epl-1.0", "epl-2.0", "etalab-2.0", "eupl-1.1",
+    "eupl-1.2", "agpl-3.0", "gfdl", "gpl", "gpl-2.0", "gpl-3.0", "lgpl", "lgpl-2.1", "lgpl-3.0", "isc", "h-research",
+    "intel-research", "lppl-1.3c", "ms-pl", "apple-ascl", "apple-amlr", "mpl-2.0", "odc-by", "odbl", "openmdw-1.0",
+    "openmdw-1.1", "openrail++", "osl-3.0", "postgresql", "ofl-1.1", "ncsa", "unlicense", "zlib", "pddl", "lgpl-lr",
+    "deepfloyd-if-license", "fair-noncommercial-research-license", "llama2", "llama3", "llama3.1", "llama3.2",
+    "llama3.3", "llama4", "grok2-community", "gemma", "unknown", "other",
+)
 
 COLUMN_TYPES = ("int", "float", "text", "categorical", "boolean", "date", "datetime", "foreign_key")
 TYPE_ALIASES = {"integer": "int", "number": "float", "string": "text", "bool": "boolean"}
@@ -240,6 +257,7 @@ class Spec:
     ledgers: tuple[BalancedLedger, ...] = ()
     semantics: Semantics = Semantics()
     questions: QuestionPlan = QuestionPlan()
+    repo: str | None = None  # `repo:` OWNER/NAME on the Hub, named by the card (evalpack.card)
     gate: str = "block"  # the release gate's policy (evalpack.diff.gate): block | warn | off
     gate_margin: float = 1.0  # percentage points the near-miss survival rate may rise by before the gate
     path: str = ""
@@ -616,7 +634,7 @@ def add_months(day: dt.date, months: int) -> dt.date:
 TOP_KEYS = (
     "name", "version", "description", "license", "seed", "rotations", "answers", "holdout", "gate",
     "gate_margin", "rows", "tables", "relationships", "outcome_curves", "rate_curves", "group_shares",
-    "waterfalls", "time_grids", "constraints", "semantics", "questions",
+    "waterfalls", "time_grids", "constraints", "semantics", "questions", "repo",
 )
 GATE_POLICIES = ("block", "warn", "off")  # evalpack.diff.POLICIES
 QUESTIONS_KEYS = ("include", "exclude", "max", "difficulty")
@@ -1274,6 +1292,29 @@ def _rotation_rows(r: _Reader, spec: Spec) -> None:
                         "disk use); lower rows")
 
 
+def _read_license(r: _Reader, value: Any) -> str:
+    """``license:``, one of the Hub's identifiers (HUB_LICENSES), so the card's header is one the Hub indexes."""
+    if isinstance(value, str) and value in HUB_LICENSES:
+        return value
+    text = str(value).strip() if isinstance(value, (str, int, float)) and not isinstance(value, bool) else ""
+    guess = re.sub(r"[\s_]+", "-", text.lower()).removesuffix("-license")
+    close = [guess] if guess in HUB_LICENSES else difflib.get_close_matches(guess, HUB_LICENSES, n=1, cutoff=0.6)
+    hint = f"did you mean `{close[0]}`?" if close else "use `other` for a license the Hub does not list"
+    raise r.err(("license",), f"license {_clip(text) if text else f'({_kind(value)})'} is not a Hugging Face Hub license "
+                f"identifier; {hint} (the list: https://huggingface.co/docs/hub/repositories-licenses)")
+
+
+def _read_repo(r: _Reader, value: Any) -> str | None:
+    """``repo:``, the Hub repo id OWNER/NAME the pack is published as (the rule of ``evalpack publish --repo``)."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or not REPO_ID_RE.fullmatch(value) or "--" in value or ".." in value:
+        raise r.err(("repo",), f"repo {_clip(value) if isinstance(value, str) else f'({_kind(value)})'} is not a Hub repo "
+                    "id: expected OWNER/NAME (letters, digits, '-', '_', '.'; no '--' or '..'; at most 96 characters "
+                    "each), e.g. repo: acme/retail-evalpack")
+    return value
+
+
 def load_spec(path: str | Path, *, seed: int | None = None, rotations: int | None = None) -> Spec:
     """Read, validate and return the spec at ``path``; ``seed``/``rotations`` override the file.
 
@@ -1351,7 +1392,7 @@ def parse_spec(text: str, *, file: str = "<spec>", seed: int | None = None, rota
         name=name,
         version=version,
         description=None if top.get("description") is None else str(top["description"]),
-        license=str(top.get("license", "cc-by-4.0")),
+        license=_read_license(r, top.get("license", "cc-by-4.0")),
         seed=seed if seed is not None else r.integer(top.get("seed", 42), ("seed",), lo=0, hi=MAX_SEED,
                                                              limit=" (numpy's seed range)"),
         rotations=rotations if rotations is not None else r.integer(top.get("rotations", 1), ("rotations",), 1, 64),
@@ -1369,6 +1410,7 @@ def parse_spec(text: str, *, file: str = "<spec>", seed: int | None = None, rota
         ledgers=tuple(ledgers),
         semantics=_read_semantics(r, top.get("semantics"), table_map),
         questions=_read_questions(r, top.get("questions")),
+        repo=_read_repo(r, top.get("repo")),
         path=file,
         sha256=hashlib.sha256(text.encode("utf-8")).hexdigest(),
         source=text,

@@ -217,6 +217,14 @@ BAD = [
     Bad("mix_unknown_level", BASE + "questions:\n  difficulty: {easy: 1}\n", "difficulty: {easy",
         "questions.difficulty.easy", "unknown difficulty level 'easy'"),
     Bad("max_not_positive", BASE + "questions:\n  max: 0\n", "max: 0", "questions.max", "must be at least 1"),
+    Bad("license_not_a_hub_id", edit("seed: 11", "license: Apache 2.0\nseed: 11"), "license: Apache 2.0", "license",
+        "license 'Apache 2.0' is not a Hugging Face Hub license identifier; did you mean `apache-2.0`?"),
+    Bad("license_unknown_to_the_hub", edit("seed: 11", "license: my-own-terms\nseed: 11"), "license: my-own",
+        "license", "use `other` for a license the Hub does not list"),
+    Bad("repo_without_owner", edit("seed: 11", "repo: retail-evalpack\nseed: 11"), "repo: retail-evalpack", "repo",
+        "repo 'retail-evalpack' is not a Hub repo id: expected OWNER/NAME"),
+    Bad("repo_with_double_dash", edit("seed: 11", "repo: acme/retail--v1\nseed: 11"), "repo: acme/retail--v1",
+        "repo", "no '--' or '..'"),
 ]
 
 
@@ -256,7 +264,8 @@ def test_base_specs_are_valid(base: str, tmp_path: Path, capsys) -> None:
     assert (tmp_path / "pack" / "questions.jsonl").is_file()
 
 
-@pytest.mark.parametrize("bad", [b for b in BAD if b.id in ("unknown_column_key", "yaml_syntax_error")],
+@pytest.mark.parametrize("bad", [b for b in BAD if b.id in ("unknown_column_key", "yaml_syntax_error",
+                                                            "license_not_a_hub_id")],
                          ids=lambda b: b.id)
 def test_bad_spec_in_a_real_process(bad: Bad, tmp_path: Path) -> None:
     """The same refusal from ``python -m evalpack.cli``: exit status 2, one line, no traceback."""
@@ -473,7 +482,8 @@ def test_misata_and_base_specs_validate_against_the_json_schema() -> None:
 SCHEMA_VISIBLE = ("unknown_column_key", "unknown_top_key", "unknown_curve_key", "wrong_type_rows", "wrong_type_unique",
                   "unsupported_misata_stock_flows", "unsupported_misata_scd2_in_table",
                   "unsupported_misata_column_distribution", "unsupported_column_type", "unknown_column_type",
-                  "unsupported_constraint_type")
+                  "unsupported_constraint_type", "license_not_a_hub_id", "license_unknown_to_the_hub",
+                  "repo_without_owner", "repo_with_double_dash")
 
 
 @pytest.mark.parametrize("bad", [b for b in BAD if b.id in SCHEMA_VISIBLE], ids=lambda b: b.id)
@@ -536,3 +546,18 @@ def test_schema_top_level_keys_match_the_loader() -> None:
     types = set(schema["$defs"]["column"]["properties"]["type"]["enum"])
     assert types == set(loader.COLUMN_TYPES) | set(loader.TYPE_ALIASES) | set(loader.TEXT_TYPE_ALIASES)
     assert re.fullmatch(schema["properties"]["name"]["pattern"], "retail_2")
+
+
+def test_license_and_repo_are_read_and_the_schema_knows_the_hubs_licenses() -> None:
+    """`license:` is one of the Hub's identifiers (the JSON Schema lists the same ones); `repo:` is kept."""
+    from evalpack import spec as loader
+
+    schema = json.loads(SCHEMA_FILE.read_text(encoding="utf-8"))
+    assert schema["properties"]["license"]["enum"] == list(loader.HUB_LICENSES)
+    assert {"apache-2.0", "cc-by-4.0", "mit", "other", "unknown"} <= set(loader.HUB_LICENSES)
+    text = edit("seed: 11", "license: apache-2.0\nrepo: acme/shop.evalpack_v1\nseed: 11")
+    parsed = loader.parse_spec(text, file="shop.yaml")
+    assert (parsed.license, parsed.repo) == ("apache-2.0", "acme/shop.evalpack_v1")
+    assert [e.message for e in _validator().iter_errors(_doc(text))] == []
+    default = loader.parse_spec(BASE, file="shop.yaml")
+    assert (default.license, default.repo) == ("cc-by-4.0", None)
