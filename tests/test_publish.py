@@ -102,11 +102,9 @@ def test_the_card_is_rendered_from_the_pack_alone(retail_pack):
     m = manifest(retail_pack)
     header = card_header(card)
 
-    # size_categories from the real rows: every table's Parquet on every rotation plus the question rows
-    rows = sum(pq.ParquetFile(retail_pack / "rotations" / r / "tables" / f"{t}.parquet").metadata.num_rows
-               for t in m["tables"] for r in m["rotations"])
+    # size_categories by the number of questions (a pack is an evaluation set; its tables are its database)
     questions = len((retail_pack / "questions.jsonl").read_text(encoding="utf-8").splitlines())
-    assert header["size_categories"] == [size_category(rows + questions)] == ["100K<n<1M"]
+    assert header["size_categories"] == [size_category(questions)] == ["n<1K"]
     assert header["license"] == m["license"]
     assert header["task_categories"] == ["table-question-answering"]
     assert {"text-to-sql", "evaluation", "synthetic"} <= set(header["tags"])
@@ -141,7 +139,7 @@ def test_the_card_is_rendered_from_the_pack_alone(retail_pack):
     from huggingface_hub import DatasetCard  # the card parses as the Hub client parses it
 
     data = DatasetCard(card).data
-    assert data.license == m["license"] and data.size_categories == ["100K<n<1M"]
+    assert data.license == m["license"] and data.size_categories == ["n<1K"]
 
 
 def test_the_card_is_byte_identical_across_two_builds(retail_pack, tmp_path):
@@ -166,7 +164,8 @@ def test_the_layout_uploads_exactly_the_pack_files_unchanged_and_the_card_as_bui
         assert layout.file(rel).read_bytes() == (retail_pack / rel).read_bytes()
     total = sum(sum(t["rows"].values()) for t in m["tables"].values()) + m["questions"]["shipped"]
     assert layout.total_rows == total
-    assert card_header(layout.file("README.md").read_bytes().decode())["size_categories"] == [size_category(total)]
+    header = card_header(layout.file("README.md").read_bytes().decode())
+    assert header["size_categories"] == [size_category(m["questions"]["shipped"])]
 
 
 def test_a_pack_without_a_card_or_with_a_card_naming_other_files_is_refused(retail_pack, tmp_path):
