@@ -17,7 +17,7 @@ from pathlib import Path
 
 from evalpack.scoring import PUBLIC_KEY_ENV
 from publish.hub import PackRefused, holdout_key, prepare, release, resolve_endpoint, resolve_token
-from publish.layout import HubLayout, PublishError, check_repo_id
+from publish.layout import HubLayout, PublishError, check_repo_id, read_manifest
 
 
 def _size(n: int) -> str:
@@ -39,12 +39,22 @@ def describe(layout: HubLayout) -> list[str]:
     return lines
 
 
-def publish_command(pack: str | Path, repo: str, *, private: bool = False, dry_run: bool = False,
+def _repo_of(pack: str | Path) -> str:
+    """The repo the pack's spec names (``repo:``, recorded in the manifest and named by its card)."""
+    named = read_manifest(Path(pack)).get("repo")
+    if not named:
+        raise PublishError(f"{pack}: no --repo given and its spec names no `repo:`; pass --repo OWNER/NAME, or set "
+                           "`repo: OWNER/NAME` in the spec and rebuild (the card then names it too)")
+    return named
+
+
+def publish_command(pack: str | Path, repo: str | None, *, private: bool = False, dry_run: bool = False,
                     public_key: str | Path | None = None, holdout_repo: str | None = None) -> int:
     """Re-verify PACK (signed by ``public_key`` when given), then publish it to REPO, gated against the last
     release, and its holdout answer key to ``holdout_repo`` (or, with ``dry_run``, print what would go up).
     Returns the exit code."""
     try:
+        repo = repo or _repo_of(pack)
         check_repo_id(repo)
         token = None if dry_run else resolve_token()
         layout, verification = prepare(pack, repo, endpoint=resolve_endpoint(), public_key=public_key)
@@ -87,7 +97,7 @@ def add_command(sub: argparse._SubParsersAction) -> None:
     """Add ``publish`` to the ``evalpack`` command line (the ``evalpack.commands`` entry point)."""
     p = sub.add_parser("publish", help="publish a verified pack to the Hugging Face Hub")
     p.add_argument("pack")
-    p.add_argument("--repo", required=True, help="OWNER/NAME of the dataset repo")
+    p.add_argument("--repo", help="OWNER/NAME of the dataset repo (default: the spec's `repo:`, which the card names)")
     p.add_argument("--private", action="store_true")
     p.add_argument("--dry-run", action="store_true", help="print the layout; make no request")
     p.add_argument("--public-key", default=os.environ.get(PUBLIC_KEY_ENV) or None, metavar="KEY",

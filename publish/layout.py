@@ -150,6 +150,9 @@ def build_layout(pack: str | Path, repo_id: str, endpoint: str | None = None) ->
     repo_id = check_repo_id(repo_id)
     endpoint = (endpoint or DEFAULT_ENDPOINT).rstrip("/")
     manifest = read_manifest(pack)
+    if manifest.get("repo") and manifest["repo"] != repo_id:
+        raise PublishError(f"{pack}: its card names the repo {manifest['repo']} (the spec's `repo:`), not {repo_id}; "
+                           f"publish to {manifest['repo']}, or set `repo: {repo_id}` in the spec and rebuild")
     rotations = list(manifest["rotations"])
     if not rotations:
         raise PublishError(f"{pack}/manifest.json: no rotations; rebuild the pack")

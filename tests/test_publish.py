@@ -491,3 +491,18 @@ def test_an_imported_pack_has_a_card_and_is_published_like_a_built_one(hub, hub_
                             text=True, timeout=600)
     assert loaded.returncode == 0, loaded.stderr[-3000:]
     assert json.loads(loaded.stdout.strip().splitlines()[-1]) == {"sales": {"seed_0": 3}, "questions": 1}
+
+
+def test_the_specs_repo_is_the_default_and_another_repo_is_refused(tmp_path_factory, hub_env):
+    from conftest import build_variant
+
+    pack = build_variant(tmp_path_factory, "named", "license: cc-by-4.0\n", "license: cc-by-4.0\nrepo: tester/named\n")
+    assert 'REPO = "tester/named"' in (pack / "README.md").read_text()  # the card names it
+    run = subprocess.run([sys.executable, "-m", "evalpack.cli", "publish", str(pack), "--dry-run"], env=hub_env,
+                         cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0 and "-> " in run.stdout and "/datasets/tester/named (tag v1.0.0)" in run.stdout, \
+        run.stdout + run.stderr
+    other = publish_cli(hub_env, pack, "--dry-run", repo="tester/other")
+    assert other.returncode == 2 and "names the repo tester/named" in other.stderr and "tester/other" in other.stderr
+    with pytest.raises(PublishError, match="names the repo tester/named"):
+        build_layout(pack, "tester/other")
