@@ -268,6 +268,18 @@ def test_two_versions_each_one_commit_and_one_tag(hub, published, retail_pack, r
     assert all(p in hub.files(REPO, "v1.0.0") for p in stale)  # ... and still there at v1.0.0
     assert ".gitattributes" in v11
     assert "removed" in published["v1.1.0"].stdout
+    # every Parquet file went up through the Hub's large-file (LFS) path, as on the real Hub; text inline
+    for version, files in (("v1.0.0", v1), ("v1.1.0", v11)):
+        lfs = hub.lfs_paths(REPO, version)
+        assert {p for p in files if p.endswith(".parquet")} == set(lfs), version
+        assert all(hub.lfs_objects[sha] == files[p] for p, sha in lfs.items())
+        assert "questions.jsonl" not in lfs and "README.md" not in lfs
+    # a version bump that continues the splits moves no question between dev and holdout
+    def splits(files: dict[str, bytes]) -> dict[str, str]:
+        return {r["key"]: r["split"] for r in map(json.loads, files["questions.jsonl"].decode().splitlines())}
+
+    before, after = splits(v1), splits(v11)
+    assert before and {k: after[k] for k in before if k in after} == {k: before[k] for k in before if k in after}
 
 
 def test_load_dataset_from_each_tag(hub, hub_env, published, retail_pack, retail_v110):
