@@ -26,6 +26,7 @@ from evalpack import debris
 from evalpack.attest import load_signer, now_utc, write_attestation
 from evalpack.audit import Finding, Run, audit_rotation, counted, in_question_order, seal_findings
 from evalpack.certify import certificate, dumps, manifest
+from evalpack.diff import changes_since
 from evalpack.errors import EvalpackError
 from evalpack.holdout import read_previous, seal, write_key
 from evalpack.hubfiles import write_questions_parquet
@@ -241,10 +242,11 @@ def write_pack_files(folder: Path, spec: Spec, derived: Derived, verdicts: tuple
     """A built pack's questions.jsonl, certificate.json, manifest.json, README.md and verify.py, and beside
     it the holdout's answer key (:mod:`evalpack.holdout`): nothing in the pack gives a holdout answer away."""
     sealed = seal(spec, [v.question.to_record(spec.answers) for v in verdicts if v.ships], derived.previous)
-    assemble_pack(folder, list(sealed.public), certificate(verdicts, [p.rotation for p in derived.plans]),
-                  manifest(spec, derived.plans, verdicts, rows, duckdb_types(spec), near_miss,
-                           selection=derived.selection.to_dict() if derived.selection else None,
-                           previous=derived.previous))
+    made = manifest(spec, derived.plans, verdicts, rows, duckdb_types(spec), near_miss,
+                    selection=derived.selection.to_dict() if derived.selection else None, previous=derived.previous)
+    if made.get("changelog") and derived.previous.folder:  # the full diff against the version it continues
+        made["changelog"]["diff"] = changes_since(derived.previous.folder, list(sealed.public), made)
+    assemble_pack(folder, list(sealed.public), certificate(verdicts, [p.rotation for p in derived.plans]), made)
     write_key(folder, spec, sealed)
 
 

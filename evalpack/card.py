@@ -53,6 +53,7 @@ TAGS = ("text-to-sql", "evaluation", "synthetic", "evalpack")
 EXAMPLE_ROWS = 3
 EXAMPLE_QUESTIONS = 3
 CHANGELOG_KEYS = 20  # question keys listed per change in the card (manifest.json has them all)
+CHANGELOG_DIFF_LINES = 40  # lines of `evalpack diff` the card shows; the manifest keeps them all
 
 # A DuckDB type of manifest.json (tables.<t>.columns) -> the `datasets` dtype of that column in the pack's Parquet,
 # as pyarrow reads it and `datasets.Features.from_arrow_schema` names it (tests/test_card.py checks both on built
@@ -390,6 +391,13 @@ def changelog_markdown(manifest: dict) -> str:
     keys("removed", log["removed"])
     keys("moved", [f"{m['key']} ({m['from']} -> {m['to']})" for m in log["moved"]])
     lines += ["", f"Compared: {log['basis']}. `manifest.json` -> `changelog` lists every key."]
+    found = log.get("diff")
+    if found:
+        shown = found["lines"][:CHANGELOG_DIFF_LINES]
+        more = len(found["lines"]) - len(shown)
+        lines += ["", f"What `evalpack diff` reports against v{before} (answers, wording, splits, the near-miss "
+                      "study, tables):", "", "```", *shown, *([f"... and {more} more lines (manifest.json -> "
+                                                                  "changelog -> diff)"] if more else []), "```"]
     return "\n".join(lines)
 
 

@@ -72,8 +72,12 @@ def load_side(path: str | Path, *, endpoint: str | None = None, token: str | Non
     if not folder.is_dir() or not layout.questions.is_file():
         raise EvalpackError(f"{source}: not a pack folder (no {QUESTIONS}); pass a folder `evalpack build` or "
                             f"`evalpack import` wrote, or hub:OWNER/NAME@REVISION")
-    records = load_questions(folder)
-    manifest = layout.read_manifest()
+    return side_of(source, load_questions(folder), layout.read_manifest())
+
+
+def side_of(source: str, records: list[dict], manifest: dict) -> PackSide:
+    """A side from a pack's question records and manifest already in memory (a build comparing the pack it
+    is writing with the version it continues)."""
     identity, by_identity, note = _identify(records)
     study = manifest.get("near_miss_study") or {}
     return PackSide(source=source, name=str(manifest.get("pack", "")), version=str(manifest.get("version", "")),
@@ -442,3 +446,15 @@ def diff_command(old: str, new: str, json_path: str | Path | None = None) -> int
         Path(json_path).write_text(json.dumps(result.to_dict(), indent=2, ensure_ascii=False) + "\n",
                                    encoding="utf-8")
     return 1 if result.differences else 0
+
+
+def changes_since(folder: str | Path, records: list[dict], manifest: dict) -> dict | None:
+    """What ``evalpack diff`` says between the pack at ``folder`` (the version a build continues) and the
+    pack being written (its public ``records`` and ``manifest``), for its changelog: the counts and the text
+    lines (no paths, so the same builds give the same bytes). None when ``folder`` is no longer a pack."""
+    try:
+        old = load_side(folder)
+    except EvalpackError:
+        return None
+    found = diff_packs(old, side_of("this build", records, manifest))
+    return {"counts": dict(found.counts), "lines": format_diff(found)}

@@ -115,7 +115,7 @@ def read_previous(pack: str | Path) -> PreviousSplits | None:
     ever = set((manifest.get("splits") or {}).get("ever_holdout") or ())
     ever |= {r["key"] for r in records if r.get("split") == "holdout"}
     return PreviousSplits(str(manifest.get("version")), tuple((r["key"], r["split"]) for r in records),
-                          frozenset(ever), _salts(pack, records))
+                          frozenset(ever), _salts(pack, records), str(Path(pack).resolve()))
 
 
 def _salts(pack: str | Path, records: list[dict]) -> tuple[tuple[str, str], ...]:

@@ -421,6 +421,7 @@ class PreviousSplits:
     split_of: tuple[tuple[str, str], ...] = ()
     ever_holdout: frozenset[str] = frozenset()
     salts: tuple[tuple[str, str], ...] = ()  # key -> the salt of its commitment, from that version's answer key
+    folder: str = ""  # where that version's pack is, while this build runs (its changelog compares the two)
 
 
 SPLIT_RULE = (

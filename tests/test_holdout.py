@@ -135,3 +135,15 @@ def test_splits_follow_identity_across_versions(versions):
     manifest = json.loads((versions["1.2.0"] / "manifest.json").read_text())
     assert manifest["splits"]["continues"] == "1.1.0"
     assert held_before <= set(manifest["splits"]["ever_holdout"])
+
+
+def test_the_changelog_holds_what_evalpack_diff_reports_against_the_version_continued(versions):
+    from evalpack.diff import diff_packs, format_diff, load_side
+
+    manifest = json.loads((versions["1.2.0"] / "manifest.json").read_text())
+    found = manifest["changelog"]["diff"]
+    assert found["lines"] == format_diff(diff_packs(load_side(versions["1.1.0"]), load_side(versions["1.2.0"])))
+    assert found["counts"]["added"] == len(manifest["changelog"]["added"]) > 0
+    assert "/" not in found["lines"][0]  # no paths: the same builds give the same bytes
+    card = (versions["1.2.0"] / "README.md").read_text()
+    assert "What `evalpack diff` reports against v1.1.0" in card and found["lines"][0] in card
