@@ -313,7 +313,7 @@ def test_damaged_pack_files_and_bad_numbers_never_give_a_traceback(spec_path, si
 
 def test_argument_mistakes_of_every_command_and_verify_py_are_one_line_exit_2(signed, tmp_path):
     for args, named in ((["nosuch"], "invalid choice"), (["score", str(signed)], "--candidates"),
-                        (["verify"], "pack"), (["keygen"], "directory"), (["publish", str(signed)], "--repo"),
+                        (["verify"], "pack"), (["keygen"], "directory"), (["publish"], "pack"),
                         (["audit", str(signed), "--bogus"], "--bogus"), (["import", "x.jsonl"], "--data"),
                         (["build", "--seed", "x"], "--seed")):
         one_line_error(cli(*args, cwd=tmp_path), named, "--help")
