@@ -82,9 +82,11 @@ def join(*parts: str) -> str:
 
 
 def with_synonyms(semantics: Semantics, word: str, phrasings: tuple[str, ...]) -> tuple[str, ...]:
-    """The phrasings, plus one per declared synonym of ``word`` (the first phrasing reworded)."""
-    return phrasings + tuple(phrasings[0].replace(word, alt, 1) for alt in semantics.alternatives(word)
-                             if word in phrasings[0])
+    """The phrasings, plus one per declared synonym of ``word``: the first phrasing whose verb does not agree
+    with ``word`` ("what was the revenue" would read "what was the sales"), reworded."""
+    agreeing = [p for p in phrasings if word in p and not any(f"{verb} the {word}" in p for verb in ("was", "is"))]
+    base = agreeing[0] if agreeing else phrasings[0]
+    return phrasings + tuple(base.replace(word, alt, 1) for alt in semantics.alternatives(word) if word in base)
 
 
 def period_total(w: Words, column: str, time_column: str, month: dt.date, nxt: dt.date, decimals: int) -> Wording:
