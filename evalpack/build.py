@@ -34,7 +34,7 @@ from evalpack.layout import PackLayout, rotation_name
 from evalpack.nearmiss import Mutant, MutantSet, prepare_mutants, still_studied, study_outcomes, summarize_study
 from evalpack.plan import RotationPlan, plan_pack
 from evalpack.questions import PreviousSplits, Question, Selection, derive_selected
-from evalpack.scoring import holdout_key_beside
+from evalpack.scoring import HOLDOUT_FILE, holdout_key_beside
 from evalpack.spec import Spec, load_spec
 from evalpack.tables import duckdb_types, write_rotation, write_table
 from evalpack.verify import Link, Observation, Verdict, rotation_connection, verify_rotation
@@ -281,8 +281,14 @@ def check_output(out: str | Path, force: bool = False, inputs: Iterable[str | Pa
     """Refuse, before any work, a pack folder ``out`` that a build or an import cannot or must not write:
     the current folder, a folder holding it or one of ``inputs``, anything existing without ``force``,
     and with ``force`` anything but a pack (:func:`is_pack`) or an empty folder, which are all that
-    ``--force`` replaces; a path through a file or a folder that cannot be written. Raises EvalpackError."""
+    ``--force`` replaces; a path through a file or a folder that cannot be written; something other than a
+    holdout answer key where the pack's key goes (``OUT.holdout-key``). Raises EvalpackError."""
     out = Path(out)
+    key = holdout_key_beside(out)
+    if os.path.lexists(key) and (key.is_symlink() or not key.is_dir()
+                                 or (not (key / HOLDOUT_FILE).is_file() and any(key.iterdir()))):
+        raise EvalpackError(f"{key}: where the pack's holdout answer key goes, but not one (no {HOLDOUT_FILE}), so it "
+                            "was left alone: move it or choose another -o")
     where = out.resolve()
     cwd = Path.cwd().resolve()
     if where == cwd or where in cwd.parents:
@@ -363,7 +369,7 @@ def _move_key(staging: Path, out: Path) -> None:
     (a pack without holdout leaves none). Between the pack's swap and this, a key and a pack of different
     builds are refused by their commitments, never mixed."""
     source, target = holdout_key_beside(staging), holdout_key_beside(out)
-    if os.path.lexists(target):
+    if os.path.lexists(target):  # an answer key (check_output refused anything else before the build)
         shutil.rmtree(target)
     if source.is_dir():
         source.rename(target)

@@ -147,3 +147,16 @@ def test_the_changelog_holds_what_evalpack_diff_reports_against_the_version_cont
     assert "/" not in found["lines"][0]  # no paths: the same builds give the same bytes
     card = (versions["1.2.0"] / "README.md").read_text()
     assert "What `evalpack diff` reports against v1.1.0" in card and found["lines"][0] in card
+
+
+def test_a_folder_in_the_answer_keys_place_is_left_alone_before_any_work(tmp_path):
+    from evalpack.errors import EvalpackError
+
+    out = tmp_path / "retail"
+    mine = holdout_key_beside(out)
+    mine.mkdir()
+    (mine / "notes.txt").write_text("not a key")
+    with pytest.raises(EvalpackError, match="holdout answer key goes, but not one"):
+        build_pack(SCHEMAS / "retail.yaml", out, rotations=2)
+    assert not out.exists() and (mine / "notes.txt").read_text() == "not a key"
+    assert sorted(p.name for p in tmp_path.iterdir()) == [mine.name]  # no staging left behind
