@@ -59,7 +59,7 @@ def _check_pack_folder(pack: str) -> None:
                             "or `evalpack import -o` wrote")
 
 
-def _check_report(path: str | None) -> None:
+def check_report_path(path: str | None) -> None:
     """Refuse, before any work, a report file (``--json``) that cannot be written: its folder is missing
     or is a file, or the path is a folder."""
     if path is None:
@@ -183,15 +183,8 @@ def cmd_audit(args: argparse.Namespace) -> int:
     from evalpack.audit import audit_command
 
     _check_pack_folder(args.pack)
-    _check_report(args.json)
+    check_report_path(args.json)
     return audit_command(args.pack, json_path=args.json)
-
-
-def cmd_diff(args: argparse.Namespace) -> int:
-    from evalpack.diff import diff_command
-
-    _check_report(args.json)
-    return diff_command(args.old, args.new, json_path=args.json)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -256,12 +249,6 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("pack")
     a.add_argument("--json", help="write the findings as JSON to this file")
     a.set_defaults(func=cmd_audit)
-
-    d = sub.add_parser("diff", help="compare two versions of a pack (exit 0 same, 1 different, 2 bad input)")
-    d.add_argument("old", help="pack folder or hub:OWNER/NAME@REVISION")
-    d.add_argument("new", help="pack folder or hub:OWNER/NAME@REVISION")
-    d.add_argument("--json", help="write the differences as JSON to this file")
-    d.set_defaults(func=cmd_diff)
     return parser
 
 

@@ -1,7 +1,7 @@
 """Compare two versions of a pack (``evalpack diff OLD NEW``) and decide whether the new one may be released.
 
-A side is a pack folder, or a Hub revision written ``hub:OWNER/NAME@REVISION`` (only ``questions.jsonl`` and
-``manifest.json`` are downloaded). :func:`load_side` is the only function here that reads anything;
+A side is a pack folder (a Hub revision ``hub:OWNER/NAME@REVISION`` is fetched into one by the publish layer,
+``publish.revision``: the engine talks to no Hub). :func:`load_side` is the only function here that reads anything;
 :func:`diff_packs`, :func:`format_diff` and :func:`gate` are pure.
 
 Questions are matched by their record's ``key`` (the question's family and parameters, stable across
@@ -19,18 +19,15 @@ commitment) changed while the version did not, (c) the near-miss survival rate r
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from evalpack.errors import EvalpackError
-from evalpack.layout import MANIFEST, QUESTIONS, PackLayout
+from evalpack.layout import QUESTIONS, PackLayout
 from evalpack.scoring import load_questions, printable
 
-HUB_PREFIX = "hub:"
-HUB_SOURCE = re.compile(r"hub:([A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*)(?:@(.+))?")
 POLICIES = ("block", "warn", "off")
 DEFAULT_MARGIN_POINTS = 1.0
 COUNTS = ("mutants", "equivalent", "errored", "match_first", "match_all")
@@ -62,12 +59,12 @@ class PackSide:
         return {r["id"]: r for r in self.records.values()}
 
 
-def load_side(path: str | Path, *, endpoint: str | None = None, token: str | None = None) -> PackSide:
-    """Read one side: a pack folder, or ``hub:OWNER/NAME@REVISION`` (downloaded with huggingface_hub from
-    ``endpoint`` with ``token``, by default HF_ENDPOINT and HF_TOKEN or the login). Raises EvalpackError naming
-    the source when it is not a pack."""
-    source = str(path)
-    folder = _download(source, endpoint, token) if source.startswith(HUB_PREFIX) else Path(source)
+def load_side(path: str | Path, *, source: str | None = None) -> PackSide:
+    """Read one side from a pack folder (``source``: how to name it, default the path; a Hub revision is
+    fetched into a folder by the publish layer, :func:`publish.revision.fetch_side`). Raises EvalpackError
+    naming the source when it is not a pack."""
+    folder = Path(path)
+    source = source or str(path)
     layout = PackLayout(folder)
     if not folder.is_dir() or not layout.questions.is_file():
         raise EvalpackError(f"{source}: not a pack folder (no {QUESTIONS}); pass a folder `evalpack build` or "
@@ -83,25 +80,6 @@ def side_of(source: str, records: list[dict], manifest: dict) -> PackSide:
     return PackSide(source=source, name=str(manifest.get("pack", "")), version=str(manifest.get("version", "")),
                     identity=identity, records=by_identity, tables=manifest.get("tables") or {},
                     operators=study.get("operators") or {}, note=note)
-
-
-def _download(source: str, endpoint: str | None = None, token: str | None = None) -> Path:
-    """The local folder of ``hub:OWNER/NAME@REVISION`` with its questions and manifest (revision default main)."""
-    match = HUB_SOURCE.fullmatch(source)
-    if match is None:
-        raise EvalpackError(f"{source}: not a Hub revision; write hub:OWNER/NAME@REVISION, e.g. "
-                            "hub:owner/retail-evalpack@v1.0.0")
-    repo_id, revision = match.group(1), match.group(2) or "main"
-    from huggingface_hub import snapshot_download  # the Hub client is needed only here
-
-    try:
-        local = snapshot_download(repo_id, repo_type="dataset", revision=revision,
-                                  allow_patterns=[QUESTIONS, MANIFEST], endpoint=endpoint, token=token)
-    except (OSError, ValueError) as exc:  # HTTP and connection errors are OSErrors in huggingface_hub
-        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-        raise EvalpackError(f"{source}: cannot download {repo_id} at {revision} from the Hub ({first}); check "
-                            "the repo, the revision, HF_ENDPOINT and HF_TOKEN") from None
-    return Path(local)
 
 
 def _identify(records: list[dict]) -> tuple[str, dict[str, dict], str | None]:
@@ -437,9 +415,9 @@ def gate(diff: PackDiff, margin_points: float = DEFAULT_MARGIN_POINTS, policy: s
     return GateResult(policy == "block" and bool(reasons), tuple(reasons), policy)
 
 
-def diff_command(old: str, new: str, json_path: str | Path | None = None) -> int:
+def diff_command(old: PackSide, new: PackSide, json_path: str | Path | None = None) -> int:
     """``evalpack diff OLD NEW [--json FILE]``: print the differences; 0 when none, 1 when some (like diff(1))."""
-    result = diff_packs(load_side(old), load_side(new))
+    result = diff_packs(old, new)
     for line in format_diff(result):
         print(line)
     if json_path:

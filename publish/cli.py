@@ -18,6 +18,7 @@ from pathlib import Path
 from evalpack.scoring import PUBLIC_KEY_ENV
 from publish.hub import PackRefused, holdout_key, prepare, release, resolve_endpoint, resolve_token
 from publish.layout import HubLayout, PublishError, check_repo_id, read_manifest
+from publish.revision import fetch_side
 
 
 def _size(n: int) -> str:
@@ -109,3 +110,20 @@ def add_command(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=lambda args: publish_command(args.pack, args.repo, private=args.private,
                                                      dry_run=args.dry_run, public_key=args.public_key,
                                                      holdout_repo=args.holdout_repo))
+
+
+def add_diff_command(sub: argparse._SubParsersAction) -> None:
+    """Add ``diff`` to the ``evalpack`` command line (the ``evalpack.commands`` entry point): it reads Hub
+    revisions as well as pack folders, so it lives in this layer."""
+    from evalpack.cli import check_report_path
+    from evalpack.diff import diff_command
+
+    def run(args: argparse.Namespace) -> int:
+        check_report_path(args.json)
+        return diff_command(fetch_side(args.old), fetch_side(args.new), json_path=args.json)
+
+    d = sub.add_parser("diff", help="compare two versions of a pack (exit 0 same, 1 different, 2 bad input)")
+    d.add_argument("old", help="pack folder or hub:OWNER/NAME@REVISION")
+    d.add_argument("new", help="pack folder or hub:OWNER/NAME@REVISION")
+    d.add_argument("--json", help="write the differences as JSON to this file")
+    d.set_defaults(func=run)

@@ -64,6 +64,7 @@ from publish.layout import (
     read_manifest,
     version_tag,
 )
+from publish.revision import fetch_side
 
 KEPT_REMOTE = {".gitattributes"}
 SEMVER_TAG = re.compile(r"v(\d+)\.(\d+)\.(\d+)(?:-([0-9A-Za-z.-]+))?(?:\+[0-9A-Za-z.-]+)?")
@@ -362,7 +363,7 @@ def check_release(layout: HubLayout, tags: dict[str, str], *, token: str, log: L
         return ReleaseCheck(None)
     source = f"hub:{layout.repo_id}@{previous}"
     try:
-        diff = diff_packs(load_side(source, endpoint=layout.endpoint, token=token), load_side(layout.pack))
+        diff = diff_packs(fetch_side(source, endpoint=layout.endpoint, token=token), load_side(layout.pack))
         decision = gate(diff, margin_points=margin, policy=policy)
     except EvalpackError as exc:
         note = _scrub(f"cannot compare with the last release {previous}: {exc}", token)

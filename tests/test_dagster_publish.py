@@ -55,10 +55,8 @@ EPOCH = "1767225600"
 
 @pytest.fixture(scope="module")
 def hub():
-    fake = FakeHub()
-    fake.start()
-    yield fake
-    fake.stop()
+    with FakeHub() as fake:
+        yield fake
 
 
 @pytest.fixture(scope="module")

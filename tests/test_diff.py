@@ -276,10 +276,8 @@ def test_bad_input_is_one_line_exit_2(retail_pack, tmp_path, capsys, side):
 
 @pytest.fixture(scope="module")
 def fake_hub():
-    fake = FakeHub()
-    fake.start()
-    yield fake
-    fake.stop()
+    with FakeHub() as fake:
+        yield fake
 
 
 def test_hub_revisions_are_compared_with_the_real_client(fake_hub, retail_pack, retargeted_bumped, tmp_path):

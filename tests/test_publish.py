@@ -35,10 +35,8 @@ REPO = "tester/retail-evalpack"
 
 @pytest.fixture(scope="session")
 def hub():
-    fake = FakeHub()
-    fake.start()
-    yield fake
-    fake.stop()
+    with FakeHub() as fake:
+        yield fake
 
 
 @pytest.fixture(scope="session")

@@ -39,10 +39,8 @@ WRITES = ("POST", "PUT", "DELETE", "PATCH")
 
 @pytest.fixture(scope="module")
 def hub():
-    fake = FakeHub()
-    fake.start()
-    yield fake
-    fake.stop()
+    with FakeHub() as fake:
+        yield fake
 
 
 @pytest.fixture(scope="module")
