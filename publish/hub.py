@@ -61,6 +61,7 @@ from publish.layout import (
     PublishError,
     build_layout,
     check_repo_id,
+    folder_files,
     read_manifest,
     version_tag,
 )
@@ -272,8 +273,7 @@ def holdout_key(layout: HubLayout, holdout_repo: str | None) -> HoldoutKey | Non
         with_holdout_key(load_questions(layout.pack), folder)
     except InputError as exc:  # another version's key, or an edited one
         raise PublishError(f"{exc}; nothing was sent") from None
-    files = tuple(HubFile(p.relative_to(folder).as_posix(), p.stat().st_size, p)
-                  for p in sorted(folder.rglob("*")) if p.is_file() and not p.is_symlink())
+    files = folder_files(folder)
     return HoldoutKey(folder, holdout_repo, layout.endpoint, layout.name, layout.version, count, files)
 
 
@@ -335,7 +335,7 @@ def _commit(api, repo_id: str, files: tuple[HubFile, ...], head: str | None, tit
     remote = _remote_files(api, repo_id, head) if head else {}
     stale = sorted(set(remote) - {f.path for f in files} - KEPT_REMOTE)
     operations = [CommitOperationAdd(path_in_repo=f.path,
-                                     path_or_fileobj=str(f.source) if f.source is not None else f.content)
+                                     path_or_fileobj=str(f.source))
                   for f in files]
     operations += [CommitOperationDelete(path_in_repo=p) for p in stale]
     say(f"committing {len(files)} files ({sum(f.size for f in files) / 1e6:.1f} MB)"
