@@ -60,6 +60,7 @@ LFS files.
 from __future__ import annotations
 
 import base64
+import bisect
 import fnmatch
 import hashlib
 import hmac
@@ -124,6 +125,9 @@ class Request:
     query: str
     status: int
     origin: str = "hub"  # or "storage": the fake's LFS storage / CDN origin
+    # Requests are listed in the order they arrived, not the order they finished: a client may send the next
+    # request once it has the answer, before the handler thread that answered has logged it.
+    arrived: int = field(default=0, compare=False, repr=False)
 
 
 @dataclass
@@ -179,6 +183,7 @@ class FakeHub:
         self.lfs_objects: dict[str, bytes] = {}  # sha256 -> bytes, every LFS object uploaded (any repo)
         self.lock = threading.RLock()
         self._counter = itertools.count(1)
+        self._arrivals = itertools.count(1)
         self._secret = os.urandom(16)  # signs the storage URLs, as a presigned S3 / CDN URL is signed
         self._server: ThreadingHTTPServer | None = None
         self._storage: ThreadingHTTPServer | None = None
@@ -398,6 +403,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _dispatch(self, method: str) -> None:
         split = urlsplit(self.path)
+        arrived = next(self.fake._arrivals)
         status = 500
         try:
             body = self._body()
@@ -415,7 +421,8 @@ class _Handler(BaseHTTPRequestHandler):
         finally:
             origin = "storage" if self.server is self.fake._storage else "hub"
             with self.fake.lock:
-                self.fake.requests.append(Request(method, split.path, split.query, status, origin))
+                bisect.insort(self.fake.requests, Request(method, split.path, split.query, status, origin, arrived),
+                              key=lambda request: request.arrived)
 
     # -- routes ------------------------------------------------------------------------------------
 
