@@ -305,12 +305,10 @@ class _Planner:
 
         orphans = {k.child_column: k.orphans for k in keys if k.child_table == table.name and k.orphans}
         fk_nulls = {k.child_column: k.nulls for k in keys if k.child_table == table.name and k.nulls}
-        orphan_total = sum(orphans.values())
-        if orphan_total and not (room_before or room_after):
-            raise self.err(f"tables.{table.name}.columns.{time_column}", tcol.line,
-                           f"{table.name} declares {orphan_total} orphan rows, which evalpack places outside every "
-                           f"declared period so that no other answer depends on them; widen {time_column}'s "
-                           f"start before {months[0]} or its end past {add_months(months[-1], 1) - dt.timedelta(1)}")
+        # orphans go just outside the declared months where the column's range leaves room, so that no answer
+        # but the key questions depends on them; otherwise inside the months, where every period total holds them
+        inside = {name: count for name, count in orphans.items() if not (room_before or room_after)}
+        orphans = {name: count for name, count in orphans.items() if name not in inside}
         groups_decl = next((g for g in spec.group_shares if g.table == table.name), None)
         labels = len(groups_decl.shares) if groups_decl else (
             len(fall.inflow_shares) + len(fall.outflow_shares) if fall else 1)
@@ -439,13 +437,18 @@ class _Planner:
             ))
 
         for i, rel in enumerate(spec.relationships):  # missing parents go on rows inside the declared months
-            count = fk_nulls.get(rel.child_column, 0) if rel.child_table == table.name else 0
-            if count > sum(rows):
+            if rel.child_table != table.name:
+                continue
+            count = fk_nulls.get(rel.child_column, 0) + inside.get(rel.child_column, 0)
+            if count > sum(rows):  # messages quote the declared counts, not this rotation's
+                declared = rel.nulls + (rel.orphans if rel.child_column in inside else 0)
                 raise self.err(f"relationships[{i}]", rel.line,
-                               f"{count} rows without a parent do not fit the {sum(rows)} rows of {table.name} inside "
-                               f"its declared months ({months[0]:%Y-%m} to {months[-1]:%Y-%m}); lower nulls or raise "
+                               f"{declared} rows without a parent do not fit the {sum(rows)} rows of {table.name} "
+                               f"inside its declared months ({months[0]:%Y-%m} to {months[-1]:%Y-%m}); lower "
+                               f"{'nulls and orphans' if rel.child_column in inside else 'nulls'} or raise "
                                f"{table.name}'s rows")
         null_split = {name: apportion(count, rows) for name, count in fk_nulls.items()}
+        inside_split = {name: apportion(count, rows) for name, count in inside.items()}
         chunks, offset = [], 0
         if before_rows:
             chunks.append(Chunk("before", add_months(months[0], -1), before_rows, offset,
@@ -453,6 +456,7 @@ class _Planner:
             offset += before_rows
         for m, month in enumerate(months):
             chunks.append(Chunk("month", month, int(rows[m]), offset, tuple(month_cells[m]), flagged[m],
+                                orphans=tuple((n, int(v[m])) for n, v in inside_split.items() if v[m]),
                                 fk_nulls=tuple((n, int(v[m])) for n, v in null_split.items() if v[m])))
             offset += int(rows[m])
         if after_rows:
