@@ -17,12 +17,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from evalpack.errors import SpecError
+from evalpack.links import NO_PARENT, ORPHAN
 from evalpack.plan import (
     BLOCK_ROWS,
     NO_MAX_UNITS,
     Chunk,
     RotationPlan,
     TablePlan,
+    int_keys,
     rng_for,
     stable_int,
 )
@@ -138,11 +140,38 @@ class _TableGen:
     def key_values(self, table: Table, col: Column, index: np.ndarray, deleted: tuple[int, ...]) -> pa.Array:
         """Value of a unique key column at row ``index`` (past the end: keys that do not exist)."""
         if col.type == "int":
-            keys = index.astype(np.int64) + (int(col.min) if col.min is not None else 1)
-            for d in deleted:
-                keys += keys >= d
-            return pa.array(keys, pa.int64())
+            return pa.array(int_keys(col, index, deleted), pa.int64())
         return text_values(col.text_type, stable_int(self.seed, table.name, col.name), index, True)
+
+    def planned_keys(self, col: Column, chunk: Chunk, k: int, order: np.ndarray | None) -> pa.Array:
+        """Parent keys of a planned foreign key (``plan.Link``): the chunk's slice of the plan, sorted with the
+        chunk when the plan holds it in cell order; deleted parents' ids for orphans, NULL for missing parents."""
+        link = self.tplan.link(col.name)
+        index = link.index[chunk.offset:chunk.offset + chunk.rows]
+        if link.cell_order and order is not None:
+            index = index[order]
+        parent_table = self.spec.table(link.parent)
+        parent_col = parent_table.column(self.parents[col.name].parent_column)
+        parent_plan = self.plan.table(link.parent)
+        deleted = dict(parent_plan.deleted_keys).get(parent_col.name, ())
+        values = self.key_values(parent_table, parent_col, np.maximum(index, 0), deleted)
+        orphans = np.flatnonzero(index == ORPHAN)
+        if len(orphans):
+            rng = self.rng(col.name, k)
+            if parent_col.type == "int" and deleted:
+                arr = values.to_numpy().copy()
+                arr[orphans] = np.array(deleted, dtype=np.int64)[rng.integers(0, len(deleted), size=len(orphans))]
+                values = pa.array(arr, pa.int64())
+            else:
+                ghosts = self.key_values(parent_table, parent_col, parent_plan.rows + 1_000_000 + chunk.offset + orphans, ())
+                lst = values.to_pylist()
+                for at, ghost in zip(orphans, ghosts.to_pylist()):
+                    lst[at] = ghost
+                values = pa.array(lst, values.type)
+        missing = index == NO_PARENT
+        if missing.any():
+            values = pc.if_else(pa.array(~missing), values, pa.scalar(None, values.type))
+        return values
 
     def foreign_keys(self, col: Column, n: int, chunk: Chunk, k: int, prefer: np.ndarray | None = None) -> pa.Array:
         """Parent keys for ``n`` child rows; the chunk's planted orphans and missing parents go to
@@ -243,6 +272,9 @@ class _TableGen:
             index = np.arange(offset, offset + n) if col.unique else np.arange(n)
             values = text_values(col.text_type, stream, index, col.unique)
             return values if valid is None else pc.if_else(pa.array(valid), values, pa.scalar(None, pa.string()))
+        planned = self.tplan.label_codes(col.name)
+        if planned is not None:
+            return pc.take(pa.array(col.choices, pa.string()), pa.array(planned[offset:offset + n]))
         if col.type == "categorical":
             p = np.array(col.weights or [1.0] * len(col.choices), dtype=float)
             idx = rng.choice(len(col.choices), size=n, p=p / p.sum())
@@ -288,7 +320,9 @@ class _TableGen:
         null_measure = (np.flatnonzero(arrays[tp.measure].is_null().to_numpy(zero_copy_only=False))
                         if tp.measure and tp.measure in arrays else None)
         for col in self.table.columns:
-            if col.type == "foreign_key":
+            if col.type == "foreign_key" and tp.link(col.name) is not None:
+                arrays[col.name] = self.planned_keys(col, chunk, k, order if tp.time_column else None)
+            elif col.type == "foreign_key":
                 arrays[col.name] = self.foreign_keys(col, n, chunk, k, prefer=null_measure)
         if boundary is not None:
             # planted rows (NULL measures, missing parents) are flagged right after the boundary rows

@@ -45,6 +45,7 @@ QUESTION_SCHEMA = pa.schema([
     ("question_sha256", pa.string()),
     ("tags", pa.list_(pa.string())),
     ("key", pa.string()),
+    ("orphan_rows", pa.string()),
     ("commitment", pa.string()),
 ])
 
@@ -75,6 +76,7 @@ def question_row(record: dict, rotation: str | None) -> dict:
         "question_sha256": record.get("question_sha256"),
         "tags": [str(t) for t in record.get("tags") or []],
         "key": record.get("key"),
+        "orphan_rows": record.get("orphan_rows"),
         "commitment": record.get("commitment"),
     }
 

@@ -12,14 +12,15 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 
 import numpy as np
 
+from evalpack import links
 from evalpack.errors import SpecError
 from evalpack.layout import rotation_name
-from evalpack.spec import Column, Spec, Table, add_months
+from evalpack.spec import Column, Relationship, SegmentShares, Spec, Table, add_months, segment_path
 from evalpack.units import apportion, round_fraction, to_units
 
 BLOCK_ROWS = 1_000_000
@@ -100,6 +101,44 @@ class KeyFacts:
     child_column: str
     orphans: int
     nulls: int
+    inside: bool = False  # the orphans sit among the rows questions read (a declared month, or a table without one)
+
+
+@dataclass(frozen=True)
+class SegmentFacts:
+    """A curve's measure split by a parent's (or grandparent's) label: ``path`` holds the joins from the
+    table up, as (child table, child column, parent table, parent key)."""
+
+    table: str
+    column: str
+    time_column: str
+    time_type: str
+    decimals: int
+    path: tuple[tuple[str, str, str, str], ...]
+    by_table: str
+    by_column: str
+    labels: tuple[str, ...]
+    months: tuple[dt.date, ...]
+    totals: tuple[tuple[int, ...], ...]  # [month][label], rows with a known parent only
+    unlinked: tuple[int, ...]  # per month: the total of rows whose parent is missing (orphans) or NULL
+
+
+@dataclass(frozen=True)
+class ParentFacts:
+    """How many rows of a child table each parent has, from the planned foreign key."""
+
+    child_table: str
+    child_column: str
+    parent_table: str
+    parent_column: str
+    parents: int
+    linked: int  # child rows with a known parent
+    children: tuple[tuple[int, int], ...]  # (children, parents with exactly that many), ascending
+    time_column: str | None = None
+    time_type: str = "date"
+    months: tuple[dt.date, ...] = ()
+    active: tuple[int, ...] = ()  # per month: parents with at least one child row in it
+    top: tuple[tuple[int, int], ...] = ()  # (parent key, children): most children first, no tie at the cut
 
 
 @dataclass(frozen=True)
@@ -111,6 +150,8 @@ class AnswerKey:
     ledgers: tuple[LedgerFacts, ...]
     waterfalls: tuple[WaterfallFacts, ...]
     keys: tuple[KeyFacts, ...]
+    segments: tuple[SegmentFacts, ...] = ()
+    parents: tuple[ParentFacts, ...] = ()
 
 
 # --------------------------------------------------------------------------- row plan
@@ -124,6 +165,26 @@ class Cell:
     rows: int
     total: int | None = None
     null_measures: int = 0
+    segment: int | None = None  # a planned key's segment, or links.ORPHAN / links.NO_PARENT
+
+
+@dataclass(frozen=True)
+class Link:
+    """A planned foreign key: the parent row of every row (links.ORPHAN / links.NO_PARENT where it has
+    none), in cell order when ``cell_order`` (else in the table's final row order)."""
+
+    column: str
+    parent: str
+    index: np.ndarray = field(compare=False, repr=False)
+    cell_order: bool = True
+
+
+@dataclass(frozen=True)
+class Labels:
+    """A planned categorical column: the index of each row's choice, in the table's final row order."""
+
+    column: str
+    codes: np.ndarray = field(compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -151,6 +212,14 @@ class TablePlan:
     sign_by_label: tuple[tuple[str, int], ...] = ()
     deleted_keys: tuple[tuple[str, tuple[int, ...]], ...] = ()
     ledger: LedgerFacts | None = None
+    links: tuple[Link, ...] = ()
+    labels: tuple[Labels, ...] = ()
+
+    def link(self, column: str) -> Link | None:
+        return next((x for x in self.links if x.column == column), None)
+
+    def label_codes(self, column: str) -> np.ndarray | None:
+        return next((x.codes for x in self.labels if x.column == column), None)
 
 
 @dataclass(frozen=True)
@@ -251,6 +320,13 @@ class _Planner:
         self.seed = seed
         self.warnings: list[str] = []
         self.tables = {t.name: t for t in spec.tables}
+        # planned keys follow the answers: one structure on every rotation when they are shared
+        self.answers_seed = seed if spec.answers == "rotated" else spec.seed
+        self.segment_of = {g.table: (g, segment_path(spec, g)) for g in spec.segment_shares}
+        self.per_parent = {(pp.child_table, pp.child_column): pp for pp in spec.per_parent}
+        self.planned = set(self.per_parent) | {(rel.child_table, rel.child_column)
+                                               for _, path in self.segment_of.values() for rel in path}
+        self.segment_facts: list[SegmentFacts] = []
 
     def err(self, path: str, line: int, message: str) -> SpecError:
         return SpecError(self.spec.path, line, path, message)
@@ -307,7 +383,9 @@ class _Planner:
         fk_nulls = {k.child_column: k.nulls for k in keys if k.child_table == table.name and k.nulls}
         # orphans go just outside the declared months where the column's range leaves room, so that no answer
         # but the key questions depends on them; otherwise inside the months, where every period total holds them
-        inside = {name: count for name, count in orphans.items() if not (room_before or room_after)}
+        # a planned key's orphans go inside the months too: its joined answers are asked per month
+        inside = {name: count for name, count in orphans.items()
+                  if not (room_before or room_after) or (table.name, name) in self.planned}
         orphans = {name: count for name, count in orphans.items() if name not in inside}
         groups_decl = next((g for g in spec.group_shares if g.table == table.name), None)
         labels = len(groups_decl.shares) if groups_decl else (
@@ -449,6 +527,12 @@ class _Planner:
                                f"{table.name}'s rows")
         null_split = {name: apportion(count, rows) for name, count in fk_nulls.items()}
         inside_split = {name: apportion(count, rows) for name, count in inside.items()}
+        if table.name in self.segment_of:
+            declared, path = self.segment_of[table.name]
+            fk = path[0].child_column
+            zero = np.zeros(len(months), dtype=np.int64)
+            month_cells = self.segment_cells(table, declared, path, months, month_cells,
+                                             inside_split.get(fk, zero), null_split.get(fk, zero))
         chunks, offset = [], 0
         if before_rows:
             chunks.append(Chunk("before", add_months(months[0], -1), before_rows, offset,
@@ -465,6 +549,63 @@ class _Planner:
             offset += after_rows
         plan = TablePlan(table.name, offset, tuple(chunks), time_column, measure, group_column, sign_by_label)
         return plan, curves, rates, falls
+
+    def segment_cells(self, table: Table, declared: SegmentShares, path: tuple[Relationship, ...],
+                      months: list[dt.date], month_cells: list[list[Cell]], orphans: np.ndarray, nulls: np.ndarray
+                      ) -> list[list[Cell]]:
+        """Each month's cells split by the parents' label (``segment_shares``): the rows without a known parent
+        first take their share of a cell's total, then the rest of the month's total splits over the labels by
+        the declared shares, exactly, each cell keeping its own total."""
+        curve = next(c for c in self.spec.outcome_curves if c.table == table.name)
+        mcol = table.column(curve.column)
+        d, (lo, hi) = mcol.decimals, _bounds(mcol)
+        where = f"segment_shares[{self.spec.segment_shares.index(declared)}]"
+        weights = [share for _, share in declared.shares]
+        out, totals, unlinked = [], [], []
+        for m, cells in enumerate(month_cells):
+            sizes = [c.rows - c.null_measures for c in cells]
+            split = [(int(o), int(n)) for o, n in zip(apportion(int(orphans[m]), sizes), apportion(int(nulls[m]), sizes))]
+            rest, linked, outside = [], [], 0
+            for c, (o, n), filled in zip(cells, split, sizes):
+                if o + n >= filled:
+                    raise self.err(where, declared.line, f"{months[m]:%Y-%m}: {table.name} has too few "
+                                   "rows for its orphans and missing parents beside its segments; raise rows")
+                parts = []
+                for code, count in ((links.ORPHAN, o), (links.NO_PARENT, n)):
+                    if count:
+                        part = round_fraction(Fraction(c.total * count, filled))
+                        parts.append(Cell(c.label, count, part, 0, code))
+                outside += sum(x.total for x in parts)
+                rest.append(parts)
+                linked.append(c.total - sum(x.total for x in parts))
+            targets = [int(x) for x in _spread_cents(apportion(sum(linked), weights), d)]
+            grid = links.controlled_round(linked, targets)
+            month_out = []
+            for c, (o, n), parts, row in zip(cells, split, rest, grid):
+                filled = c.rows - c.null_measures - o - n
+                share = [int(x) for x in row] if row.sum() else [1] * len(row)
+                wanted = sum(1 for x in row if x)
+                filled_rows = apportion(filled, share, minimum=1 if filled >= wanted else 0)
+                null_rows = apportion(c.null_measures, share)
+                for s, (label, _) in enumerate(declared.shares):
+                    total, r, z = int(row[s]), int(filled_rows[s]), int(null_rows[s])
+                    if total and (r == 0 or r * lo > total or total > r * hi):
+                        raise self.err(where, declared.line,
+                                       f"{months[m]:%Y-%m}: the {label} part {total / 10 ** d:.{d}f} of "
+                                       f"{table.name}.{curve.column} cannot be made from {r} rows between "
+                                       f"{lo / 10 ** d:.{d}f} and {hi / 10 ** d:.{d}f}; raise rows or change the shares")
+                    if r + z:
+                        month_out.append(Cell(c.label, r + z, total, z, s))
+                month_out += parts
+            out.append(month_out)
+            totals.append(tuple(int(x) for x in grid.sum(axis=0)))
+            unlinked.append(outside)
+        hops = tuple((rel.child_table, rel.child_column, rel.parent_table, rel.parent_column) for rel in path)
+        self.segment_facts.append(SegmentFacts(
+            table.name, curve.column, curve.time_column, table.column(curve.time_column).type, d, hops,
+            declared.by_table, declared.by_column, tuple(label for label, _ in declared.shares), tuple(months),
+            tuple(totals), tuple(unlinked)))
+        return out
 
     def _rows_per_month(self, window_rows: int, totals: list[int], min_rows: int) -> list[int]:
         """Rows per month, roughly proportional to the month's total but not exactly, so that the
@@ -588,10 +729,141 @@ class _Planner:
             plan = out[k.parent_table]
             existing = dict(plan.deleted_keys)
             existing[k.parent_column] = tuple(sorted(set(existing.get(k.parent_column, ())) | set(picked)))
-            out[k.parent_table] = TablePlan(plan.name, plan.rows, plan.chunks, plan.time_column, plan.measure,
-                                            plan.group_column, plan.sign_by_label,
-                                            tuple(sorted(existing.items())), plan.ledger)
+            out[k.parent_table] = replace(plan, deleted_keys=tuple(sorted(existing.items())))
         return out
+
+
+    # ---- planned keys
+
+    def plan_links(self, plans: dict[str, TablePlan], keys: list[KeyFacts]) -> tuple[dict[str, TablePlan],
+                                                                                      list[ParentFacts]]:
+        """The segment columns' labels, then every planned foreign key (a chain's middle key first)."""
+        out = dict(plans)
+        labels: dict[tuple[str, str], np.ndarray] = {}
+        for g, _ in self.segment_of.values():
+            if (g.by_table, g.by_column) in labels:
+                continue
+            col = self.tables[g.by_table].column(g.by_column)
+            codes = links.planned_labels(self.tables[g.by_table].rows, list(col.weights or [1.0] * len(col.choices)),
+                                         rng_for(self.answers_seed, g.by_table, g.by_column, "__labels__"))
+            labels[(g.by_table, g.by_column)] = codes
+            out[g.by_table] = replace(out[g.by_table], labels=out[g.by_table].labels + (Labels(g.by_column, codes),))
+        middle = [(path[1].child_table, path[1].child_column) for _, path in self.segment_of.values() if len(path) == 2]
+        index_of: dict[tuple[str, str], np.ndarray] = {}
+        facts = []
+        for table, column in dict.fromkeys(middle + sorted(self.planned)):
+            rel = next(r for r in self.spec.relationships if (r.child_table, r.child_column) == (table, column))
+            rng = rng_for(self.answers_seed, table, column, "__links__")
+            declared, path = self.segment_of.get(table, (None, ()))
+            segmented = bool(path) and path[0].child_column == column
+            codes = self.row_codes(out[table], column, declared if segmented else None, rng)
+            if segmented:
+                choices = self.tables[declared.by_table].column(declared.by_column).choices
+                remap = np.full(len(choices), -1, dtype=np.int64)
+                remap[[choices.index(label) for label, _ in declared.shares]] = np.arange(len(declared.shares))
+                owner = remap[labels[(declared.by_table, declared.by_column)]]
+                if len(path) == 1:
+                    parent_codes = owner
+                else:
+                    up = index_of[(path[1].child_table, path[1].child_column)]
+                    parent_codes = np.where(up >= 0, owner[np.maximum(up, 0)], -1)
+            else:
+                parent_codes = np.zeros(self.tables[rel.parent_table].rows, dtype=np.int64)
+            counts, top = self.child_counts(rel, codes, parent_codes, declared if segmented else None, rng)
+            index = links.assign(codes, parent_codes, counts, rng)
+            index_of[(table, column)] = index
+            out[table] = replace(out[table], links=out[table].links + (Link(column, rel.parent_table, index, segmented),))
+            if (table, column) not in middle or (table, column) in self.per_parent:
+                facts.append(self.parent_facts(rel, out, index, counts, top))
+        return out, facts
+
+    def row_codes(self, plan: TablePlan, column: str, declared: SegmentShares | None,
+                  rng: np.random.Generator) -> np.ndarray:
+        """Each row's segment (or links.ORPHAN / links.NO_PARENT) in cell order: a month's cells carry it; rows
+        outside the window draw a label by the shares; without segments, every row with a known parent is 0."""
+        codes = np.zeros(plan.rows, dtype=np.int64)
+        for chunk in plan.chunks:
+            if declared is not None and chunk.kind == "month":
+                at = chunk.offset
+                for cell in chunk.cells:
+                    codes[at:at + cell.rows] = cell.segment
+                    at += cell.rows
+                continue
+            if declared is not None:
+                weights = np.array([share for _, share in declared.shares])
+                codes[chunk.offset:chunk.offset + chunk.rows] = rng.choice(len(weights), size=chunk.rows,
+                                                                           p=weights / weights.sum())
+            links.scatter_unlinked(codes, chunk.offset, chunk.rows, dict(chunk.orphans).get(column, 0),
+                                   dict(chunk.fk_nulls).get(column, 0), rng)
+        return codes
+
+    def child_counts(self, rel: Relationship, codes: np.ndarray, parent_codes: np.ndarray,
+                     declared: SegmentShares | None, rng: np.random.Generator) -> tuple[np.ndarray, int]:
+        """Children per parent row: by ``per_parent`` where declared (within each segment), else uniform; and
+        how many top parents a question may list (0: none without a tie at the cut)."""
+        pp = self.per_parent.get((rel.child_table, rel.child_column))
+        counts = np.zeros(len(parent_codes), dtype=np.int64)
+        movable = np.zeros(len(parent_codes), dtype=bool)
+        floor = 0
+        parent = self.spec.semantics.table(rel.parent_table)
+        for segment in np.unique(codes[codes >= 0]):
+            rows = int((codes == segment).sum())
+            parents = np.flatnonzero(parent_codes == segment)
+            label = f" labelled {declared.shares[segment][0]}" if declared is not None else ""
+            if not len(parents):
+                g = self.spec.segment_shares.index(declared)
+                raise self.err(f"segment_shares[{g}].shares", declared.line,
+                               f"no {parent.singular}{label} is left to take {rows} {rel.child_table} rows; give "
+                               f"{declared.by_table} more rows or drop that label's share")
+            if pp is None:
+                counts[parents] = rng.multinomial(rows, np.full(len(parents), 1 / len(parents)))
+                movable[parents] = True
+                continue
+            made = links.bucket_counts(len(parents), rows, [(b.count, b.open, b.share) for b in pp.counts], rng)
+            if made is None:
+                raise self.err(f"per_parent[{self.spec.per_parent.index(pp)}].counts", pp.line,
+                               f"{rows} {rel.child_table} rows cannot give {len(parents)} {parent.plural}{label} "
+                               "exactly these counts; change the counts (an open bucket such as '3+' takes the "
+                               f"rest) or {rel.child_table}'s rows")
+            counts[parents], movable[parents] = made
+            floor = max((b.count for b in pp.counts if b.open), default=0)
+        top = pp.top if pp is not None else 0
+        if top and not links.separate_top(counts, parent_codes, top, movable, floor):
+            self.warnings.append(f"{rel.child_table}.{rel.child_column}: the top {top} {parent.plural} by "
+                                 f"{rel.child_table} rows would tie at the cut, so that question is not asked")
+            top = 0
+        return counts, top
+
+    def parent_facts(self, rel: Relationship, plans: dict[str, TablePlan], index: np.ndarray, counts: np.ndarray,
+                     top: int) -> ParentFacts:
+        """What the planned key ``rel`` fixes: the children-per-parent counts, active parents per month, the top."""
+        child = plans[rel.child_table]
+        months, active = [], []
+        for chunk in child.chunks:
+            if chunk.kind == "month":
+                part = index[chunk.offset:chunk.offset + chunk.rows]
+                months.append(chunk.month)
+                active.append(int(np.unique(part[part >= 0]).size))
+        values, many = np.unique(counts, return_counts=True)
+        pcol = self.tables[rel.parent_table].column(rel.parent_column)
+        leaders: tuple[tuple[int, int], ...] = ()
+        if top and pcol.type == "int":
+            order = np.lexsort((np.arange(len(counts)), -counts))[:top]
+            deleted = dict(plans[rel.parent_table].deleted_keys).get(rel.parent_column, ())
+            keys_ = int_keys(pcol, order, deleted)
+            leaders = tuple((int(k), int(counts[i])) for k, i in zip(keys_, order))
+        tcol = self.tables[rel.child_table].column(child.time_column) if child.time_column else None
+        return ParentFacts(rel.child_table, rel.child_column, rel.parent_table, rel.parent_column, len(counts),
+                           int((index >= 0).sum()), tuple((int(v), int(n)) for v, n in zip(values, many)),
+                           child.time_column, tcol.type if tcol else "date", tuple(months), tuple(active), leaders)
+
+
+def int_keys(col: Column, index: np.ndarray, deleted: tuple[int, ...]) -> np.ndarray:
+    """The values of a unique int key column at rows ``index``: from its min, skipping the deleted ids."""
+    keys = np.asarray(index, dtype=np.int64) + (int(col.min) if col.min is not None else 1)
+    for d in deleted:
+        keys += keys >= d
+    return keys
 
 
 def plan_rotation(spec: Spec, seed: int) -> RotationPlan:
@@ -612,8 +884,12 @@ def plan_rotation(spec: Spec, seed: int) -> RotationPlan:
             plan = planner.block_plan(table, keys)
         plans[table.name] = plan
     plans = planner.deleted_keys(plans, keys)
+    plans, parents = planner.plan_links(plans, keys)
+    keys = [replace(k, inside=any(dict(chunk.orphans).get(k.child_column) for chunk in plans[k.child_table].chunks
+                                  if chunk.kind in ("month", "block"))) for k in keys]
     ledgers = tuple(p.ledger for p in plans.values() if p.ledger)
-    key = AnswerKey(tuple(curves), tuple(rates), ledgers, tuple(falls), tuple(keys))
+    key = AnswerKey(tuple(curves), tuple(rates), ledgers, tuple(falls), tuple(keys), tuple(planner.segment_facts),
+                    tuple(parents))
     return RotationPlan(seed, key, tuple(plans[t.name] for t in spec.tables), tuple(planner.warnings))
 
 

@@ -48,6 +48,7 @@ class Question:
     difficulty: str = ""  # simple | moderate | challenging, from the gold SQL (evalpack.difficulty.RULE)
     skills: tuple[str, ...] = ()  # what the gold SQL exercises (evalpack.difficulty.SKILLS)
     key: str = ""  # the question's identity: its family and parameters, never its wording (fixes its split)
+    orphan_rows: str = ""  # "included": the answer counts rows whose parent is missing; "excluded": joined away
 
     @property
     def question_sha256(self) -> str:
@@ -63,6 +64,7 @@ class Question:
         return {
             "id": self.id,
             "key": self.key,
+            "orphan_rows": self.orphan_rows,
             "question": self.question,
             "evidence": self.evidence,
             "paraphrases": list(self.paraphrases),
@@ -387,6 +389,7 @@ def derive_selected(spec: Spec, plans: tuple[RotationPlan, ...],
     labels = [label(sql, draft.answer_type) for sql, (draft, _) in zip(gold, base)]
     kept, selection = select(spec, [(draft, level, skills) for (draft, _), (level, skills) in zip(base, labels)])
     width = max(3, len(str(len(kept))))
+    orphan_rows = _orphan_rows(plans[0].answer_key)
     questions = []
     for n, i in enumerate(kept):
         draft = base[i][0]
@@ -408,8 +411,26 @@ def derive_selected(spec: Spec, plans: tuple[RotationPlan, ...],
             difficulty=level,
             skills=skills,
             key=draft.key,
+            orphan_rows="included" if draft.kind in ABOUT_ORPHANS else orphan_rows(draft.tables),
         ))
     return assign_splits(spec, tuple(questions), previous), selection
+
+
+ABOUT_ORPHANS = ("fk_orphans", "segment_unlinked")  # kinds whose answer is the rows without a known parent
+
+
+def _orphan_rows(key: AnswerKey):
+    """Whether a question over ``tables`` counts the orphan rows the plan put inside the declared months
+    ("included": it reads the child table without its parent), joins them away ("excluded"), or meets none."""
+    inside = [k for k in key.keys if k.inside and k.orphans]
+
+    def of(tables: tuple[str, ...]) -> str:
+        touched = [k for k in inside if k.child_table in tables]
+        if any(k.parent_table not in tables for k in touched):
+            return "included"
+        return "excluded" if touched else ""
+
+    return of
 
 
 @dataclass(frozen=True)

@@ -179,6 +179,39 @@ class GroupShares:
 
 
 @dataclass(frozen=True)
+class SegmentShares:
+    """``segment_shares``: a curve's measure split by a categorical column of a parent table (``by``), reached
+    through the table's foreign key, or of a grandparent reached through the parent's foreign key."""
+
+    table: str
+    measure: str
+    by_table: str
+    by_column: str
+    shares: tuple[tuple[str, float], ...]
+    line: int
+
+
+@dataclass(frozen=True)
+class ChildCount:
+    """One bucket of ``per_parent.counts``: parents with exactly ``count`` children, or at least it (``open``)."""
+
+    count: int
+    open: bool
+    share: float
+
+
+@dataclass(frozen=True)
+class PerParent:
+    """``per_parent``: how many rows of ``child_table`` each parent has through ``child_column``."""
+
+    child_table: str
+    child_column: str
+    counts: tuple[ChildCount, ...]
+    line: int
+    top: int = 5  # the parents with most children a question lists (0: none)
+
+
+@dataclass(frozen=True)
 class WaterfallPoint:
     month: dt.date
     ending_value: float
@@ -252,6 +285,8 @@ class Spec:
     outcome_curves: tuple[OutcomeCurve, ...] = ()
     rate_curves: tuple[RateCurve, ...] = ()
     group_shares: tuple[GroupShares, ...] = ()
+    segment_shares: tuple[SegmentShares, ...] = ()
+    per_parent: tuple[PerParent, ...] = ()
     waterfalls: tuple[Waterfall, ...] = ()
     time_grids: tuple[TimeGrid, ...] = ()
     ledgers: tuple[BalancedLedger, ...] = ()
@@ -634,7 +669,7 @@ def add_months(day: dt.date, months: int) -> dt.date:
 TOP_KEYS = (
     "name", "version", "description", "license", "seed", "rotations", "answers", "holdout", "gate",
     "gate_margin", "rows", "tables", "relationships", "outcome_curves", "rate_curves", "group_shares",
-    "waterfalls", "time_grids", "constraints", "semantics", "questions", "repo",
+    "waterfalls", "time_grids", "constraints", "semantics", "questions", "repo", "segment_shares", "per_parent",
 )
 GATE_POLICIES = ("block", "warn", "off")  # evalpack.diff.POLICIES
 QUESTIONS_KEYS = ("include", "exclude", "max", "difficulty")
@@ -925,6 +960,37 @@ def _read_group_shares(r: _Reader, raw: Any, path: tuple) -> GroupShares:
     )
 
 
+def _read_segment_shares(r: _Reader, raw: Any, path: tuple) -> SegmentShares:
+    m = r.mapping(raw, path, ("table", "measure", "by", "shares", "description"), what="segment_shares key")
+    by_table, by_column = _split_ref(r, r.required(m, "by", path), path + ("by",))
+    return SegmentShares(
+        table=r.string(r.required(m, "table", path), path + ("table",)),
+        measure=r.string(r.required(m, "measure", path), path + ("measure",)),
+        by_table=by_table, by_column=by_column,
+        shares=r.shares(r.required(m, "shares", path), path + ("shares",)),
+        line=r.line(path),
+    )
+
+
+def _read_per_parent(r: _Reader, raw: Any, path: tuple) -> PerParent:
+    m = r.mapping(raw, path, ("child", "counts", "top", "description"), what="per_parent key")
+    child_table, child_column = _split_ref(r, r.required(m, "child", path), path + ("child",))
+    raw_counts = r.shares(r.required(m, "counts", path), path + ("counts",))
+    counts = []
+    for key, share in raw_counts:
+        text = key.strip()
+        match = re.fullmatch(r"(\d{1,6})(\+?)", text)
+        if not match:
+            raise r.err(path + ("counts", key), f"a count is a whole number of children (2) or an open bucket "
+                        f"('3+': three or more), got {_clip(key)}")
+        counts.append(ChildCount(int(match[1]), bool(match[2]), share))
+    ordered = sorted(counts, key=lambda c: c.count)
+    if len({c.count for c in counts}) != len(counts) or any(c.open for c in ordered[:-1]):
+        raise r.err(path + ("counts",), "give each count once, and at most one open bucket ('3+'), the largest")
+    return PerParent(child_table, child_column, tuple(ordered), r.line(path),
+                     top=r.integer(m.get("top", 5), path + ("top",), lo=0, hi=100))
+
+
 def _read_waterfall(r: _Reader, raw: Any, path: tuple) -> Waterfall:
     keys = ("table", "period_column", "type_column", "amount_column", "starting_value", "points",
             "inflow_shares", "outflow_shares", "outflow_rate", "description")
@@ -1189,6 +1255,30 @@ def _check_references(r: _Reader, spec: Spec) -> None:
         if unknown:
             raise r.err(p + ("shares",), f"{unknown} are not choices of {g.table}.{g.group_column} "
                         f"({', '.join(gcol.choices)})")
+    for i, g in enumerate(spec.segment_shares):
+        p = ("segment_shares", i)
+        need(g.table, g.measure, p + ("measure",))
+        bcol = need(g.by_table, g.by_column, p + ("by",), ("categorical",))
+        if (g.table, g.measure) not in curves:
+            raise r.err(p, f"segment_shares on {g.table}.{g.measure} needs an outcome curve on the same table and "
+                        "measure; add one under outcome_curves:")
+        if any(o.table == g.table for o in spec.segment_shares[:i]):
+            raise r.err(p, f"table '{g.table}' already has segment_shares; evalpack splits a measure one way")
+        if segment_path(spec, g) is None:
+            raise r.err(p + ("by",), f"{g.by_table} is not a parent of {g.table}, nor a parent of one of its "
+                        f"parents, through one relationship each; segment by a column of a table {g.table} reaches "
+                        "through its foreign keys")
+        unknown = [k for k, _ in g.shares if k not in bcol.choices]
+        if unknown:
+            raise r.err(p + ("shares",), f"{unknown} are not choices of {g.by_table}.{g.by_column} "
+                        f"({', '.join(bcol.choices)})")
+    for i, pp in enumerate(spec.per_parent):
+        p = ("per_parent", i)
+        need(pp.child_table, pp.child_column, p + ("child",), ("foreign_key",))
+        if any((o.child_table, o.child_column) == (pp.child_table, pp.child_column) for o in spec.per_parent[:i]):
+            raise r.err(p, f"{pp.child_table}.{pp.child_column} already has per_parent counts")
+        if any(led.table == pp.child_table for led in spec.ledgers):
+            raise r.err(p, f"{pp.child_table} is a balanced ledger, whose groups decide its keys; drop per_parent")
     for i, w in enumerate(spec.waterfalls):
         p = ("waterfalls", i)
         acol = need(w.table, w.amount_column, p + ("amount_column",), ("float",))
@@ -1244,6 +1334,17 @@ def _check_references(r: _Reader, spec: Spec) -> None:
             if (rel.child_table, rel.child_column) == (led.table, led.group_by[0]) and 1 in (rel.orphans, rel.nulls):
                 raise r.err(("relationships", j), f"{led.table}.{led.group_by[0]} groups a balanced ledger: "
                             "orphans and nulls there must be 0 or at least 2 (each group balances)")
+
+
+def segment_path(spec: Spec, g: SegmentShares) -> tuple[Relationship, ...] | None:
+    """The relationships from ``g.table`` up to ``g.by_table``: the table's own foreign key to it, or its
+    foreign key to a parent and that parent's to it. None when there is no such path or more than one."""
+    up = [rel for rel in spec.relationships if rel.child_table == g.table]
+    direct = [(rel,) for rel in up if rel.parent_table == g.by_table]
+    chains = [(rel, nxt) for rel in up for nxt in spec.relationships
+              if nxt.child_table == rel.parent_table and nxt.parent_table == g.by_table and rel.parent_table != g.table]
+    paths = direct or chains
+    return paths[0] if len(paths) == 1 else None
 
 
 ROWS_LIMIT = " rows (evalpack's limit per table and rotation, which bounds a pack's disk use); lower rows"
@@ -1405,6 +1506,8 @@ def parse_spec(text: str, *, file: str = "<spec>", seed: int | None = None, rota
         outcome_curves=many("outcome_curves", lambda rr, raw, p: _read_outcome_curve(rr, raw, p, table_map)),
         rate_curves=many("rate_curves", _read_rate_curve),
         group_shares=many("group_shares", _read_group_shares),
+        segment_shares=many("segment_shares", _read_segment_shares),
+        per_parent=many("per_parent", _read_per_parent),
         waterfalls=many("waterfalls", _read_waterfall),
         time_grids=many("time_grids", _read_time_grid),
         ledgers=tuple(ledgers),

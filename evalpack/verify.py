@@ -92,7 +92,8 @@ def check_question(con: duckdb.DuckDBPyConnection, q: Question, rotation: str, e
     ordered = golden.in_order(con, q.answer_type, q.gold_sql)
     matches = answer_matches({"answer_type": q.answer_type, "round_decimals": q.round_decimals}, expected, rows,
                              ordered=ordered)
-    g = golden.check(con, q.gold_sql, run, links, key_tables, about_orphans=about_orphans or q.kind == "fk_orphans",
+    counts_orphans = about_orphans or q.kind == "fk_orphans" or q.orphan_rows == "included"
+    g = golden.check(con, q.gold_sql, run, links, key_tables, about_orphans=counts_orphans,
                      expected_empty=expected_empty, round_decimals=q.round_decimals, ordered=ordered, explain=False)
     checks = (("matches", matches), *g.checks().items())
     return Observation(rotation, observed(rows, ordered or q.answer_type != ROWS_TYPE), checks, rows=tuple(rows))
@@ -128,7 +129,7 @@ def _from_record(record: dict, rotation: str) -> Question:
     expected = value[rotation] if isinstance(value, dict) else value
     return Question(record.get("id", "?"), record.get("question", ""), record["gold_sql"], ((rotation, expected),),
                     record.get("answer_type", "number"), record.get("round_decimals"), record.get("kind", "imported"),
-                    tuple(record.get("tags", ())))
+                    tuple(record.get("tags", ())), orphan_rows=str(record.get("orphan_rows") or ""))
 
 
 MATERIALIZE_ROWS = 5_000_000

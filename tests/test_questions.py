@@ -79,7 +79,7 @@ def test_question_records_follow_the_pack_format(retail_pack):
 
     for r in _records(retail_pack):
         committed = {"commitment"} if r["split"] == "holdout" else set()
-        assert set(r) == {"id", "key", "question", "evidence", "paraphrases", "gold_sql", "expected_answer",
+        assert set(r) == {"id", "key", "orphan_rows", "question", "evidence", "paraphrases", "gold_sql", "expected_answer",
                           "answer_type", "round_decimals", "kind", "difficulty", "skills", "split", "question_sha256",
                           "tags"} | committed
         assert (r["difficulty"], tuple(r["skills"])) == label(r["gold_sql"], r["answer_type"])

@@ -1,0 +1,121 @@
+"""Planned foreign keys: which parent each child row gets, decided before a row exists.
+
+A foreign key is planned when a ``segment_shares`` or ``per_parent`` declaration depends on it. The
+parents' segment column is planned too (how many parents carry each label), so that every joined
+answer (a segment's total in a month, customers with at least three orders, active customers in a
+month, the top customers) is exact on every rotation. Rows are addressed in *cell order*: the order in
+which the plan lays out a table's chunks and cells, before the generator sorts each chunk by time.
+Codes: a segment index (0, 1, ...) for a row with a known parent, ``ORPHAN`` for a row whose parent
+was deleted, ``NO_PARENT`` for a NULL key.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from evalpack.units import apportion
+
+ORPHAN = -1
+NO_PARENT = -2
+
+
+def planned_labels(rows: int, weights: list[float], rng: np.random.Generator) -> np.ndarray:
+    """A label code per row: each label's count by ``weights`` (at least one row each where the rows
+    allow), in an order drawn from ``rng``."""
+    minimum = 1 if rows >= len(weights) else 0
+    counts = apportion(rows, weights, minimum=minimum)
+    codes = np.repeat(np.arange(len(weights), dtype=np.int64), counts)
+    rng.shuffle(codes)
+    return codes
+
+
+def scatter_unlinked(codes: np.ndarray, start: int, rows: int, orphans: int, nulls: int,
+                     rng: np.random.Generator) -> None:
+    """Mark ``orphans`` and ``nulls`` rows of ``codes[start:start + rows]`` at positions drawn from ``rng``."""
+    if not orphans and not nulls:
+        return
+    picked = start + rng.permutation(rows)[: orphans + nulls]
+    codes[picked[:orphans]] = ORPHAN
+    codes[picked[orphans:]] = NO_PARENT
+
+
+def bucket_counts(parents: int, rows: int, buckets: list[tuple[int, bool, float]], rng: np.random.Generator
+                  ) -> tuple[np.ndarray, np.ndarray] | None:
+    """Children per parent for ``parents`` parents sharing ``rows`` rows, by ``buckets`` (count, open, share),
+    and which parents sit in the open bucket; None when the rows cannot fill the buckets (too few for the
+    counts, or some left over with no open bucket)."""
+    sizes = apportion(parents, [share for _, _, share in buckets]) if parents else np.zeros(len(buckets), np.int64)
+    counts = np.repeat(np.array([c for c, _, _ in buckets], dtype=np.int64), sizes)
+    is_open = np.repeat(np.array([o for _, o, _ in buckets], dtype=bool), sizes)
+    spare = rows - int(counts.sum())
+    open_at = np.flatnonzero(is_open)
+    if spare < 0 or (spare and not len(open_at)):
+        return None
+    if spare:
+        counts[open_at] += rng.multinomial(spare, np.full(len(open_at), 1 / len(open_at)))
+    order = rng.permutation(parents)
+    return counts[order], is_open[order]
+
+
+def separate_top(counts: np.ndarray, groups: np.ndarray, top: int, movable: np.ndarray, floor: int) -> bool:
+    """Move single children from a tied parent to the smallest ``movable`` parent of its group until the
+    ``top + 1`` largest counts all differ (no tie at or above the cut of a top-``top`` list); a parent given
+    up keeps at least ``floor`` children. False when that cannot be done."""
+    if top <= 0:
+        return True
+    if len(counts) <= top:
+        return False
+    for _ in range(100_000):
+        order = np.lexsort((np.arange(len(counts)), -counts))
+        head = order[: top + 1]
+        tied = next((i for i in range(1, top + 1) if counts[head[i]] >= counts[head[i - 1]]), None)
+        if tied is None:
+            return True
+        lower = head[tied]
+        same = np.flatnonzero((groups == groups[lower]) & movable)
+        same = same[~np.isin(same, head)]
+        if not movable[lower] or not len(same) or counts[lower] - 1 < floor:
+            return False
+        counts[lower] -= 1
+        counts[same[np.argmin(counts[same])]] += 1
+    return False
+
+
+def assign(row_codes: np.ndarray, parent_codes: np.ndarray, counts: np.ndarray, rng: np.random.Generator
+           ) -> np.ndarray:
+    """The parent row of every child row: the rows of segment ``s`` go to parents of segment ``s``, parent
+    ``p`` getting ``counts[p]`` of them, in an order drawn from ``rng``; unlinked rows keep their code."""
+    out = row_codes.copy()
+    for segment in np.unique(row_codes[row_codes >= 0]):
+        rows = np.flatnonzero(row_codes == segment)
+        parents = np.flatnonzero(parent_codes == segment)
+        chosen = np.repeat(parents, counts[parents])
+        out[rows] = rng.permutation(chosen)
+    return out
+
+
+def controlled_round(rows: list[int], columns: list[int]) -> np.ndarray:
+    """Whole numbers with row sums ``rows`` and column sums ``columns`` (equal grand totals), each within one
+    unit of its proportional share ``rows[i] * columns[j] / total``."""
+    total = sum(columns)
+    r, c = np.array(rows, dtype=object), np.array(columns, dtype=object)
+    if not total:
+        return np.zeros((len(rows), len(columns)), dtype=np.int64)
+    exact = [[(ri * cj, total) for cj in columns] for ri in rows]
+    out = np.array([[a // b for a, b in row] for row in exact], dtype=np.int64)
+    left_r = [int(x) for x in r - out.sum(axis=1)]
+    left_c = [int(x) for x in c - out.sum(axis=0)]
+    remainders = sorted(((a % b, i, j) for i, row in enumerate(exact) for j, (a, b) in enumerate(row)), reverse=True)
+    for _, i, j in remainders:
+        if left_r[i] > 0 and left_c[j] > 0:
+            out[i, j] += 1
+            left_r[i] -= 1
+            left_c[j] -= 1
+    for i in range(len(rows)):
+        for j in range(len(columns)):
+            move = min(left_r[i], left_c[j])
+            if move > 0:
+                out[i, j] += move
+                left_r[i] -= move
+                left_c[j] -= move
+    return out
