@@ -51,8 +51,10 @@ def bucket_counts(parents: int, rows: int, buckets: list[tuple[int, bool, float]
     open_at = np.flatnonzero(is_open)
     if spare < 0 or (spare and not len(open_at)):
         return None
+    # a tenth of the open bucket stays at its floor, so that its bar (three or more) sits on parents
+    growing = open_at[len(open_at) // 10:] if len(open_at) > 1 else open_at
     if spare:
-        counts[open_at] += rng.multinomial(spare, np.full(len(open_at), 1 / len(open_at)))
+        counts[growing] += rng.multinomial(spare, np.full(len(growing), 1 / len(growing)))
     order = rng.permutation(parents)
     return counts[order], is_open[order]
 

@@ -387,6 +387,10 @@ class _Planner:
         inside = {name: count for name, count in orphans.items()
                   if not (room_before or room_after) or (table.name, name) in self.planned}
         orphans = {name: count for name, count in orphans.items() if name not in inside}
+        for name, count in list(inside.items()):  # one just outside each open edge, so a wrong window shows
+            edges = min(count // 3, int(room_before) + int(room_after))
+            if (table.name, name) in self.planned and edges:
+                orphans[name], inside[name] = edges, count - edges
         groups_decl = next((g for g in spec.group_shares if g.table == table.name), None)
         labels = len(groups_decl.shares) if groups_decl else (
             len(fall.inflow_shares) + len(fall.outflow_shares) if fall else 1)
@@ -531,8 +535,12 @@ class _Planner:
             declared, path = self.segment_of[table.name]
             fk = path[0].child_column
             zero = np.zeros(len(months), dtype=np.int64)
+            # a chain's parents without a known grandparent still have rows, which no label's join reaches
+            hop = next((k for k in keys if len(path) == 2 and (k.child_table, k.child_column) == (
+                path[1].child_table, path[1].child_column)), None)
+            unlabelled = Fraction(hop.orphans + hop.nulls, self.tables[hop.child_table].rows) if hop else Fraction(0)
             month_cells = self.segment_cells(table, declared, path, months, month_cells,
-                                             inside_split.get(fk, zero), null_split.get(fk, zero))
+                                             inside_split.get(fk, zero), null_split.get(fk, zero), unlabelled)
         chunks, offset = [], 0
         if before_rows:
             chunks.append(Chunk("before", add_months(months[0], -1), before_rows, offset,
@@ -551,8 +559,8 @@ class _Planner:
         return plan, curves, rates, falls
 
     def segment_cells(self, table: Table, declared: SegmentShares, path: tuple[Relationship, ...],
-                      months: list[dt.date], month_cells: list[list[Cell]], orphans: np.ndarray, nulls: np.ndarray
-                      ) -> list[list[Cell]]:
+                      months: list[dt.date], month_cells: list[list[Cell]], orphans: np.ndarray, nulls: np.ndarray,
+                      unlabelled: Fraction = Fraction(0)) -> list[list[Cell]]:
         """Each month's cells split by the parents' label (``segment_shares``): the rows without a known parent
         first take their share of a cell's total, then the rest of the month's total splits over the labels by
         the declared shares, exactly, each cell keeping its own total."""
@@ -560,11 +568,16 @@ class _Planner:
         mcol = table.column(curve.column)
         d, (lo, hi) = mcol.decimals, _bounds(mcol)
         where = f"segment_shares[{self.spec.segment_shares.index(declared)}]"
-        weights = [share for _, share in declared.shares]
+        weights = [share * float(1 - unlabelled) for _, share in declared.shares] + (
+            [float(unlabelled)] if unlabelled else [])
+        names = [label for label, _ in declared.shares] + ["unlabelled"]
         out, totals, unlinked = [], [], []
         for m, cells in enumerate(month_cells):
             sizes = [c.rows - c.null_measures for c in cells]
-            split = [(int(o), int(n)) for o, n in zip(apportion(int(orphans[m]), sizes), apportion(int(nulls[m]), sizes))]
+            # the month's rows without a known parent share one cell, so each kind opens and closes the month
+            largest = [1 if i == sizes.index(max(sizes)) else 0 for i in range(len(sizes))]
+            split = [(int(o), int(n)) for o, n in zip(apportion(int(orphans[m]), largest),
+                                                      apportion(int(nulls[m]), largest))]
             rest, linked, outside = [], [], 0
             for c, (o, n), filled in zip(cells, split, sizes):
                 if o + n >= filled:
@@ -587,7 +600,7 @@ class _Planner:
                 wanted = sum(1 for x in row if x)
                 filled_rows = apportion(filled, share, minimum=1 if filled >= wanted else 0)
                 null_rows = apportion(c.null_measures, share)
-                for s, (label, _) in enumerate(declared.shares):
+                for s, label in enumerate(names[:len(weights)]):
                     total, r, z = int(row[s]), int(filled_rows[s]), int(null_rows[s])
                     if total and (r == 0 or r * lo > total or total > r * hi):
                         raise self.err(where, declared.line,
@@ -598,7 +611,7 @@ class _Planner:
                         month_out.append(Cell(c.label, r + z, total, z, s))
                 month_out += parts
             out.append(month_out)
-            totals.append(tuple(int(x) for x in grid.sum(axis=0)))
+            totals.append(tuple(int(x) for x in grid.sum(axis=0)[:len(declared.shares)]))
             unlinked.append(outside)
         hops = tuple((rel.child_table, rel.child_column, rel.parent_table, rel.parent_column) for rel in path)
         self.segment_facts.append(SegmentFacts(
@@ -766,7 +779,7 @@ class _Planner:
                     parent_codes = owner
                 else:
                     up = index_of[(path[1].child_table, path[1].child_column)]
-                    parent_codes = np.where(up >= 0, owner[np.maximum(up, 0)], -1)
+                    parent_codes = np.where(up >= 0, owner[np.maximum(up, 0)], len(declared.shares))
             else:
                 parent_codes = np.zeros(self.tables[rel.parent_table].rows, dtype=np.int64)
             counts, top = self.child_counts(rel, codes, parent_codes, declared if segmented else None, rng)
@@ -809,7 +822,8 @@ class _Planner:
         for segment in np.unique(codes[codes >= 0]):
             rows = int((codes == segment).sum())
             parents = np.flatnonzero(parent_codes == segment)
-            label = f" labelled {declared.shares[segment][0]}" if declared is not None else ""
+            label = f" labelled {declared.shares[segment][0]}" if declared is not None and segment < len(
+                declared.shares) else ""
             if not len(parents):
                 g = self.spec.segment_shares.index(declared)
                 raise self.err(f"segment_shares[{g}].shares", declared.line,

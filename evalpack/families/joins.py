@@ -23,7 +23,6 @@ from evalpack.spec import Spec, add_months
 from evalpack.units import from_units
 
 ALIASES = ("t", "p", "g")
-THRESHOLDS = (1, 2, 3, 5, 10)
 
 
 def _joins(s: SegmentFacts) -> tuple[str, str]:
@@ -155,11 +154,12 @@ def parent_drafts(spec: Spec, f: ParentFacts) -> Drafts:
     tables = (f.child_table, f.parent_table)
     tag = ("per_parent", f.child_table, f.parent_table)
     counts = dict(f.children)
-    most = max(counts)
-    for n in THRESHOLDS:
+    declared = next((pp for pp in spec.per_parent if (pp.child_table, pp.child_column) == (f.child_table,
+                                                                                          f.child_column)), None)
+    # the declared counts: parents sit exactly at each (the plan keeps some of an open bucket at its floor) and
+    # one below it, so a bar moved by one counts other parents
+    for n in sorted({b.count for b in declared.counts if b.count >= 2} if declared else ()):  # >= 1: a join
         reached = sum(many for value, many in f.children if value >= n)
-        if not 0 < reached < f.parents or n > most:
-            continue
         out.append((Draft(
             f"parents_at_least:{f.child_table}.{f.child_column}:{n}",
             Wording((f"How many {parent.many} have at least {n} {child.many if n > 1 else child.one}?",
@@ -176,7 +176,7 @@ def parent_drafts(spec: Spec, f: ParentFacts) -> Drafts:
                  f"How many {parent.many} are there without a single {child.one}?"),
                 phrasing.join(link, f"{child.many} of any date count")),
         parse(f"SELECT COUNT(*) FROM {f.parent_table} AS p WHERE NOT EXISTS "
-              f"(SELECT 1 FROM {f.child_table} AS c WHERE {on})"),
+              f"(SELECT * FROM {f.child_table} AS c WHERE {on})"),
         "integer", None, "parents_without", tag, tables), counts.get(0, 0)))
     out.append((Draft(
         f"children_per_parent:{f.child_table}.{f.child_column}",

