@@ -8,14 +8,16 @@ at least one and on all databases.
 
 Operators: date and range bounds (``inclusive_end``, ``exclusive_start``, ``inclusive_start``,
 ``exclusive_end``, ``date_shift``), rounding (``whole_units``), aggregates (``agg_swap``,
-``distinct``), joins (``inner_join``, ``join_key``), filters (``drop_conjunct``, ``and_or``,
-``null_flip``), ordering (``order_flip``, ``limit_shift``), literals and columns
-(``constant_shift``, ``column_swap``), windows (``window_frame``, ``partition_drop``,
-``window_order_flip``, ``lag_offset``, ``rank_swap``), HAVING bounds (``having_bound``), ratios
-(``percent_scale``, ``integer_division``) and, with rotated answers, ``constant_answer``. Each
-construct has one owner: ``order_flip`` leaves a window's ORDER BY to ``window_order_flip``, the four
-bound operators leave HAVING to ``having_bound``, and ``constant_shift`` leaves a LAG/LEAD offset to
-``lag_offset`` (as it leaves ROUND digits to ``whole_units`` and LIMIT to ``limit_shift``).
+``distinct``), joins (``inner_join``, ``join_key``, ``outer_join``, ``anti_join_side``, ``not_in``,
+``count_star_outer``, ``join_dropped``), filters (``drop_conjunct``, ``and_or``, ``null_flip``),
+ordering (``order_flip``, ``limit_shift``), literals and columns (``constant_shift``,
+``column_swap``), windows (``window_frame``, ``partition_drop``, ``window_order_flip``,
+``lag_offset``, ``rank_swap``), HAVING bounds (``having_bound``), ratios (``percent_scale``,
+``integer_division``) and, with rotated answers, ``constant_answer``. Each construct has one owner:
+``agg_swap`` leaves COUNT(col) of a LEFT JOINed table to ``count_star_outer``, ``order_flip`` leaves
+a window's ORDER BY to ``window_order_flip``, the four bound operators leave HAVING to
+``having_bound``, and ``constant_shift`` leaves a LAG/LEAD offset to ``lag_offset`` (as it leaves
+ROUND digits to ``whole_units`` and LIMIT to ``limit_shift``).
 """
 
 from __future__ import annotations
@@ -53,9 +55,10 @@ from evalpack.verify import map_on_cursors
 
 OPERATORS = (
     "inclusive_end", "exclusive_start", "inclusive_start", "exclusive_end", "date_shift", "whole_units",
-    "agg_swap", "distinct", "inner_join", "join_key", "drop_conjunct", "and_or", "null_flip", "order_flip",
-    "limit_shift", "constant_shift", "column_swap", "window_frame", "partition_drop", "window_order_flip",
-    "lag_offset", "rank_swap", "having_bound", "percent_scale", "integer_division", "constant_answer",
+    "agg_swap", "distinct", "inner_join", "join_key", "outer_join", "anti_join_side", "not_in", "count_star_outer",
+    "join_dropped", "drop_conjunct", "and_or", "null_flip", "order_flip", "limit_shift", "constant_shift",
+    "column_swap", "window_frame", "partition_drop", "window_order_flip", "lag_offset", "rank_swap", "having_bound",
+    "percent_scale", "integer_division", "constant_answer",
 )
 MAX_SURVIVORS_LISTED = 50
 
@@ -363,12 +366,154 @@ def _operand(node: exp.Expression, right: bool) -> exp.Expression:
     return exp.Paren(this=node)
 
 
+def _conjuncts(cond: exp.Expression | None) -> list[exp.Expression]:
+    """The top-level AND terms of ``cond`` (none for None), each without its parentheses."""
+    if cond is None:
+        return []
+    return [term.unnest() for term in (cond.unnest().flatten() if isinstance(cond.unnest(), exp.And) else [cond])]
+
+
+def _column_of(node: exp.Expression | None, alias: str) -> bool:
+    """Whether ``node``, unwrapped of parentheses and casts, is a column of the table aliased ``alias``."""
+    while isinstance(node, (exp.Paren, exp.Cast)):
+        node = node.this
+    return isinstance(node, exp.Column) and node.table == alias
+
+
+def _key_pairs(on: exp.Expression | None, alias: str) -> list[tuple[exp.Column, exp.Column]] | None:
+    """(column of ``alias``, the other table's column it equals) for each term of a join condition made
+    only of such equalities between ``alias`` and one other table; None for any other condition."""
+    pairs = []
+    for term in _conjuncts(on):
+        if not (isinstance(term, exp.EQ) and isinstance(term.this, exp.Column)
+                and isinstance(term.expression, exp.Column)):
+            return None
+        own, other = (term.this, term.expression) if term.this.table == alias else (term.expression, term.this)
+        if own.table != alias or other.table in ("", alias):
+            return None
+        pairs.append((own, other))
+    return pairs if pairs and len({other.table for _, other in pairs}) == 1 else None
+
+
+def _joined(select: exp.Expression | None) -> dict[str, exp.Join]:
+    """The joins of ``select`` (a SELECT, else none), by the alias of the table each adds."""
+    if not isinstance(select, exp.Select):
+        return {}
+    return {j.alias_or_name: j for j in select.args.get("joins") or []}
+
+
+def _inner(join: exp.Join) -> bool:
+    return not join.side and join.kind in ("", "INNER") and join.args.get("on") is not None
+
+
+def _null_extended(node: exp.Expression) -> set[str]:
+    """The aliases of the tables a LEFT JOIN adds to ``node``'s own SELECT: NULL in the rows they do not match."""
+    return {alias for alias, j in _joined(node.find_ancestor(exp.Select)).items() if j.side == "LEFT"}
+
+
+NULL_REJECTING = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.Like, exp.ILike, exp.In, exp.Between)
+
+
+def _rejects_null(term: exp.Expression, alias: str) -> bool:
+    """Whether ``term`` is false or unknown when the columns of ``alias`` are NULL: a comparison (or
+    ``NOT ... IS NULL``) of one of them."""
+    if isinstance(term, exp.Not) and isinstance(term.this.unnest(), exp.Is):
+        return _column_of(term.this.unnest().this, alias)
+    return isinstance(term, NULL_REJECTING) and (_column_of(term.this, alias) or _column_of(term.expression, alias))
+
+
+def _argument(agg: exp.Expression) -> exp.Expression | None:
+    """What an aggregate reads: the x of SUM(x) or COUNT(DISTINCT x); None for COUNT(*)."""
+    arg = agg.this
+    if isinstance(arg, exp.Distinct):
+        return arg.expressions[0] if len(arg.expressions) == 1 else None
+    return None if isinstance(arg, exp.Star) else arg
+
+
+def _unmatched_ignored(join: exp.Join, unique: Mapping[str, set[str]]) -> bool:
+    """Whether the rows ``join`` made LEFT would add (the other tables' rows that match none of its
+    table's, NULL in each of its columns) change nothing in its query: a WHERE term or a later inner
+    join's condition rejects them; or the query aggregates without GROUP BY and every aggregate reads
+    a column of the joined table (aggregates skip NULLs); or it groups by a unique column of its one
+    other table, so that each such row is a group of its own, and its HAVING asks for more rows of the
+    joined table than such a group holds (COUNT(*) >= 2 and the like)."""
+    select, alias = join.parent, join.alias_or_name
+    if not isinstance(select, exp.Select):
+        return True
+    where = select.args.get("where")
+    if any(_rejects_null(term, alias) for term in _conjuncts(where.this if where else None)):
+        return True
+    joins = select.args.get("joins") or []
+    later = joins[joins.index(join) + 1:]
+    if any(_inner(j) and any(_rejects_null(term, alias) for term in _conjuncts(j.args["on"])) for j in later):
+        return True
+    group = select.args.get("group")
+    aggregates = [a for p in select.expressions for a in p.find_all(AGGREGATES)]
+    if group is None and aggregates and all(_column_of(_argument(a), alias) for a in aggregates):
+        return True
+    source = select.args.get("from_") or select.args.get("from")
+    having = select.args.get("having")
+    if group is None or having is None or len(joins) != 1 or not isinstance(source.this, exp.Table):
+        return False
+    keys = unique.get(source.this.name, set())
+    if not any(isinstance(g, exp.Column) and g.table in ("", source.this.alias_or_name) and g.name in keys
+               for g in group.expressions):
+        return False
+    for term in _conjuncts(having.this):
+        if isinstance(term, (exp.GTE, exp.GT)) and isinstance(term.this, exp.Count) \
+                and isinstance(term.expression, exp.Literal) and not term.expression.is_string:
+            counted = term.this.this
+            rows = 1 if isinstance(counted, exp.Star) else 0 if _column_of(counted, alias) else None
+            bar = Decimal(term.expression.this)
+            if rows is not None and not (rows >= bar if isinstance(term, exp.GTE) else rows > bar):
+                return True
+    return False
+
+
+def _without_table(select: exp.Select, index: int, types: dict[str, dict[str, str]],
+                   unique: Mapping[str, set[str]]) -> exp.Select | None:
+    """``select`` without its ``index``-th table (0: the FROM one, then its joins in order) and the
+    inner join that links it, when that join only checks that a row of the other table has a parent
+    there: the join equates a unique column of the dropped table with the other table's columns, and the
+    rest of the query reads no column of the dropped table but those, each read from the column it equals
+    (under its own name where it is an output column)."""
+    joins = select.args["joins"]
+    source = select.args.get("from_") or select.args.get("from")
+    dropped = source.this if index == 0 else joins[index - 1].this
+    link = joins[0] if index == 0 else joins[index - 1]
+    alias = dropped.alias_or_name
+    pairs = _key_pairs(link.args.get("on"), alias) if _inner(link) and isinstance(dropped, exp.Table) else None
+    if not pairs or not any(own.name in unique.get(dropped.name, ()) for own, _ in pairs):
+        return None
+    equal = {own.name: other for own, other in pairs}
+    new = select.copy()
+    kept = new.args["joins"]
+    if index == 0:
+        new.set("from_", exp.From(this=kept[0].this.copy()))
+        kept = kept[1:]
+    else:
+        kept = kept[:index - 1] + kept[index:]
+    new.set("joins", kept or None)
+    if any(t.alias_or_name == alias for t in new.find_all(exp.Table)):
+        return None  # a subquery names another table so: its columns are not the dropped table's
+    for col in list(new.find_all(exp.Column)):
+        if col.table == alias and col.name in equal:
+            other = equal[col.name].copy()
+            # a bare output column keeps its name, which an enclosing query may read
+            col.replace(exp.alias_(other, col.name) if col.parent is new and other.name != col.name else other)
+        elif col.table == alias or (not col.table and col.name in types.get(dropped.name, {})):
+            return None
+    return new
+
+
 def mutants_of(q: Question, types: dict[str, dict[str, str]], nullable: dict[str, set[str]] | None = None,
-               rotated_answers: dict[str, object] | None = None) -> list[tuple[str, exp.Expression]]:
+               rotated_answers: dict[str, object] | None = None, unique: dict[str, set[str]] | None = None
+               ) -> list[tuple[str, exp.Expression]]:
     """Every (operator, mutated AST) for one question's gold SQL.
 
-    ``nullable`` names the columns that can hold NULL: COUNT(*) -> COUNT(col) is only a
-    mistake (rather than the same query) on those.
+    ``nullable`` names the columns that can hold NULL: COUNT(*) -> COUNT(col) and NOT EXISTS -> NOT IN
+    are only mistakes (rather than the same query) on those. ``unique`` names the columns that hold no
+    value twice: a join on one of them finds at most one row, the parent, which ``join_dropped`` drops.
     """
     tree = parse_gold(q.gold_sql)
     cols = _Columns(types, tree)
@@ -420,7 +565,7 @@ def mutants_of(q: Question, types: dict[str, dict[str, str]], nullable: dict[str
         if isinstance(n, exp.Count):
             if isinstance(n.this, exp.Star):
                 return [exp.Count(this=exp.column(c)) for c in sorted((nullable or {}).get(cols.default, ()))]
-            if isinstance(n.this, exp.Column):
+            if isinstance(n.this, exp.Column) and n.this.table not in _null_extended(n):  # else count_star_outer's
                 return [exp.Count(this=exp.Star())]
         return []
 
@@ -462,6 +607,81 @@ def mutants_of(q: Question, types: dict[str, dict[str, str]], nullable: dict[str
         return out_
 
     add("join_key", _edits(tree, exp.Join, join_key))
+
+    def outer_join(n: exp.Join) -> list[exp.Expression]:
+        """An inner join made LEFT, unless the rows it adds change nothing (:func:`_unmatched_ignored`)."""
+        if not _inner(n) or _unmatched_ignored(n, unique or {}):
+            return []
+        new = n.copy()
+        new.set("side", "LEFT")
+        new.set("kind", None)
+        return [new]
+
+    add("outer_join", _edits(tree, exp.Join, outer_join))
+
+    def anti_join_side(n: exp.Is) -> list[exp.Expression]:
+        """``x.col IS NULL`` in the WHERE of a query that LEFT JOINs x, col a join column or unique key of x
+        (an anti-join) -> the other side's join column IS NULL: the wrong table's key tested for a missing match."""
+        col = n.this
+        if isinstance(n.parent, exp.Not) or not isinstance(col, exp.Column) or not isinstance(n.expression, exp.Null) \
+                or not isinstance(n.find_ancestor(exp.Where, exp.Query), exp.Where):
+            return []
+        join = _joined(n.find_ancestor(exp.Select)).get(col.table)
+        pairs = _key_pairs(join.args.get("on"), col.table) if join is not None and join.side == "LEFT" else None
+        if not pairs or not (col.name in (unique or {}).get(cols.alias.get(col.table, ""), ())
+                             or any(own.name == col.name for own, _ in pairs)):
+            return []
+        other = next((o for own, o in pairs if own.name == col.name), pairs[0][1])
+        return [exp.Is(this=other.copy(), expression=exp.Null())]
+
+    add("anti_join_side", _edits(tree, exp.Is, anti_join_side))
+
+    def not_in(n: exp.Not) -> list[exp.Expression]:
+        """NOT EXISTS (SELECT ... FROM t WHERE t.k = outer.k [AND rest]) -> outer.k NOT IN (SELECT t.k FROM t
+        [WHERE rest]), where either key can be NULL: one NULL t.k makes NOT IN reject every row, and a NULL
+        outer.k is rejected where NOT EXISTS keeps it."""
+        sub = n.this.this if isinstance(n.this, exp.Exists) else None
+        if not isinstance(sub, exp.Select) or sub.args.get("where") is None:
+            return []
+        own = {t.alias_or_name for t in sub.find_all(exp.Table)}
+        link, rest = None, []
+        for term in _conjuncts(sub.args["where"].this):
+            sides = (term.this, term.expression) if isinstance(term, exp.EQ) else ()
+            if link is None and all(isinstance(s, exp.Column) for s in sides) \
+                    and [s.table in own for s in sides] in ([True, False], [False, True]):
+                link = sides if sides[0].table in own else sides[::-1]
+            else:
+                rest.append(term)
+        if link is None or any(c.table not in own for term in rest for c in term.find_all(exp.Column)):
+            return []
+        inner, outer = link
+        if not any(c.name in (nullable or {}).get(cols.alias.get(c.table, ""), ()) for c in link):
+            return []  # without NULLs NOT IN is NOT EXISTS
+        query = sub.copy()
+        query.set("expressions", [inner.copy()])
+        query.set("where", exp.Where(this=exp.and_(*(t.copy() for t in rest))) if rest else None)
+        return [exp.Not(this=exp.In(this=outer.copy(), query=exp.Subquery(this=query)))]
+
+    add("not_in", _edits(tree, exp.Not, not_in))
+
+    def count_star_outer(n: exp.Count) -> list[exp.Expression]:
+        """COUNT(x.col) -> COUNT(*) where x is LEFT JOINed: a row without a match counts as one."""
+        if isinstance(n.this, exp.Column) and n.this.table in _null_extended(n):
+            return [exp.Count(this=exp.Star())]
+        return []
+
+    add("count_star_outer", _edits(tree, exp.Count, count_star_outer))
+
+    def join_dropped(n: exp.Select) -> list[exp.Expression]:
+        """The query without the inner join to a parent (a unique key) that it reads only the key of:
+        rows whose parent is missing (orphans, NULL keys) count again (:func:`_without_table`)."""
+        joins = n.args.get("joins") or []
+        if not joins:
+            return []
+        return [new for index in range(len(joins) + 1)
+                if (new := _without_table(n, index, types, unique or {})) is not None]
+
+    add("join_dropped", _edits(tree, exp.Select, join_dropped))
 
     def drop(n: exp.And) -> list[exp.Expression]:
         return [n.this.copy(), n.expression.copy()]
@@ -665,6 +885,11 @@ def nullable_columns(spec: Spec) -> dict[str, set[str]]:
     return out
 
 
+def unique_columns(spec: Spec) -> dict[str, set[str]]:
+    """Columns that hold no value twice: declared unique (every parent key is)."""
+    return {t.name: {c.name for c in t.columns if c.unique} for t in spec.tables}
+
+
 @dataclass(frozen=True)
 class MutantSet:
     """Every question's non-equivalent mutants, and which (question, operator) edits were
@@ -691,8 +916,9 @@ def prepare_mutants(spec: Spec, questions: tuple[Question, ...], types: dict[str
     nullable = nullable_columns(spec)
     schema = json.dumps(types, sort_keys=True)
     maybe_null = json.dumps({t: sorted(c) for t, c in nullable.items()}, sort_keys=True)
+    unique = json.dumps({t: sorted(c) for t, c in unique_columns(spec).items()}, sort_keys=True)
     keys = [(q.gold_sql, schema, maybe_null, json.dumps(list(q.expected), default=str)
-             if spec.answers == "rotated" else None) for q in questions]
+             if spec.answers == "rotated" else None, unique) for q in questions]
     missing = [k for k in dict.fromkeys(keys) if k not in _PREPARED]
     if len(_PREPARED) + len(missing) > PREPARED_CACHE:
         _PREPARED.clear()
@@ -766,19 +992,20 @@ def decode_prepared(stored: list) -> tuple:
     return tuple(out)
 
 
-def _prepared(gold_sql: str, schema: str, maybe_null: str, rotated: str | None
+def _prepared(gold_sql: str, schema: str, maybe_null: str, rotated: str | None, unique_keys: str = "{}"
               ) -> tuple[tuple[str, tuple | None], ...]:
     """(operator, (sql, batch form, rollup need, rollup SQL, table subqueries) or None when equivalent to the gold SQL) for
     one gold SQL. Pure, and its arguments are text (JSON), so that they key :data:`_PREPARED`."""
     types = json.loads(schema)
     nullable = {t: set(c) for t, c in json.loads(maybe_null).items()}
+    unique = {t: set(c) for t, c in json.loads(unique_keys).items()}
     result_types = _result_types(schema)
     expected = tuple((rotation, value) for rotation, value in json.loads(rotated)) if rotated else ()
     q = Question("", "", gold_sql, expected, "", None, "", ())
     gold = parse_gold(gold_sql)
     seen = {gold.sql(dialect=DIALECT), _canonical(gold)}
     out = []
-    for op, tree in mutants_of(q, types, nullable, dict(expected) if rotated else None):
+    for op, tree in mutants_of(q, types, nullable, dict(expected) if rotated else None, unique):
         sql = tree.sql(dialect=DIALECT, copy=False)  # printing leaves the tree as it was
         if sql in seen:
             out.append((op, None))
