@@ -69,10 +69,26 @@ UNSUPPORTED_COLUMN = (
     "formula", "pattern", "values", "probabilities",
 )
 UNSUPPORTED_COLUMN_TYPES = ("time", "json", "array", "object")
-UNSUPPORTED_RELATIONSHIP = (
-    "temporal", "temporal_constraint", "filters", "parent_time", "child_time",
-    "child_time_table", "partition_by", "min_children",
-)
+# Misata's relationship options, each with what to write instead. The value that asks for nothing (false, 0,
+# null, {} or []) is accepted, as it is what evalpack does anyway; any other is refused with this message
+# ({child}: the foreign key, {parent_table}: the parent's table, {value}: the value written).
+UNSUPPORTED_RELATIONSHIP = {
+    "temporal": "evalpack does not keep a child's dates after its parent's (Misata's temporal constraint); "
+                "remove it or write `temporal: false`",
+    "temporal_constraint": "evalpack does not keep a child's dates after its parent's (Misata's temporal "
+                           "constraint); remove it or write `temporal_constraint: false`",
+    "parent_time": "evalpack does not choose parents by their time (Misata's temporal eligibility); remove it",
+    "child_time": "evalpack does not choose parents by their time (Misata's temporal eligibility); remove it",
+    "child_time_table": "evalpack does not choose parents by their time (Misata's temporal eligibility); remove it",
+    "filters": "evalpack draws the parent of {child} from every row of {parent_table}, not from the rows a "
+               "filter keeps; remove it or write `filters: {{}}`",
+    "partition_by": "evalpack does not keep the parent of {child} within the child's {value}; remove it or write "
+                    "`partition_by: []`",
+    "min_children": "evalpack declares children per parent with per_parent; remove `min_children` and add "
+                    "`per_parent: [{{child: {child}, counts: {{\"{value}+\": 1.0}}}}]` (every parent at least {value})",
+}
+# Misata's keys about a column's parent (`references`, `sampling`, `unique` on a foreign key, ...) are read by
+# _fk_column_keys, each honoured or refused with what to write instead.
 CURVE_VALUE_KEYS = ("target_value", "value", "target", "amount")
 
 # Limits. Each is far beyond an honest spec and small enough that a hostile or careless one is refused
@@ -683,6 +699,8 @@ CONSTRAINT_KEYS = ("name", "type", "table", "group_by", "debit_column", "credit_
 
 
 def _read_column(r: _Reader, name: str, raw: Any, path: tuple, rows: int) -> Column:
+    if isinstance(raw, dict) and (raw.get("type") == "foreign_key" or "references" in raw or "foreign_key" in raw):
+        raw = _fk_column_keys(r, raw, path, rows)
     m = r.mapping(raw, path, COLUMN_KEYS, UNSUPPORTED_COLUMN, "column key")
     ctype = r.string(r.required(m, "type", path), path + ("type",))
     text_type = None
@@ -830,23 +848,118 @@ def _read_relationship(r: _Reader, raw: Any, path: tuple) -> Relationship:
         return Relationship(pt, pc, ct, cc, line)
     keys = ("parent", "child", "parent_col", "child_col", "parent_table", "child_table", "parent_key",
             "child_key", "orphans", "nulls", "description")
-    m = r.mapping(raw, path, keys, UNSUPPORTED_RELATIONSHIP, "relationship key")
+    options = {k: v for k, v in raw.items() if k in UNSUPPORTED_RELATIONSHIP} if isinstance(raw, dict) else {}
+    m = r.mapping({k: v for k, v in raw.items() if k not in options} if options else raw, path, keys,
+                  what="relationship key")
     parent = m.get("parent", m.get("parent_table"))
     child = m.get("child", m.get("child_table"))
     if parent is None or child is None:
         raise r.err(path, "a relationship needs `parent` and `child`")
     parent, child = r.string(parent, path + ("parent",)), r.string(child, path + ("child",))
-    pcol = m.get("parent_col", m.get("parent_key"))
-    ccol = m.get("child_col", m.get("child_key"))
-    if "." in parent and pcol is None:
-        parent, pcol = _split_ref(r, parent, path + ("parent",))
-    if "." in child and ccol is None:
-        child, ccol = _split_ref(r, child, path + ("child",))
-    return Relationship(
-        parent, str(pcol or "id"), child, str(ccol or f"{parent}_id"), line,
+    parent, pcol = _relationship_end(r, m, path, parent, "parent", ("parent_col", "parent_key"))
+    child, ccol = _relationship_end(r, m, path, child, "child", ("child_col", "child_key"))
+    rel = Relationship(
+        parent, pcol or "id", child, ccol or f"{parent}_id", line,
         orphans=r.integer(m.get("orphans", 0), path + ("orphans",), lo=0),
         nulls=r.integer(m.get("nulls", 0), path + ("nulls",), lo=0),
     )
+    for key, value in options.items():
+        if not _asks_nothing(value):
+            shown = ", ".join(map(str, value)) if isinstance(value, list) else value
+            raise r.err(path + (key,), f"`{key}` is not supported by evalpack (line {r.line(path + (key,))}): "
+                        + UNSUPPORTED_RELATIONSHIP[key].format(child=f"{rel.child_table}.{rel.child_column}",
+                                                               parent_table=rel.parent_table,
+                                                               value=shown))
+    return rel
+
+
+def _asks_nothing(value: Any) -> bool:
+    """Whether a Misata option's value leaves it off (false, 0, null, {} or []): what evalpack does anyway."""
+    return value is None or value == 0 or value in ({}, [])
+
+
+def _relationship_end(r: _Reader, m: dict, path: tuple, ref: str, end: str, key_names: tuple[str, str]
+                      ) -> tuple[str, str | None]:
+    """The table and key column of a relationship's ``end`` ("parent" or "child"): ``ref`` is `table` or
+    `table.column`; the column may also come from ``key_names`` (Misata's `parent_col`/`parent_key`)."""
+    key_name = next((k for k in key_names if m.get(k) is not None), None)
+    column = None
+    if key_name is not None:
+        kp = path + (key_name,)
+        value = m[key_name]
+        if isinstance(value, list):
+            raise r.err(kp, f"composite keys are not supported by evalpack (line {r.line(kp)}): a relationship joins "
+                        f"on one column; give the {end} one key column (a unique int) and name it here")
+        column = r.string(value, kp)
+    if "." not in ref:
+        return ref, column
+    table, dotted = _split_ref(r, ref, path + (end,))
+    if column is not None and column != dotted:
+        raise r.err(path + (key_name,), f"`{end}: {ref}` names column '{dotted}' but `{key_name}` names "
+                    f"'{column}'; write the key once, as `{end}: {table}.<column>`")
+    return table, dotted
+
+
+def _fk_column_keys(r: _Reader, raw: dict, path: tuple, rows: int) -> dict:
+    """``raw`` without the Misata keys about a column's parent that evalpack honours as written
+    (`references` restating the column's relationship, `sampling: uniform`, `null_rate: 0`, `unique: false`);
+    any other is refused with what to write instead. ``path`` is ("tables", table, "columns", column);
+    ``rows`` the table's rows."""
+    child, fk = f"{path[1]}.{path[3]}", raw.get("type") == "foreign_key"
+    per_parent = f"`per_parent: [{{child: {child}, counts: {{...}}}}]`"
+    kept = dict(raw)
+    for key, value in raw.items():
+        kp = path + (key,)
+        where = f"`{key}` on {'foreign key' if fk else 'column'} {child} is not supported by evalpack (line {r.line(kp)})"
+        if key in ("references", "foreign_key") and not (fk and key == "references"):
+            ref = value if isinstance(value, str) and "." in value else (
+                f"{value.get('table')}.{value.get('column')}" if isinstance(value, dict) else "<table>.<key>")
+            raise r.err(kp, f"{where}: evalpack reads a foreign key's parent from relationships:; write "
+                        f"`type: foreign_key` and add `- {ref} -> {child}` under relationships:, else remove `{key}`")
+        if not fk:
+            continue
+        if key == "references":
+            ref, declared = ".".join(_split_ref(r, value, kp)), _declared_parents(r.doc).get((path[1], path[3]))
+            if declared is None:
+                raise r.err(kp, f"evalpack reads a foreign key's parent from relationships:, not from `references`; "
+                            f"add `- {ref} -> {child}` under relationships: (or remove `references`)")
+            if ref != declared:
+                raise r.err(kp, f"`references: {ref}` disagrees with the relationship that makes {declared} the "
+                            f"parent of {child}; make them agree, or remove `references`")
+        elif key in ("alpha", "popularity_sigma") or (key == "sampling" and value != "uniform"):
+            raise r.err(kp, f"{where}: evalpack draws each child's parent uniformly (`sampling: uniform`); to "
+                        f"declare how many children each parent has write {per_parent}, else remove `{key}`")
+        elif key == "unique" and value is not False:
+            raise r.err(kp, f"{where}: for one child per parent at most (one-to-one) write {per_parent} with "
+                        "counts 0 and 1 only, e.g. {0: 0.2, 1: 0.8}, and remove `unique`")
+        elif key == "null_rate" and not _asks_nothing(value):
+            count = (f"`nulls: {round(value * rows)}` ({value:g} of {rows} rows)"
+                     if isinstance(value, (int, float)) and not isinstance(value, bool) else "`nulls: N`")
+            raise r.err(kp, f"{where}: rows of a foreign key with no parent are declared on its relationship; "
+                        f"write {count} there and remove `null_rate`")
+        elif key == "nullable" and not _asks_nothing(value):
+            raise r.err(kp, f"{where}: rows of a foreign key with no parent are declared on its relationship; write "
+                        "`nulls: N` there (N rows); Misata's `nullable: true` alone makes none, so to build as Misata "
+                        "does remove `nullable`")
+        if key in ("references", "sampling", "null_rate", "unique"):
+            del kept[key]  # honoured: restates the relationship, or asks for what evalpack does
+    return kept
+
+
+@functools.lru_cache(maxsize=1)
+def _declared_parents(doc: _Doc) -> dict[tuple[str, str], str]:
+    """(child table, column) -> the `table.column` that the relationships: of ``doc`` make its parent, read
+    once per document (tables, whose `references` this checks, are read before relationships; the cache holds
+    the last document). An entry that does not read is left out (parse_spec refuses it when it reads it)."""
+    r, found = _Reader(doc), {}
+    raw = doc.root.get("relationships") if isinstance(doc.root, dict) else None
+    for i, entry in enumerate(raw if isinstance(raw, list) else ()):
+        try:
+            rel = _read_relationship(r, entry, ("relationships", i))
+        except SpecError:
+            continue
+        found.setdefault((rel.child_table, rel.child_column), f"{rel.parent_table}.{rel.parent_column}")
+    return found
 
 
 def _curve_month(r: _Reader, point: dict, path: tuple, start: dt.date | None) -> dt.date:
