@@ -27,6 +27,8 @@ BLOCK_ROWS = 1_000_000
 SENTINELS_PER_SIDE = 2
 ZONE_SHARE = 0.05  # rows just outside the declared window, per side, as a share of an average month's rows
 NO_MAX_UNITS = 1 << 40
+ROTATED_BAND = 0.08  # with rotated answers, a declared value moves up to this share either way
+PEAK_BAND = 0.07  # where a rotation's chosen peak month goes: near the top of its band
 
 
 def stable_int(*parts: object) -> int:
@@ -245,7 +247,7 @@ def _perturb(seed: int, answers: str, key: str, value: float, lo: float = 0.0, h
     """The declared ``value`` for this rotation: itself when shared, nudged when rotated."""
     if answers != "rotated":
         return value
-    delta = rng_for(seed, "__answers__", key).uniform(-0.08, 0.08)
+    delta = rng_for(seed, "__answers__", key).uniform(-ROTATED_BAND, ROTATED_BAND)
     out = value * (1.0 + delta)
     return min(max(out, lo), hi) if hi is not None else max(out, lo)
 
@@ -430,6 +432,14 @@ class _Planner:
                     f"{table.name}.{curve.column}: every curve target is a whole number, so a 'rounded to whole "
                     f"units' mistake cannot be caught; give targets with cents (e.g. 180000.37)")
             totals = _with_cents(_interpolate(declared, months), {m for m, _ in declared}, months, d)
+            if spec.answers == "rotated":
+                base = _interpolate([(p.month, to_units(p.value, d)) for p in curve.points], months)
+                totals = self.rotate_peak(table, curve.column, base, totals, d)
+            n = len(months)
+            if n % 2 == 0 and sum(totals) % n == n // 2:
+                # the average month would sit on half a unit, which ROUND may take either way: move a unit
+                low = totals.index(min(totals))
+                totals[low] += 1 if (totals[low] + 1) % 10 ** d else -1
             lo, hi = _bounds(mcol)
             if curve.avg_transaction_value:
                 avg = to_units(curve.avg_transaction_value, d)
@@ -620,6 +630,28 @@ class _Planner:
             tuple(totals), tuple(unlinked)))
         return out
 
+    def rotate_peak(self, table: Table, column: str, base: list[int], totals: list[int], d: int) -> list[int]:
+        """With rotated answers, each rotation's peak month is another of the months the curve leaves in reach (a
+        month whose unperturbed total, moved up within its band, passes every other moved down within theirs): the
+        chosen month goes near the top of its band and every month above it just below it."""
+        reach = [i for i, v in enumerate(base) if v * (1 + PEAK_BAND) > max(base[:i] + base[i + 1:], default=v) * (
+            1 - ROTATED_BAND)]
+        if len(reach) < 2:
+            self.warnings.append(
+                f"{table.name}.{column}: the peak month is the same on every rotation (no other month's total comes "
+                f"within {ROTATED_BAND * 200:.0f}% of the largest), so its question's answer does not rotate")
+            return totals
+        reach.sort(key=lambda i: stable_int(self.spec.seed, table.name, column, "__peak__", i))
+        target = reach[(self.seed - self.spec.seed) % len(reach)]
+        lift = rng_for(self.seed, "__answers__", table.name, column, "__peak__").uniform(0.8, 1.0) * PEAK_BAND
+        top = round_fraction(Fraction(base[target]) * Fraction(1 + lift).limit_denominator(10 ** 6))
+        out = list(totals)
+        out[target] = top
+        above = sorted((i for i, t in enumerate(totals) if i != target and t >= top), key=lambda i: -totals[i])
+        for rank, i in enumerate(above, start=1):  # just below the new peak, in their order, none tied
+            out[i] = top - rank * max(1, top // 200)
+        return [t + 1 if d and t % 10 ** d == 0 else t for t in out]  # cents catch 'rounded to whole units'
+
     def _rows_per_month(self, window_rows: int, totals: list[int], min_rows: int) -> list[int]:
         """Rows per month, roughly proportional to the month's total but not exactly, so that the
         month with the highest total is not also the month with the highest average row."""
@@ -638,7 +670,32 @@ class _Planner:
                     break
                 rows[donor] -= step
                 rows[peak] += step
+            if len(rows) > 2:
+                self._fewer_rows_at_peak(rows, totals, peak, min_rows)
         return rows
+
+    @staticmethod
+    def _fewer_rows_at_peak(rows: list[int], totals: list[int], peak: int, min_rows: int) -> None:
+        """Give the runner-up month more rows than the peak month, so that 'the month with most rows' is not the
+        peak; then make a third month's average row the highest (rows from it to the runner-up)."""
+        runner = max((i for i in range(len(totals)) if i != peak), key=lambda i: totals[i])
+        if rows[peak] >= rows[runner]:
+            move = rows[peak] - rows[runner] + max(1, rows[runner] // 100)
+            if rows[peak] - move < min_rows:
+                return
+            rows[peak] -= move
+            rows[runner] += move
+        others = [i for i in range(len(rows)) if i not in (peak, runner)]
+        for _ in range(200):
+            averages = [Fraction(t, r) for t, r in zip(totals, rows)]
+            if averages.index(max(averages)) not in (peak,):
+                return
+            donor = max(others, key=lambda i: averages[i])
+            step = max(1, rows[donor] // 50)
+            if rows[donor] - step < min_rows:
+                return
+            rows[donor] -= step
+            rows[runner] += step
 
     @staticmethod
     def _interpolate_rates(declared: list[tuple[dt.date, float]], months: list[dt.date]) -> list[float]:
