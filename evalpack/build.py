@@ -33,7 +33,7 @@ from evalpack.hubfiles import write_questions_parquet
 from evalpack.layout import PackLayout, rotation_name
 from evalpack.nearmiss import Mutant, MutantSet, prepare_mutants, still_studied, study_outcomes, summarize_study
 from evalpack.plan import RotationPlan, plan_pack
-from evalpack.questions import PreviousSplits, Question, Selection, derive_selected
+from evalpack.questions import PreviousSplits, Question, Selection, derive_selected, fixed_answers
 from evalpack.scoring import HOLDOUT_FILE, holdout_key_beside
 from evalpack.spec import Spec, load_spec
 from evalpack.tables import duckdb_types, write_rotation, write_table
@@ -468,5 +468,6 @@ def build_pack(spec_path: str | Path, out: str | Path, *, seed: int | None = Non
     except BaseException:
         discard(staging)
         raise
-    warnings = tuple(dict.fromkeys(w for p in plans for w in p.warnings))
+    warnings = tuple(dict.fromkeys([w for p in plans for w in p.warnings]
+                                   + fixed_answers(spec, [v.question for v in verdicts if v.ships])))
     return BuildResult(out, spec, verdicts, rows, near_miss, warnings, findings, derived.selection)

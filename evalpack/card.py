@@ -499,7 +499,9 @@ def render_card(pack_dir: Path) -> str:
                "(`simple` | `moderate` | `challenging`, from the gold SQL's components), `skills` (what the gold SQL "
                "exercises: `window`, `cte`, `join`, ...), `split` "
                "(`dev` | `holdout`), `question_sha256` (SHA-256 of the question text), `tags`, `key` (the question's "
-               "identity: its family and parameters, the same in every version), `commitment` (holdout questions "
+               "identity: its family and parameters, the same in every version), `orphan_rows` (`included` when the "
+               "answer counts records whose parent is missing, `excluded` when its join leaves them out, empty when "
+               "none is in reach), `commitment` (holdout questions "
                "only: their gold SQL and answer are withheld from the public pack, and this salted SHA-256 lets the "
                "private answer key be checked when it is revealed).\n")
     out.append("Column types survive the trip: decimal amounts load as `decimal.Decimal`, dates as "

@@ -13,7 +13,7 @@ from evalpack import __version__
 from evalpack.difficulty import LEVELS, RULE
 from evalpack.holdout import SALT_RULE
 from evalpack.plan import RotationPlan
-from evalpack.questions import SPLIT_RULE, PreviousSplits
+from evalpack.questions import SPLIT_RULE, PreviousSplits, fixed_answers
 from evalpack.scoring import COMMITMENT_RULE, COMPARISON_RULE
 from evalpack.spec import Column, Spec, Table
 from evalpack.verify import Verdict
@@ -165,7 +165,8 @@ def manifest(spec: Spec, plans: tuple[RotationPlan, ...], verdicts: tuple[Verdic
     private = any(v.question.split == "holdout" for v in shipped)
     ever = sorted({v.question.key for v in shipped if v.question.split == "holdout"}
                   | (previous.ever_holdout if previous else frozenset()))
-    all_warnings = list(dict.fromkeys([w for p in plans for w in p.warnings] + list(warnings or [])))
+    all_warnings = list(dict.fromkeys([w for p in plans for w in p.warnings] + list(warnings or [])
+                                      + fixed_answers(spec, [v.question for v in shipped])))
     return {
         "pack": spec.name,
         "version": spec.version,

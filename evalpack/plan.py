@@ -28,6 +28,7 @@ SENTINELS_PER_SIDE = 2
 ZONE_SHARE = 0.05  # rows just outside the declared window, per side, as a share of an average month's rows
 NO_MAX_UNITS = 1 << 40
 ROTATED_BAND = 0.08  # with rotated answers, a declared value moves up to this share either way
+INTERPOLATED_BAND = 0.01  # with rotated answers, a month between declared points moves up to this share
 PEAK_BAND = 0.07  # where a rotation's chosen peak month goes: near the top of its band
 
 
@@ -433,6 +434,14 @@ class _Planner:
                     f"units' mistake cannot be caught; give targets with cents (e.g. 180000.37)")
             totals = _with_cents(_interpolate(declared, months), {m for m, _ in declared}, months, d)
             if spec.answers == "rotated":
+                # months between declared points move too, or a linear run's middle month would hold a third of
+                # its quarter on every rotation
+                nudge = rng_for(self.seed, "__answers__", table.name, curve.column, "__between__").uniform(
+                    -INTERPOLATED_BAND, INTERPOLATED_BAND, size=len(months))
+                points = {m for m, _ in declared}
+                totals = [t if m in points else round_fraction(Fraction(t) * Fraction(1 + float(x)).limit_denominator(
+                    10 ** 6)) for t, m, x in zip(totals, months, nudge)]
+                totals = _with_cents(totals, points, months, d)
                 base = _interpolate([(p.month, to_units(p.value, d)) for p in curve.points], months)
                 totals = self.rotate_peak(table, curve.column, base, totals, d)
             n = len(months)
@@ -890,7 +899,9 @@ class _Planner:
                 counts[parents] = rng.multinomial(rows, np.full(len(parents), 1 / len(parents)))
                 movable[parents] = True
                 continue
-            made = links.bucket_counts(len(parents), rows, [(b.count, b.open, b.share) for b in pp.counts], rng)
+            shares = [self.value(f"per_parent.{rel.child_table}.{rel.child_column}.{b.count}", b.share) for b in pp.counts]
+            made = links.bucket_counts(len(parents), rows, [(b.count, b.open, share)
+                                                            for b, share in zip(pp.counts, shares)], rng)
             if made is None:
                 raise self.err(f"per_parent[{self.spec.per_parent.index(pp)}].counts", pp.line,
                                f"{rows} {rel.child_table} rows cannot give {len(parents)} {parent.plural}{label} "

@@ -416,6 +416,15 @@ def derive_selected(spec: Spec, plans: tuple[RotationPlan, ...],
     return assign_splits(spec, tuple(questions), previous), selection
 
 
+def fixed_answers(spec: Spec, questions) -> list[str]:
+    """With rotated answers, a warning for each question whose answer is the same on every rotation (a
+    balanced ledger's zero, a peak the curve cannot move): a memorised answer would pass it."""
+    if spec.answers != "rotated" or spec.rotations < 2:
+        return []
+    return [f"{q.id} ({q.key}): the same answer on every rotation, so a memorised answer passes it"
+            for q in questions if len({json.dumps(v, sort_keys=True) for _, v in q.expected}) == 1]
+
+
 ABOUT_ORPHANS = ("fk_orphans", "segment_unlinked")  # kinds whose answer is the rows without a known parent
 
 

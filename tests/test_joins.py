@@ -134,3 +134,10 @@ def test_the_peak_month_is_not_the_month_with_most_rows():
         peaks.add(peak)
         assert c.rows.index(max(c.rows)) != peak
     assert len(peaks) > 1  # the argmax answer rotates
+
+
+def test_answers_that_cannot_move_are_named_in_a_warning(pack, records):
+    warnings = json.loads((pack / "manifest.json").read_text())["warnings"]
+    fixed = [r for r in records if len({json.dumps(v) for v in r["expected_answer"].values()}) == 1]
+    named = [w for w in warnings if "the same answer on every rotation" in w]
+    assert sorted(w.split(" ")[0] for w in named) == sorted(r["id"] for r in fixed)
