@@ -433,21 +433,23 @@ class _Planner:
                     f"{table.name}.{curve.column}: every curve target is a whole number, so a 'rounded to whole "
                     f"units' mistake cannot be caught; give targets with cents (e.g. 180000.37)")
             totals = _with_cents(_interpolate(declared, months), {m for m, _ in declared}, months, d)
+            points = {m for m, _ in declared}
             if spec.answers == "rotated":
                 # months between declared points move too, or a linear run's middle month would hold a third of
                 # its quarter on every rotation
                 nudge = rng_for(self.seed, "__answers__", table.name, curve.column, "__between__").uniform(
                     -INTERPOLATED_BAND, INTERPOLATED_BAND, size=len(months))
-                points = {m for m, _ in declared}
                 totals = [t if m in points else round_fraction(Fraction(t) * Fraction(1 + float(x)).limit_denominator(
                     10 ** 6)) for t, m, x in zip(totals, months, nudge)]
                 totals = _with_cents(totals, points, months, d)
                 base = _interpolate([(p.month, to_units(p.value, d)) for p in curve.points], months)
                 totals = self.rotate_peak(table, curve.column, base, totals, d)
             n = len(months)
-            if n % 2 == 0 and sum(totals) % n == n // 2:
-                # the average month would sit on half a unit, which ROUND may take either way: move a unit
-                low = totals.index(min(totals))
+            between = [i for i, m in enumerate(months) if m not in points]
+            if n % 2 == 0 and sum(totals) % n == n // 2 and between:
+                # the average month would sit on half a unit, which ROUND may take either way: a month between
+                # declared points moves a unit (a declared target stays the answer its question expects)
+                low = min(between, key=lambda i: totals[i])
                 totals[low] += 1 if (totals[low] + 1) % 10 ** d else -1
             lo, hi = _bounds(mcol)
             if curve.avg_transaction_value:
