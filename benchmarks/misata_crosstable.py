@@ -1,5 +1,5 @@
-"""Misata's cross-table schema features side by side: each spec of tests/test_misata_crosstable.py (and a few
-cross-table features whose refusal lies outside relationships and foreign key columns) through
+"""Misata's cross-table schema features side by side: each spec of tests/test_misata_crosstable.py (and the
+lookup-table features, whose refusal lies outside relationships, foreign key columns and constraints) through
 `misata evalpack` and `evalpack build`, one rotation each, as a Markdown table.
 
     python benchmarks/misata_crosstable.py                    # misata from benchmarks/.venv-misata or PATH
@@ -23,16 +23,7 @@ from build import misata_command  # noqa: E402
 from test_misata_crosstable import BASE, CASES, Case  # noqa: E402
 from test_spec import edit  # noqa: E402
 
-AMOUNT = "      amount: {type: float, min: 5, max: 900, decimals: 2}\n"
-CREDIT = "      segment: {type: categorical, choices: [a, b]}\n      credit: {type: float, min: 100, max: 1000}\n"
-ELSEWHERE = (  # refused by readers other than the relationship's and the foreign key column's
-    Case("lte_parent", "constraint `lte_parent` (child column <= parent column)",
-         edit(AMOUNT, AMOUNT + "    constraints:\n      - {name: cap, type: lte_parent, column: amount, column_b: credit}\n",
-              base=edit("      segment: {type: categorical, choices: [a, b]}\n", CREDIT, base=BASE)), "?"),
-    Case("sum_lte_parent", "constraint `sum_lte_parent` (children's sum <= parent column)",
-         edit(AMOUNT, AMOUNT + "    constraints:\n      - {name: cap, type: sum_lte_parent, column: amount, "
-              "column_b: credit}\n", base=edit("      segment: {type: categorical, choices: [a, b]}\n", CREDIT,
-                                               base=BASE)), "?"),
+ELSEWHERE = (  # refused by readers other than the relationship's, the foreign key column's and the constraint's
     Case("is_reference", "table `is_reference: true` (lookup table)",
          edit("    rows: 30\n", "    rows: 30\n    is_reference: true\n", base=BASE), "?"),
     Case("inline_data", "table `inline_data:` (lookup rows)",

@@ -84,11 +84,19 @@ UNSUPPORTED_RELATIONSHIP = {
                "filter keeps; remove it or write `filters: {{}}`",
     "partition_by": "evalpack does not keep the parent of {child} within the child's {value}; remove it or write "
                     "`partition_by: []`",
-    "min_children": "evalpack declares children per parent with per_parent; remove `min_children` and add "
-                    "`per_parent: [{{child: {child}, counts: {{\"{value}+\": 1.0}}}}]` (every parent at least {value})",
 }
+# `min_children: N` on a relationship builds as per_parent `{child: <fk>, counts: {"N+": 1.0}}` (parse_spec).
 # Misata's keys about a column's parent (`references`, `sampling`, `unique` on a foreign key, ...) are read by
-# _fk_column_keys, each honoured or refused with what to write instead.
+# _fk_column_keys, each honoured or refused with what to write instead; `references` alone makes the column's
+# relationship, as in Misata (parse_spec).
+# Misata's constraint types other than balanced_ledger, each with what to write instead.
+UNSUPPORTED_CONSTRAINT = {
+    "lte_parent": "evalpack does not bound a child's value by its parent's row (Misata's `lte_parent`); remove the "
+                  "constraint, and bound the column by constants with its `min:` and `max:` instead",
+    "sum_lte_parent": "evalpack does not bound the sum of a parent's children by the parent's row (Misata's "
+                      "`sum_lte_parent`); remove the constraint: the column's `max:` times the most children a "
+                      "parent has (per_parent's counts) bounds the sum instead",
+}
 CURVE_VALUE_KEYS = ("target_value", "value", "target", "amount")
 
 # Limits. Each is far beyond an honest spec and small enough that a hostile or careless one is refused
@@ -125,6 +133,7 @@ class Column:
     start: dt.date | None = None
     end: dt.date | None = None
     text_type: str | None = None
+    references: tuple[str, str] | None = None  # a foreign key's `references: table.column`, as written
 
 
 @dataclass(frozen=True)
@@ -699,8 +708,9 @@ CONSTRAINT_KEYS = ("name", "type", "table", "group_by", "debit_column", "credit_
 
 
 def _read_column(r: _Reader, name: str, raw: Any, path: tuple, rows: int) -> Column:
+    references = None
     if isinstance(raw, dict) and (raw.get("type") == "foreign_key" or "references" in raw or "foreign_key" in raw):
-        raw = _fk_column_keys(r, raw, path, rows)
+        raw, references = _fk_column_keys(r, raw, path, rows)
     m = r.mapping(raw, path, COLUMN_KEYS, UNSUPPORTED_COLUMN, "column key")
     ctype = r.string(r.required(m, "type", path), path + ("type",))
     text_type = None
@@ -714,7 +724,7 @@ def _read_column(r: _Reader, name: str, raw: Any, path: tuple, rows: int) -> Col
         hint = f"; did you mean '{close[0]}'?" if close else f"; use one of {', '.join(COLUMN_TYPES)}"
         raise r.err(path + ("type",), f"unknown column type '{ctype}'{hint}")
 
-    kw: dict[str, Any] = {"name": name, "type": ctype, "line": r.line(path)}
+    kw: dict[str, Any] = {"name": name, "type": ctype, "line": r.line(path), "references": references}
     allowed_by_type = {
         "int": {"unique", "min", "max", "nullable"},
         "float": {"min", "max", "decimals", "nullable"},
@@ -806,11 +816,14 @@ def _representable_bounds(r: _Reader, kw: dict[str, Any], path: tuple) -> None:
 
 
 def _read_ledger(r: _Reader, raw: Any, path: tuple, table: str | None) -> BalancedLedger:
+    if isinstance(raw, dict) and "type" in raw:  # the type first: another type's keys are not ledger keys
+        ctype = r.string(raw["type"], path + ("type",))
+        if ctype != "balanced_ledger":
+            raise r.err(path + ("type",), f"constraint type `{ctype}` is not supported by evalpack "
+                        f"(line {r.line(path + ('type',))}); only balanced_ledger is: "
+                        + UNSUPPORTED_CONSTRAINT.get(ctype, "remove the constraint"))
     m = r.mapping(raw, path, CONSTRAINT_KEYS, what="constraint key")
-    ctype = r.string(r.required(m, "type", path), path + ("type",))
-    if ctype != "balanced_ledger":
-        raise r.err(path + ("type",), f"constraint type `{ctype}` is not supported by evalpack "
-                    f"(line {r.line(path + ('type',))}); only balanced_ledger is")
+    r.required(m, "type", path)
     if table is None:
         table = r.string(r.required(m, "table", path), path + ("table",))
     elif "table" in m and m["table"] != table:
@@ -847,7 +860,7 @@ def _read_relationship(r: _Reader, raw: Any, path: tuple) -> Relationship:
         (pt, pc), (ct, cc) = _split_ref(r, parts[0], path), _split_ref(r, parts[1], path)
         return Relationship(pt, pc, ct, cc, line)
     keys = ("parent", "child", "parent_col", "child_col", "parent_table", "child_table", "parent_key",
-            "child_key", "orphans", "nulls", "description")
+            "child_key", "orphans", "nulls", "min_children", "description")
     options = {k: v for k, v in raw.items() if k in UNSUPPORTED_RELATIONSHIP} if isinstance(raw, dict) else {}
     m = r.mapping({k: v for k, v in raw.items() if k not in options} if options else raw, path, keys,
                   what="relationship key")
@@ -863,6 +876,8 @@ def _read_relationship(r: _Reader, raw: Any, path: tuple) -> Relationship:
         orphans=r.integer(m.get("orphans", 0), path + ("orphans",), lo=0),
         nulls=r.integer(m.get("nulls", 0), path + ("nulls",), lo=0),
     )
+    if m.get("min_children") is not None:
+        r.integer(m["min_children"], path + ("min_children",), lo=0, hi=MAX_TABLE_ROWS)
     for key, value in options.items():
         if not _asks_nothing(value):
             shown = ", ".join(map(str, value)) if isinstance(value, list) else value
@@ -900,32 +915,28 @@ def _relationship_end(r: _Reader, m: dict, path: tuple, ref: str, end: str, key_
     return table, dotted
 
 
-def _fk_column_keys(r: _Reader, raw: dict, path: tuple, rows: int) -> dict:
+def _fk_column_keys(r: _Reader, raw: dict, path: tuple, rows: int) -> tuple[dict, tuple[str, str] | None]:
     """``raw`` without the Misata keys about a column's parent that evalpack honours as written
-    (`references` restating the column's relationship, `sampling: uniform`, `null_rate: 0`, `unique: false`);
-    any other is refused with what to write instead. ``path`` is ("tables", table, "columns", column);
+    (`references`, `sampling: uniform`, `null_rate: 0`, `unique: false`), and the (table, column) a foreign
+    key's `references` names (parse_spec makes it the column's relationship unless relationships: has one);
+    any other key is refused with what to write instead. ``path`` is ("tables", table, "columns", column);
     ``rows`` the table's rows."""
     child, fk = f"{path[1]}.{path[3]}", raw.get("type") == "foreign_key"
     per_parent = f"`per_parent: [{{child: {child}, counts: {{...}}}}]`"
-    kept = dict(raw)
+    kept, references = dict(raw), None
     for key, value in raw.items():
         kp = path + (key,)
         where = f"`{key}` on {'foreign key' if fk else 'column'} {child} is not supported by evalpack (line {r.line(kp)})"
         if key in ("references", "foreign_key") and not (fk and key == "references"):
             ref = value if isinstance(value, str) and "." in value else (
                 f"{value.get('table')}.{value.get('column')}" if isinstance(value, dict) else "<table>.<key>")
-            raise r.err(kp, f"{where}: evalpack reads a foreign key's parent from relationships:; write "
-                        f"`type: foreign_key` and add `- {ref} -> {child}` under relationships:, else remove `{key}`")
+            raise r.err(kp, f"{where}: a column with a parent is a foreign key; write `{path[3]}: {{type: "
+                        f"foreign_key, references: {ref}}}` (or `- {ref} -> {child}` under relationships:), else "
+                        f"remove `{key}`")
         if not fk:
             continue
         if key == "references":
-            ref, declared = ".".join(_split_ref(r, value, kp)), _declared_parents(r.doc).get((path[1], path[3]))
-            if declared is None:
-                raise r.err(kp, f"evalpack reads a foreign key's parent from relationships:, not from `references`; "
-                            f"add `- {ref} -> {child}` under relationships: (or remove `references`)")
-            if ref != declared:
-                raise r.err(kp, f"`references: {ref}` disagrees with the relationship that makes {declared} the "
-                            f"parent of {child}; make them agree, or remove `references`")
+            references = _split_ref(r, value, kp)
         elif key in ("alpha", "popularity_sigma") or (key == "sampling" and value != "uniform"):
             raise r.err(kp, f"{where}: evalpack draws each child's parent uniformly (`sampling: uniform`); to "
                         f"declare how many children each parent has write {per_parent}, else remove `{key}`")
@@ -942,24 +953,59 @@ def _fk_column_keys(r: _Reader, raw: dict, path: tuple, rows: int) -> dict:
                         "`nulls: N` there (N rows); Misata's `nullable: true` alone makes none, so to build as Misata "
                         "does remove `nullable`")
         if key in ("references", "sampling", "null_rate", "unique"):
-            del kept[key]  # honoured: restates the relationship, or asks for what evalpack does
-    return kept
+            del kept[key]  # honoured: names the parent, or asks for what evalpack does
+    return kept, references
 
 
-@functools.lru_cache(maxsize=1)
-def _declared_parents(doc: _Doc) -> dict[tuple[str, str], str]:
-    """(child table, column) -> the `table.column` that the relationships: of ``doc`` make its parent, read
-    once per document (tables, whose `references` this checks, are read before relationships; the cache holds
-    the last document). An entry that does not read is left out (parse_spec refuses it when it reads it)."""
-    r, found = _Reader(doc), {}
-    raw = doc.root.get("relationships") if isinstance(doc.root, dict) else None
-    for i, entry in enumerate(raw if isinstance(raw, list) else ()):
-        try:
-            rel = _read_relationship(r, entry, ("relationships", i))
-        except SpecError:
+def _implied(r: _Reader, top: dict, tables: list[Table], relationships: tuple[Relationship, ...],
+             per_parent: tuple[PerParent, ...], curves: tuple[OutcomeCurve, ...]
+             ) -> tuple[tuple, tuple, list[tuple], list[tuple]]:
+    """What Misata's shorthands declare, added as evalpack declares it: the relationship of a foreign key
+    whose `references` no entry of relationships: declares (Misata's rule), and per_parent `{"N+": 1.0}` for a
+    relationship's `min_children: N`. Returns the relationships and per_parent with these added, and the key
+    path of each (for messages: the `references` or `min_children` that made it)."""
+    rel_paths = [("relationships", i) for i in range(len(relationships))]
+    pp_paths = [("per_parent", i) for i in range(len(per_parent))]
+    declared = {(rel.child_table, rel.child_column): rel for rel in relationships}
+    added_rels: list[Relationship] = []
+    for t in tables:
+        for c in t.columns:
+            if c.references is None:
+                continue
+            path = ("tables", t.name, "columns", c.name, "references")
+            ref, rel = ".".join(c.references), declared.get((t.name, c.name))
+            if rel is None:
+                added_rels.append(Relationship(*c.references, t.name, c.name, r.line(path)))
+                rel_paths.append(path)
+            elif ref != f"{rel.parent_table}.{rel.parent_column}":
+                raise r.err(path, f"`references: {ref}` disagrees with the relationship that makes "
+                            f"{rel.parent_table}.{rel.parent_column} the parent of {t.name}.{c.name}; make them "
+                            "agree, or remove `references`")
+    added_pp: list[PerParent] = []
+    rows = {t.name: t.rows for t in tables}
+    resized = {c.table for c in curves if c.avg_transaction_value}  # rows the planner decides
+    for i, (rel, raw) in enumerate(zip(relationships, top.get("relationships") or [])):
+        n = raw.get("min_children") if isinstance(raw, dict) else None
+        if not n:
             continue
-        found.setdefault((rel.child_table, rel.child_column), f"{rel.parent_table}.{rel.parent_column}")
-    return found
+        path, child = ("relationships", i, "min_children"), f"{rel.child_table}.{rel.child_column}"
+        j = next((j for j, pp in enumerate(per_parent) if (pp.child_table, pp.child_column) == (
+            rel.child_table, rel.child_column)), None)
+        if j is not None:
+            raise r.err(path, f"relationships[{i}].min_children and per_parent[{j}] both declare the children "
+                        f"per parent of {child}; keep one (per_parent[{j}] with its counts from {n} up, or "
+                        "min_children)")
+        linked, parents = rows.get(rel.child_table, 0) - rel.nulls - rel.orphans, rows.get(rel.parent_table, 0)
+        known = {rel.child_table, rel.parent_table} <= set(rows) - resized and linked >= 0  # else checked later
+        if known and n * parents > linked:
+            has = f"{linked} with a parent" if linked != rows[rel.child_table] else f"{linked}"
+            raise r.err(path, f"min_children: {n} asks for {n * parents} {rel.child_table} rows ({n} for each of "
+                        f"the {parents} rows of {rel.parent_table}), but {rel.child_table} has {has}; lower "
+                        f"min_children (at most {linked // parents} fits), raise the rows of {rel.child_table} or "
+                        f"lower those of {rel.parent_table}")
+        added_pp.append(PerParent(rel.child_table, rel.child_column, (ChildCount(n, True, 1.0),), rel.line, top=5))
+        pp_paths.append(path)
+    return relationships + tuple(added_rels), per_parent + tuple(added_pp), rel_paths, pp_paths
 
 
 def _curve_month(r: _Reader, point: dict, path: tuple, start: dt.date | None) -> dt.date:
@@ -1269,7 +1315,9 @@ def _amount(r: _Reader, value: float, col: Column, table: str, path: tuple, what
     return units
 
 
-def _check_references(r: _Reader, spec: Spec) -> None:
+def _check_references(r: _Reader, spec: Spec, rel_paths: list[tuple], pp_paths: list[tuple]) -> None:
+    """Refuse names that lead nowhere and declarations that contradict each other. ``rel_paths`` and
+    ``pp_paths``: the key path of each relationship and per_parent entry (see _implied), for messages."""
     tables = {t.name: t for t in spec.tables}
 
     def need(table: str, column: str | None, path: tuple, types: tuple[str, ...] | None = None) -> Column | None:
@@ -1290,8 +1338,7 @@ def _check_references(r: _Reader, spec: Spec) -> None:
         return col
 
     fk_targets: set[tuple[str, str]] = set()
-    for i, rel in enumerate(spec.relationships):
-        p = ("relationships", i)
+    for p, rel in zip(rel_paths, spec.relationships):
         pcol = need(rel.parent_table, rel.parent_column, p, ("int", "text"))
         need(rel.child_table, rel.child_column, p, ("foreign_key",))
         if not pcol.unique:
@@ -1304,14 +1351,12 @@ def _check_references(r: _Reader, spec: Spec) -> None:
         child_rows = tables[rel.child_table].rows
         if rel.orphans + rel.nulls > child_rows:
             raise r.err(p, f"orphans + nulls ({rel.orphans + rel.nulls}) exceed {rel.child_table}'s {child_rows} rows")
-        if tables[rel.child_table].column(rel.child_column).nullable:
-            raise r.err(p, f"declare missing parents with `nulls:` on the relationship, not `nullable` on "
-                        f"{rel.child_table}.{rel.child_column}")
     for t in spec.tables:
         for c in t.columns:
             if c.type == "foreign_key" and (t.name, c.name) not in fk_targets:
                 raise r.err(("tables", t.name, "columns", c.name),
-                            f"foreign key {t.name}.{c.name} has no relationship; add one under relationships:")
+                            f"foreign key {t.name}.{c.name} has no relationship; add one under relationships: "
+                            "(or give the column `references: <table>.<key>`)")
 
     axis: dict[str, tuple[str, tuple]] = {}
 
@@ -1385,13 +1430,13 @@ def _check_references(r: _Reader, spec: Spec) -> None:
         if unknown:
             raise r.err(p + ("shares",), f"{unknown} are not choices of {g.by_table}.{g.by_column} "
                         f"({', '.join(bcol.choices)})")
-    for i, pp in enumerate(spec.per_parent):
-        p = ("per_parent", i)
-        need(pp.child_table, pp.child_column, p + ("child",), ("foreign_key",))
+    for i, (p, pp) in enumerate(zip(pp_paths, spec.per_parent)):
+        need(pp.child_table, pp.child_column, p + ("child",) if p[0] == "per_parent" else p, ("foreign_key",))
         if any((o.child_table, o.child_column) == (pp.child_table, pp.child_column) for o in spec.per_parent[:i]):
             raise r.err(p, f"{pp.child_table}.{pp.child_column} already has per_parent counts")
         if any(led.table == pp.child_table for led in spec.ledgers):
-            raise r.err(p, f"{pp.child_table} is a balanced ledger, whose groups decide its keys; drop per_parent")
+            raise r.err(p, f"{pp.child_table} is a balanced ledger, whose groups decide its keys; drop "
+                        f"{'per_parent' if p[0] == 'per_parent' else 'min_children'}")
     for i, w in enumerate(spec.waterfalls):
         p = ("waterfalls", i)
         acol = need(w.table, w.amount_column, p + ("amount_column",), ("float",))
@@ -1443,9 +1488,9 @@ def _check_references(r: _Reader, spec: Spec) -> None:
                             f"{col.decimals}")
         if t.rows < 2:
             raise r.err(p, f"a balanced ledger needs at least 2 rows in {led.table}")
-        for j, rel in enumerate(spec.relationships):
+        for rp, rel in zip(rel_paths, spec.relationships):
             if (rel.child_table, rel.child_column) == (led.table, led.group_by[0]) and 1 in (rel.orphans, rel.nulls):
-                raise r.err(("relationships", j), f"{led.table}.{led.group_by[0]} groups a balanced ledger: "
+                raise r.err(rp, f"{led.table}.{led.group_by[0]} groups a balanced ledger: "
                             "orphans and nulls there must be 0 or at least 2 (each group balances)")
 
 
@@ -1602,6 +1647,14 @@ def parse_spec(text: str, *, file: str = "<spec>", seed: int | None = None, rota
     def many(key: str, reader) -> tuple:
         return tuple(reader(r, raw, (key, i)) for i, raw in enumerate(r.sequence(top.get(key, []), (key,))))
 
+    read = {key: many(key, reader) for key, reader in (  # in the order of the file's sections, for messages
+        ("relationships", _read_relationship),
+        ("outcome_curves", lambda rr, raw, p: _read_outcome_curve(rr, raw, p, table_map)),
+        ("rate_curves", _read_rate_curve), ("group_shares", _read_group_shares),
+        ("segment_shares", _read_segment_shares), ("per_parent", _read_per_parent))}
+    relationships, per_parent, rel_paths, pp_paths = _implied(
+        r, top, tables, read["relationships"], read["per_parent"], read["outcome_curves"])
+
     spec = Spec(
         name=name,
         version=version,
@@ -1615,12 +1668,12 @@ def parse_spec(text: str, *, file: str = "<spec>", seed: int | None = None, rota
         gate=gate,
         gate_margin=float(r.number(top.get("gate_margin", 1.0), ("gate_margin",), lo=0.0, hi=100.0)),
         tables=tuple(tables),
-        relationships=many("relationships", _read_relationship),
-        outcome_curves=many("outcome_curves", lambda rr, raw, p: _read_outcome_curve(rr, raw, p, table_map)),
-        rate_curves=many("rate_curves", _read_rate_curve),
-        group_shares=many("group_shares", _read_group_shares),
-        segment_shares=many("segment_shares", _read_segment_shares),
-        per_parent=many("per_parent", _read_per_parent),
+        relationships=relationships,
+        outcome_curves=read["outcome_curves"],
+        rate_curves=read["rate_curves"],
+        group_shares=read["group_shares"],
+        segment_shares=read["segment_shares"],
+        per_parent=per_parent,
         waterfalls=many("waterfalls", _read_waterfall),
         time_grids=many("time_grids", _read_time_grid),
         ledgers=tuple(ledgers),
@@ -1633,6 +1686,6 @@ def parse_spec(text: str, *, file: str = "<spec>", seed: int | None = None, rota
     )
     if spec.rotations < 1:
         raise SpecError(file, None, "rotations", "at least one rotation is needed")
-    _check_references(r, spec)
+    _check_references(r, spec, rel_paths, pp_paths)
     _rotation_rows(r, spec)
     return spec
