@@ -65,14 +65,16 @@ def without_planned_keys(spec: Path, into: Path) -> Path:
     return out
 
 
-def compare(sides: dict[str, tuple[Path, Path]], rounds: int) -> dict[str, list[float]]:
-    """Seconds per side over ``rounds`` rounds, alternating which side runs first."""
+def compare(sides: dict[str, tuple[Path, Path]], rounds: int) -> tuple[dict[str, list[float]], dict[str, int]]:
+    """Seconds per side over ``rounds`` rounds, alternating which side runs first, and the rows each made."""
     times: dict[str, list[float]] = {name: [] for name in sides}
+    rows: dict[str, int] = {}
     names = list(sides)
     for r in range(rounds):
         for name in names if r % 2 == 0 else names[::-1]:
-            times[name].append(generate(*sides[name])[0])
-    return times
+            seconds, rows[name] = generate(*sides[name])
+            times[name].append(seconds)
+    return times, rows
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -96,11 +98,12 @@ def main(argv: list[str] | None = None) -> int:
                     export(args.revision, rev)
                 tree = rev / "tree"
                 sides = {"this checkout": (ROOT, spec), args.revision: (tree, spec)}
-            times = compare(sides, args.rounds)
+            times, rows = compare(sides, args.rounds)
             first, second = (statistics.median(times[name]) for name in sides)
             for name in sides:
                 runs = ", ".join(f"{t:.2f}" for t in times[name])
-                print(f"{scale:>4}x | {name:>14} | median {statistics.median(times[name]):7.2f} s | runs {runs}")
+                print(f"{scale:>4}x | {name:>14} | {rows[name]:>11,} rows | median {statistics.median(times[name]):7.2f} s "
+                      f"| runs {runs}")
             print(f"{scale:>4}x | ratio {list(sides)[0]} / {list(sides)[1]}: {first / second:.2f}")
     return 0
 

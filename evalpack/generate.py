@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from evalpack.errors import SpecError
-from evalpack.links import NO_PARENT, ORPHAN
+from evalpack.links import NO_PARENT, ORPHAN, periods
 from evalpack.plan import (
     BLOCK_ROWS,
     NO_MAX_UNITS,
@@ -272,9 +272,9 @@ class _TableGen:
             index = np.arange(offset, offset + n) if col.unique else np.arange(n)
             values = text_values(col.text_type, stream, index, col.unique)
             return values if valid is None else pc.if_else(pa.array(valid), values, pa.scalar(None, pa.string()))
-        planned = self.tplan.label_codes(col.name)
-        if planned is not None:
-            return pc.take(pa.array(col.choices, pa.string()), pa.array(planned[offset:offset + n]))
+        planned = self.tplan.labels_of(col.name)
+        if planned is not None and planned.grain is None:
+            return pc.take(pa.array(col.choices, pa.string()), pa.array(planned.codes[offset:offset + n]))
         if col.type == "categorical":
             p = np.array(col.weights or [1.0] * len(col.choices), dtype=float)
             idx = rng.choice(len(col.choices), size=n, p=p / p.sum())
@@ -286,6 +286,10 @@ class _TableGen:
         if col.type in ("date", "datetime"):
             first, last = _days(col.start), _days(col.end)
             day = rng.integers(first, last + 1, size=n)
+            if planned is not None:  # each row's day inside the period the plan gave it
+                spans = np.array([(_days(a), _days(b)) for _, a, b in periods(col.start, col.end, planned.grain)])
+                lo, hi = spans[planned.codes[offset:offset + n]].T
+                day = lo + (rng.random(n) * (hi - lo + 1)).astype(np.int64)
             if col.type == "date":
                 return self.time_array(col, day, valid)
             grid = self.grids.get(col.name)

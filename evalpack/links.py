@@ -11,12 +11,31 @@ was deleted, ``NO_PARENT`` for a NULL key.
 
 from __future__ import annotations
 
+import datetime as dt
+
 import numpy as np
 
 from evalpack.units import apportion
 
 ORPHAN = -1
 NO_PARENT = -2
+
+
+GRAINS = ("month", "quarter", "year")
+
+
+def periods(start: dt.date, end: dt.date, grain: str) -> list[tuple[str, dt.date, dt.date]]:
+    """The calendar periods that meet ``start``..``end`` (both included), each as (label, first day, last day)
+    clipped to that range; labels read ``2024-03``, ``2024-Q1`` or ``2024``."""
+    months = {"month": 1, "quarter": 3, "year": 12}[grain]
+    out, year, month = [], start.year, (start.month - 1) // months * months + 1
+    while dt.date(year, month, 1) <= end:
+        nxt_year, nxt_month = (year, month + months) if month + months <= 12 else (year + 1, month + months - 12)
+        last = dt.date(nxt_year, nxt_month, 1) - dt.timedelta(days=1)
+        label = {"month": f"{year}-{month:02d}", "quarter": f"{year}-Q{(month - 1) // 3 + 1}", "year": f"{year}"}[grain]
+        out.append((label, max(start, dt.date(year, month, 1)), min(end, last)))
+        year, month = nxt_year, nxt_month
+    return out
 
 
 def planned_labels(rows: int, weights: list[float], rng: np.random.Generator) -> np.ndarray:
@@ -60,27 +79,36 @@ def bucket_counts(parents: int, rows: int, buckets: list[tuple[int, bool, float]
 
 
 def separate_top(counts: np.ndarray, groups: np.ndarray, top: int, movable: np.ndarray, floor: int) -> bool:
-    """Move single children from a tied parent to the smallest ``movable`` parent of its group until the
-    ``top + 1`` largest counts all differ (no tie at or above the cut of a top-``top`` list); a parent given
-    up keeps at least ``floor`` children. False when that cannot be done."""
+    """Lower counts until the ``top + 1`` largest all differ and every other count is below them (no tie at or
+    above the cut of a top-``top`` list): each lowered parent gives its surplus to the smallest ``movable`` parent
+    of its group, and keeps at least ``floor``. False when that cannot be done."""
     if top <= 0:
         return True
     if len(counts) <= top:
         return False
-    for _ in range(100_000):
-        order = np.lexsort((np.arange(len(counts)), -counts))
-        head = order[: top + 1]
-        tied = next((i for i in range(1, top + 1) if counts[head[i]] >= counts[head[i - 1]]), None)
-        if tied is None:
-            return True
-        lower = head[tied]
-        same = np.flatnonzero((groups == groups[lower]) & movable)
-        same = same[~np.isin(same, head)]
-        if not movable[lower] or not len(same) or counts[lower] - 1 < floor:
+    order = np.lexsort((np.arange(len(counts)), -counts))
+    head = order[: top + 1]
+    targets = counts[head].copy()
+    for i in range(1, top + 1):
+        targets[i] = min(targets[i], targets[i - 1] - 1)
+    cap = int(targets[-1]) - 1
+    crowd = order[top + 1:][counts[order[top + 1:]] > cap]  # outside the head, at or above its last count
+    takers = movable.copy()
+    takers[head] = False
+    takers[crowd] = False
+    for parent, target in list(zip(head, targets)) + [(p, cap) for p in crowd]:
+        surplus = int(counts[parent] - target)
+        if surplus <= 0:
+            continue
+        if not movable[parent] or target < floor:
             return False
-        counts[lower] -= 1
-        counts[same[np.argmin(counts[same])]] += 1
-    return False
+        pool = np.flatnonzero(takers & (groups == groups[parent]) & (counts + surplus < cap))
+        if not len(pool):
+            return False
+        taker = pool[np.argmin(counts[pool])]
+        counts[parent] -= surplus
+        counts[taker] += surplus
+    return True
 
 
 def assign(row_codes: np.ndarray, parent_codes: np.ndarray, counts: np.ndarray, rng: np.random.Generator
@@ -88,7 +116,7 @@ def assign(row_codes: np.ndarray, parent_codes: np.ndarray, counts: np.ndarray, 
     """The parent row of every child row: the rows of segment ``s`` go to parents of segment ``s``, parent
     ``p`` getting ``counts[p]`` of them, in an order drawn from ``rng``; unlinked rows keep their code."""
     out = row_codes.copy()
-    for segment in np.unique(row_codes[row_codes >= 0]):
+    for segment in np.flatnonzero(np.bincount(row_codes[row_codes >= 0])):
         rows = np.flatnonzero(row_codes == segment)
         parents = np.flatnonzero(parent_codes == segment)
         chosen = np.repeat(parents, counts[parents])

@@ -20,7 +20,16 @@ import numpy as np
 from evalpack import links
 from evalpack.errors import SpecError
 from evalpack.layout import rotation_name
-from evalpack.spec import Column, Relationship, SegmentShares, Spec, Table, add_months, segment_path
+from evalpack.spec import (
+    Column,
+    Relationship,
+    SegmentShares,
+    Spec,
+    Table,
+    add_months,
+    segment_labels,
+    segment_path,
+)
 from evalpack.units import apportion, round_fraction, to_units
 
 BLOCK_ROWS = 1_000_000
@@ -120,6 +129,7 @@ class SegmentFacts:
     path: tuple[tuple[str, str, str, str], ...]
     by_table: str
     by_column: str
+    grain: str | None  # a date column's period ("quarter": labels 2024-Q1), or None for a categorical column
     labels: tuple[str, ...]
     months: tuple[dt.date, ...]
     totals: tuple[tuple[int, ...], ...]  # [month][label], rows with a known parent only
@@ -184,10 +194,12 @@ class Link:
 
 @dataclass(frozen=True)
 class Labels:
-    """A planned categorical column: the index of each row's choice, in the table's final row order."""
+    """A planned column: the index of each row's choice (or, with ``grain``, of the calendar period its date
+    falls in, see links.periods), in the table's final row order."""
 
     column: str
     codes: np.ndarray = field(compare=False, repr=False)
+    grain: str | None = None
 
 
 @dataclass(frozen=True)
@@ -221,8 +233,8 @@ class TablePlan:
     def link(self, column: str) -> Link | None:
         return next((x for x in self.links if x.column == column), None)
 
-    def label_codes(self, column: str) -> np.ndarray | None:
-        return next((x.codes for x in self.labels if x.column == column), None)
+    def labels_of(self, column: str) -> Labels | None:
+        return next((x for x in self.labels if x.column == column), None)
 
 
 @dataclass(frozen=True)
@@ -637,7 +649,8 @@ class _Planner:
         hops = tuple((rel.child_table, rel.child_column, rel.parent_table, rel.parent_column) for rel in path)
         self.segment_facts.append(SegmentFacts(
             table.name, curve.column, curve.time_column, table.column(curve.time_column).type, d, hops,
-            declared.by_table, declared.by_column, tuple(label for label, _ in declared.shares), tuple(months),
+            declared.by_table, declared.by_column, declared.grain, tuple(label for label, _ in declared.shares),
+            tuple(months),
             tuple(totals), tuple(unlinked)))
         return out
 
@@ -825,10 +838,13 @@ class _Planner:
             if (g.by_table, g.by_column) in labels:
                 continue
             col = self.tables[g.by_table].column(g.by_column)
-            codes = links.planned_labels(self.tables[g.by_table].rows, list(col.weights or [1.0] * len(col.choices)),
+            weights = list(col.weights or [1.0] * len(col.choices)) if not g.grain else [
+                (last - first).days + 1 for _, first, last in links.periods(col.start, col.end, g.grain)]
+            codes = links.planned_labels(self.tables[g.by_table].rows, weights,
                                          rng_for(self.answers_seed, g.by_table, g.by_column, "__labels__"))
             labels[(g.by_table, g.by_column)] = codes
-            out[g.by_table] = replace(out[g.by_table], labels=out[g.by_table].labels + (Labels(g.by_column, codes),))
+            out[g.by_table] = replace(out[g.by_table], labels=out[g.by_table].labels + (
+                Labels(g.by_column, codes, g.grain),))
         middle = [(path[1].child_table, path[1].child_column) for _, path in self.segment_of.values() if len(path) == 2]
         index_of: dict[tuple[str, str], np.ndarray] = {}
         facts = []
@@ -839,7 +855,7 @@ class _Planner:
             segmented = bool(path) and path[0].child_column == column
             codes = self.row_codes(out[table], column, declared if segmented else None, rng)
             if segmented:
-                choices = self.tables[declared.by_table].column(declared.by_column).choices
+                choices = segment_labels(self.tables[declared.by_table].column(declared.by_column), declared.grain)
                 remap = np.full(len(choices), -1, dtype=np.int64)
                 remap[[choices.index(label) for label, _ in declared.shares]] = np.arange(len(declared.shares))
                 owner = remap[labels[(declared.by_table, declared.by_column)]]
@@ -887,8 +903,9 @@ class _Planner:
         movable = np.zeros(len(parent_codes), dtype=bool)
         floor = 0
         parent = self.spec.semantics.table(rel.parent_table)
-        for segment in np.unique(codes[codes >= 0]):
-            rows = int((codes == segment).sum())
+        sizes = np.bincount(codes[codes >= 0])
+        for segment in np.flatnonzero(sizes):
+            rows = int(sizes[segment])
             parents = np.flatnonzero(parent_codes == segment)
             label = f" labelled {declared.shares[segment][0]}" if declared is not None and segment < len(
                 declared.shares) else ""
@@ -905,7 +922,8 @@ class _Planner:
             made = links.bucket_counts(len(parents), rows, [(b.count, b.open, share)
                                                             for b, share in zip(pp.counts, shares)], rng)
             if made is None:
-                raise self.err(f"per_parent[{self.spec.per_parent.index(pp)}].counts", pp.line,
+                where = pp.path if pp.path.endswith("min_children") else f"{pp.path}.counts"
+                raise self.err(where, pp.line,
                                f"{rows} {rel.child_table} rows cannot give {len(parents)} {parent.plural}{label} "
                                "exactly these counts; change the counts (an open bucket such as '3+' takes the "
                                f"rest) or {rel.child_table}'s rows")
@@ -926,8 +944,10 @@ class _Planner:
         for chunk in child.chunks:
             if chunk.kind == "month":
                 part = index[chunk.offset:chunk.offset + chunk.rows]
+                seen = np.zeros(len(counts), dtype=bool)
+                seen[part[part >= 0]] = True
                 months.append(chunk.month)
-                active.append(int(np.unique(part[part >= 0]).size))
+                active.append(int(seen.sum()))
         values, many = np.unique(counts, return_counts=True)
         pcol = self.tables[rel.parent_table].column(rel.parent_column)
         leaders: tuple[tuple[int, int], ...] = ()

@@ -26,6 +26,7 @@ from evalpack.difficulty import LEVELS
 from evalpack.errors import SpecError
 from evalpack.kinds import KINDS
 from evalpack.layout import rotation_name
+from evalpack.links import GRAINS, periods
 from evalpack.semantics import Measure, Semantics, TableWords, plural_of
 
 # matched with fullmatch: `$` alone lets a trailing newline through
@@ -214,6 +215,7 @@ class SegmentShares:
     by_column: str
     shares: tuple[tuple[str, float], ...]
     line: int
+    grain: str | None = None  # with a date column: its calendar period (month | quarter | year) is the label
 
 
 @dataclass(frozen=True)
@@ -234,6 +236,7 @@ class PerParent:
     counts: tuple[ChildCount, ...]
     line: int
     top: int = 5  # the parents with most children a question lists (0: none)
+    path: str = field(default="", compare=False)  # where declared: per_parent[0], relationships[1].min_children
 
 
 @dataclass(frozen=True)
@@ -1003,7 +1006,8 @@ def _implied(r: _Reader, top: dict, tables: list[Table], relationships: tuple[Re
                         f"the {parents} rows of {rel.parent_table}), but {rel.child_table} has {has}; lower "
                         f"min_children (at most {linked // parents} fits), raise the rows of {rel.child_table} or "
                         f"lower those of {rel.parent_table}")
-        added_pp.append(PerParent(rel.child_table, rel.child_column, (ChildCount(n, True, 1.0),), rel.line, top=5))
+        added_pp.append(PerParent(rel.child_table, rel.child_column, (ChildCount(n, True, 1.0),), rel.line, top=5,
+                                  path=f"relationships[{i}].min_children"))
         pp_paths.append(path)
     return relationships + tuple(added_rels), per_parent + tuple(added_pp), rel_paths, pp_paths
 
@@ -1120,15 +1124,21 @@ def _read_group_shares(r: _Reader, raw: Any, path: tuple) -> GroupShares:
 
 
 def _read_segment_shares(r: _Reader, raw: Any, path: tuple) -> SegmentShares:
-    m = r.mapping(raw, path, ("table", "measure", "by", "shares", "description"), what="segment_shares key")
+    m = r.mapping(raw, path, ("table", "measure", "by", "grain", "shares", "description"), what="segment_shares key")
     by_table, by_column = _split_ref(r, r.required(m, "by", path), path + ("by",))
+    grain = m.get("grain")
+    if grain is not None and grain not in GRAINS:
+        raise r.err(path + ("grain",), f"grain is one of {', '.join(GRAINS)}, got {_kind(grain)}")
     return SegmentShares(
         table=r.string(r.required(m, "table", path), path + ("table",)),
         measure=r.string(r.required(m, "measure", path), path + ("measure",)),
         by_table=by_table, by_column=by_column,
         shares=r.shares(r.required(m, "shares", path), path + ("shares",)),
         line=r.line(path),
+        grain=grain,
     )
+
+
 
 
 def _read_per_parent(r: _Reader, raw: Any, path: tuple) -> PerParent:
@@ -1147,7 +1157,7 @@ def _read_per_parent(r: _Reader, raw: Any, path: tuple) -> PerParent:
     if len({c.count for c in counts}) != len(counts) or any(c.open for c in ordered[:-1]):
         raise r.err(path + ("counts",), "give each count once, and at most one open bucket ('3+'), the largest")
     return PerParent(child_table, child_column, tuple(ordered), r.line(path),
-                     top=r.integer(m.get("top", 5), path + ("top",), lo=0, hi=100))
+                     top=r.integer(m.get("top", 5), path + ("top",), lo=0, hi=100), path=_fmt(path))
 
 
 def _read_waterfall(r: _Reader, raw: Any, path: tuple) -> Waterfall:
@@ -1416,7 +1426,7 @@ def _check_references(r: _Reader, spec: Spec, rel_paths: list[tuple], pp_paths: 
     for i, g in enumerate(spec.segment_shares):
         p = ("segment_shares", i)
         need(g.table, g.measure, p + ("measure",))
-        bcol = need(g.by_table, g.by_column, p + ("by",), ("categorical",))
+        bcol = need(g.by_table, g.by_column, p + ("by",), ("date", "datetime") if g.grain else ("categorical",))
         if (g.table, g.measure) not in curves:
             raise r.err(p, f"segment_shares on {g.table}.{g.measure} needs an outcome curve on the same table and "
                         "measure; add one under outcome_curves:")
@@ -1426,10 +1436,12 @@ def _check_references(r: _Reader, spec: Spec, rel_paths: list[tuple], pp_paths: 
             raise r.err(p + ("by",), f"{g.by_table} is not a parent of {g.table}, nor a parent of one of its "
                         f"parents, through one relationship each; segment by a column of a table {g.table} reaches "
                         "through its foreign keys")
-        unknown = [k for k, _ in g.shares if k not in bcol.choices]
+        labels = segment_labels(bcol, g.grain)
+        unknown = [k for k, _ in g.shares if k not in labels]
         if unknown:
-            raise r.err(p + ("shares",), f"{unknown} are not choices of {g.by_table}.{g.by_column} "
-                        f"({', '.join(bcol.choices)})")
+            what = f"{g.grain}s of {g.by_table}.{g.by_column}'s range" if g.grain else \
+                f"choices of {g.by_table}.{g.by_column}"
+            raise r.err(p + ("shares",), f"{unknown} are not {what} ({_clip(', '.join(labels), 200, quote=False)})")
     for i, (p, pp) in enumerate(zip(pp_paths, spec.per_parent)):
         need(pp.child_table, pp.child_column, p + ("child",) if p[0] == "per_parent" else p, ("foreign_key",))
         if any((o.child_table, o.child_column) == (pp.child_table, pp.child_column) for o in spec.per_parent[:i]):
@@ -1492,6 +1504,12 @@ def _check_references(r: _Reader, spec: Spec, rel_paths: list[tuple], pp_paths: 
             if (rel.child_table, rel.child_column) == (led.table, led.group_by[0]) and 1 in (rel.orphans, rel.nulls):
                 raise r.err(rp, f"{led.table}.{led.group_by[0]} groups a balanced ledger: "
                             "orphans and nulls there must be 0 or at least 2 (each group balances)")
+
+
+def segment_labels(col: Column, grain: str | None) -> tuple[str, ...]:
+    """The labels a segment column carries: its choices, or with ``grain`` the calendar periods its range meets
+    (``2024-Q1``, ``2024-03``, ``2024``; evalpack.links.periods)."""
+    return tuple(label for label, _, _ in periods(col.start, col.end, grain)) if grain else col.choices
 
 
 def segment_path(spec: Spec, g: SegmentShares) -> tuple[Relationship, ...] | None:

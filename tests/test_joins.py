@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import subprocess
 import sys
@@ -72,18 +73,25 @@ def test_every_joined_answer_holds_on_every_rotation(records, connections):
                 (r["id"], rotation)
 
 
+def assert_segment_totals(con: duckdb.DuckDBPyConnection, s, label_sql: str, more_joins: str = "") -> None:
+    """Every label's total in every month, summed by DuckDB over the written rows, is the plan's to the cent."""
+    end = s.months[-1].replace(day=28) + dt.timedelta(days=4)
+    got = dict(con.execute(
+        f"SELECT {label_sql} || ':' || strftime(o.ordered_at, '%Y-%m'), SUM(o.amount) FROM orders o "
+        f"JOIN customers c ON o.customer_id = c.customer_id {more_joins} "
+        f"WHERE o.ordered_at >= DATE '{s.months[0]}' AND o.ordered_at < DATE '{end.replace(day=1)}' "
+        "GROUP BY 1").fetchall())
+    for i, month in enumerate(s.months):
+        for j, label in enumerate(s.labels):
+            assert int(round(got[f"{label}:{month:%Y-%m}"] * 100)) == s.totals[i][j], (label, month)
+
+
 def test_planned_facts_match_the_written_data(connections):
     spec = load_spec(SPEC)
     for seed, con in zip(spec.seeds(), connections.values()):
         key = plan_rotation(spec, seed).answer_key
         s = key.segments[0]
-        got = dict(con.execute(
-            "SELECT g.zone || ':' || strftime(o.ordered_at, '%Y-%m'), SUM(o.amount) FROM orders o "
-            "JOIN customers c ON o.customer_id = c.customer_id JOIN regions g ON c.region_id = g.region_id "
-            "WHERE o.ordered_at >= DATE '2025-01-01' AND o.ordered_at < DATE '2026-01-01' GROUP BY 1").fetchall())
-        for i, month in enumerate(s.months):
-            for j, label in enumerate(s.labels):
-                assert int(round(got[f"{label}:{month:%Y-%m}"] * 100)) == s.totals[i][j]
+        assert_segment_totals(con, s, "g.zone", "JOIN regions g ON c.region_id = g.region_id")
         f = next(p for p in key.parents if p.child_table == "orders")
         histogram = Counter(n for (n,) in con.execute(
             "SELECT COUNT(o.order_id) FROM customers c LEFT JOIN orders o ON o.customer_id = c.customer_id "
@@ -141,3 +149,57 @@ def test_answers_that_cannot_move_are_named_in_a_warning(pack, records):
     fixed = [r for r in records if len({json.dumps(v) for v in r["expected_answer"].values()}) == 1]
     named = [w for w in warnings if "the same answer on every rotation" in w]
     assert sorted(w.split(" ")[0] for w in named) == sorted(r["id"] for r in fixed)
+
+
+def test_a_parent_date_column_splits_by_its_quarter(tmp_path):
+    """segment_shares by customers.signed_up_at with grain: quarter: each order's customer signed up in the quarter
+    the plan gave it, and every quarter's revenue per month is the plan's, on every rotation."""
+    cohorts = SPEC.parent / "cohorts.yaml"
+    out = tmp_path / "pack"
+    proc = subprocess.run([sys.executable, "-m", "evalpack.cli", "build", str(cohorts), "-o", str(out), "--force"],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    records = [json.loads(line) for line in (out / "questions.jsonl").read_text().splitlines()]
+    assert {"segment_month", "segment_ranking"} <= {r["kind"] for r in records}
+    assert not json.loads((out / "manifest.json").read_text())["dropped"]
+    spec = load_spec(cohorts)
+    for seed in spec.seeds():
+        s = plan_rotation(spec, seed).answer_key.segments[0]
+        assert s.grain == "quarter" and s.labels == ("2024-Q1", "2024-Q2", "2024-Q3", "2024-Q4")
+        folder = out / "rotations" / f"seed_{seed}" / "tables"
+        con = duckdb.connect()
+        for t in ("customers", "orders"):
+            con.execute(f"CREATE VIEW {t} AS SELECT * FROM read_parquet('{folder / (t + '.parquet')}')")
+        assert con.execute("SELECT MIN(signed_up_at) >= TIMESTAMP '2024-01-01' AND MAX(signed_up_at) < "
+                           "TIMESTAMP '2025-01-01' FROM customers").fetchone()[0]
+        assert_segment_totals(con, s, "CONCAT(YEAR(c.signed_up_at), '-Q', QUARTER(c.signed_up_at))")
+
+
+@pytest.mark.parametrize(("old", "new", "where", "says"), [
+    ("grain: quarter,", "grain: week,", "segment_shares[0].grain", "grain is one of month, quarter, year"),
+    ("by: customers.signed_up_at, grain: quarter,", "by: customers.signed_up_at,", "segment_shares[0].by",
+     "needs categorical"),
+    ("2024-Q4: 0.1", "2025-Q1: 0.1", "segment_shares[0].shares", "['2025-Q1'] are not quarters of"),
+    ("by: customers.signed_up_at", "by: orders.order_id", "segment_shares[0].by", "needs date or datetime"),
+    ("by: customers.signed_up_at", "by: nowhere.signed_up_at", "segment_shares[0].by", "unknown table 'nowhere'"),
+])
+def test_a_segment_declaration_that_cannot_hold_is_refused_by_key(old, new, where, says):
+    from evalpack.errors import SpecError
+    from evalpack.spec import parse_spec
+
+    text = (SPEC.parent / "cohorts.yaml").read_text()
+    assert old in text
+    with pytest.raises(SpecError) as caught:
+        parse_spec(text.replace(old, new), file="cohorts.yaml")
+    assert where in str(caught.value) and says in str(caught.value), str(caught.value)
+
+
+def test_per_parent_counts_the_rows_cannot_fill_are_refused_with_the_declared_key():
+    from evalpack.errors import SpecError
+    from evalpack.spec import parse_spec
+
+    text = SPEC.read_text().replace('counts: {0: 0.1, 1: 0.2, 2: 0.2, "3+": 0.5}', "counts: {0: 0.5, 1: 0.5}")
+    spec = parse_spec(text, file="shop.yaml")
+    with pytest.raises(SpecError) as caught:
+        plan_rotation(spec, spec.seed)
+    assert "per_parent[0].counts" in str(caught.value) and "open bucket" in str(caught.value), str(caught.value)

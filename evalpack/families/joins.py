@@ -11,6 +11,7 @@ whose parent is missing or NULL; the plan records their totals apart.
 
 from __future__ import annotations
 
+import datetime as dt
 from fractions import Fraction
 
 from evalpack import phrasing
@@ -19,18 +20,39 @@ from evalpack.families.periods import period_label
 from evalpack.families.trends import quarters, window_on
 from evalpack.phrasing import Wording, Words, month_words
 from evalpack.plan import AnswerKey, ParentFacts, SegmentFacts
+from evalpack.semantics import plural_of
 from evalpack.spec import Spec, add_months
 from evalpack.units import from_units
 
 ALIASES = ("t", "p", "g")
+LABEL_FORMS = {"quarter": "YYYY-Qn (2024-Q1)", "month": "YYYY-MM", "year": "YYYY"}
+
+
+PERIOD_SQL = {  # a date's calendar period as its label (evalpack.links.periods)
+    "quarter": "CONCAT(YEAR({c}), '-Q', QUARTER({c}))",
+    "month": "STRFTIME({c}, '%Y-%m')",
+    "year": "CAST(YEAR({c}) AS VARCHAR)",
+}
 
 
 def _joins(s: SegmentFacts) -> tuple[str, str]:
-    """(the FROM clause from the table up to the label's table, the label's column qualified by its alias)."""
+    """(the FROM clause from the table up to the label's table, the label as SQL: the label's column qualified
+    by its alias, or the calendar period of that date column)."""
     sql = f"{s.table} AS t"
     for i, (_, column, parent, key) in enumerate(s.path):
         sql += f" JOIN {parent} AS {ALIASES[i + 1]} ON {ALIASES[i]}.{column} = {ALIASES[i + 1]}.{key}"
-    return sql, f"{ALIASES[len(s.path)]}.{s.by_column}"
+    column = f"{ALIASES[len(s.path)]}.{s.by_column}"
+    return sql, PERIOD_SQL[s.grain].format(c=column) if s.grain else column
+
+
+def _label_words(s: SegmentFacts, label: str) -> str:
+    """A label as an analyst says it: a value, or a period ("Q1 2024", "March 2024", "2024")."""
+    if s.grain == "quarter":
+        year, quarter = label.split("-")
+        return f"{quarter} {year}"
+    if s.grain == "month":
+        return month_words(dt.date.fromisoformat(f"{label}-01"))
+    return label
 
 
 def _segment_words(spec: Spec, s: SegmentFacts) -> tuple[dict[str, str], str]:
@@ -40,13 +62,19 @@ def _segment_words(spec: Spec, s: SegmentFacts) -> tuple[dict[str, str], str]:
     attribute = owner.col(s.by_column)
     names = {}
     for label in s.labels:
+        if s.grain:
+            when = _label_words(s, label)
+            names[label] = (f"{parent.many} whose {attribute} falls in {when}" if len(s.path) == 1 else
+                            f"{parent.many} whose {owner.one}'s {attribute} falls in {when}")
+            continue
         value = spec.semantics.value(label)
         names[label] = (f"{parent.many} with {attribute} {value}" if len(s.path) == 1 else
                         f"{parent.many} whose {owner.one} has {attribute} {value}")
     joins = "; ".join(f"{child_table}.{column} links to {parent_table}.{key}"
                       for child_table, column, parent_table, key in s.path)
-    evidence = (f"{joins}; a label is the value of {s.by_table}.{s.by_column} (given as written there); "
-                f"{child.many} without a known {parent.one} belong to no label")
+    label_is = (f"the {s.grain} of {s.by_table}.{s.by_column}, written {LABEL_FORMS[s.grain]}" if s.grain else
+                f"the value of {s.by_table}.{s.by_column} (given as written there)")
+    evidence = f"{joins}; a label is {label_is}; {child.many} without a known {parent.one} belong to no label"
     return names, evidence
 
 
@@ -66,7 +94,7 @@ def segment_drafts(spec: Spec, s: SegmentFacts) -> Drafts:
         return window_on(f"t.{s.time_column}", s.time_type, start, end)
 
     for j, label in enumerate(s.labels):
-        literal = f"{names[label]} means {attr.split('.')[1]} = {quote(label)} in {s.by_table}"
+        literal = f"{names[label]} means the label {quote(label)}"
         for i, month in enumerate(s.months):
             nxt, mon = add_months(month, 1), month_words(month)
             out.append((Draft(
@@ -93,6 +121,8 @@ def segment_drafts(spec: Spec, s: SegmentFacts) -> Drafts:
             "number", d, "segment_total", tag + (label,), tables), money(sum(row[j] for row in s.totals), d)))
     index = {month: i for i, month in enumerate(s.months)}
     group = Words(spec.semantics, s.by_table).col(s.by_column)
+    if s.grain:  # "sign-up date" by quarter reads "sign-up quarter"
+        group = f"{group[:-5]} {s.grain}" if group.endswith(" date") else f"{group} {s.grain}"
     for run in quarters(s.months, 3):
         label, nxt = period_label(run), add_months(run[-1], 1)
         sums = [sum(s.totals[index[x]][j] for x in run) for j in range(len(s.labels))]
@@ -119,7 +149,7 @@ def segment_drafts(spec: Spec, s: SegmentFacts) -> Drafts:
             amount = f"{from_units(bar, d):,}" + (f" {spec.semantics.currency}" if spec.semantics.currency else "")
             out.append((Draft(
                 f"segment_threshold:{s.table}.{s.column}:{s.by_table}.{s.by_column}:{run[0]}",
-                Wording((f"Which {group} values of the {parent.many} brought in at least {amount} of {m} in "
+                Wording((f"Which {plural_of(group)} of the {parent.many} brought in at least {amount} of {m} in "
                          f"{label}? Give each with its {m}.{tail}",
                          f"In {label}, for which {group} did the {parent.many} reach {amount} or more of {m}? "
                          f"List each with its total.{tail}"),
