@@ -36,6 +36,7 @@ BLOCK_ROWS = 1_000_000
 SENTINELS_PER_SIDE = 2
 ZONE_SHARE = 0.05  # rows just outside the declared window, per side, as a share of an average month's rows
 NO_MAX_UNITS = 1 << 40
+REPEAT = 2  # children in one month that make a parent a repeat parent (repeat customers)
 ROTATED_BAND = 0.08  # with rotated answers, a declared value moves up to this share either way
 INTERPOLATED_BAND = 0.01  # with rotated answers, a month between declared points moves up to this share
 PEAK_BAND = 0.07  # where a rotation's chosen peak month goes: near the top of its band
@@ -151,6 +152,7 @@ class ParentFacts:
     time_type: str = "date"
     months: tuple[dt.date, ...] = ()
     active: tuple[int, ...] = ()  # per month: parents with at least one child row in it
+    repeat: tuple[int, ...] = ()  # per month: parents with at least REPEAT child rows in it
     top: tuple[tuple[int, int], ...] = ()  # (parent key, children): most children first, no tie at the cut
 
 
@@ -940,14 +942,14 @@ class _Planner:
                      top: int) -> ParentFacts:
         """What the planned key ``rel`` fixes: the children-per-parent counts, active parents per month, the top."""
         child = plans[rel.child_table]
-        months, active = [], []
+        months, active, repeat = [], [], []
         for chunk in child.chunks:
             if chunk.kind == "month":
                 part = index[chunk.offset:chunk.offset + chunk.rows]
-                seen = np.zeros(len(counts), dtype=bool)
-                seen[part[part >= 0]] = True
+                per_parent = np.bincount(part[part >= 0], minlength=len(counts))
                 months.append(chunk.month)
-                active.append(int(seen.sum()))
+                active.append(int((per_parent > 0).sum()))
+                repeat.append(int((per_parent >= REPEAT).sum()))
         values, many = np.unique(counts, return_counts=True)
         pcol = self.tables[rel.parent_table].column(rel.parent_column)
         leaders: tuple[tuple[int, int], ...] = ()
@@ -959,7 +961,8 @@ class _Planner:
         tcol = self.tables[rel.child_table].column(child.time_column) if child.time_column else None
         return ParentFacts(rel.child_table, rel.child_column, rel.parent_table, rel.parent_column, len(counts),
                            int((index >= 0).sum()), tuple((int(v), int(n)) for v, n in zip(values, many)),
-                           child.time_column, tcol.type if tcol else "date", tuple(months), tuple(active), leaders)
+                           child.time_column, tcol.type if tcol else "date", tuple(months), tuple(active), tuple(repeat),
+                           leaders)
 
 
 def int_keys(col: Column, index: np.ndarray, deleted: tuple[int, ...]) -> np.ndarray:

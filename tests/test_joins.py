@@ -12,6 +12,8 @@ from pathlib import Path
 import duckdb
 import pytest
 
+from evalpack.families import joins as joins_family
+from evalpack.kinds import KINDS
 from evalpack.nearmiss import mutants_of, nullable_columns, unique_columns
 from evalpack.plan import plan_rotation
 from evalpack.questions import Question
@@ -22,13 +24,22 @@ SPEC = Path(__file__).parent / "specs" / "shop_joins.yaml"
 TABLES = ("regions", "customers", "orders")
 
 
-@pytest.fixture(scope="module")
-def pack(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("joins") / "pack"
-    proc = subprocess.run([sys.executable, "-m", "evalpack.cli", "build", str(SPEC), "-o", str(out), "--force"],
+def built(spec: Path, out: Path) -> Path:
+    """``evalpack build spec -o out``, which must succeed."""
+    proc = subprocess.run([sys.executable, "-m", "evalpack.cli", "build", str(spec), "-o", str(out), "--force"],
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return out
+
+
+@pytest.fixture(scope="module")
+def pack(tmp_path_factory) -> Path:
+    return built(SPEC, tmp_path_factory.mktemp("joins") / "pack")
+
+
+@pytest.fixture(scope="module")
+def cohorts_pack(tmp_path_factory) -> Path:
+    return built(SPEC.parent / "cohorts.yaml", tmp_path_factory.mktemp("cohorts") / "pack")
 
 
 @pytest.fixture(scope="module")
@@ -151,14 +162,15 @@ def test_answers_that_cannot_move_are_named_in_a_warning(pack, records):
     assert sorted(w.split(" ")[0] for w in named) == sorted(r["id"] for r in fixed)
 
 
-def test_a_parent_date_column_splits_by_its_quarter(tmp_path):
+def test_every_join_family_ships_from_the_two_join_specs(records, cohorts_pack):
+    more = [json.loads(line) for line in (cohorts_pack / "questions.jsonl").read_text().splitlines()]
+    assert set(joins_family.ASKS) <= {r["kind"] for r in records + more} <= set(KINDS)
+
+
+def test_a_parent_date_column_splits_by_its_quarter(cohorts_pack):
     """segment_shares by customers.signed_up_at with grain: quarter: each order's customer signed up in the quarter
     the plan gave it, and every quarter's revenue per month is the plan's, on every rotation."""
-    cohorts = SPEC.parent / "cohorts.yaml"
-    out = tmp_path / "pack"
-    proc = subprocess.run([sys.executable, "-m", "evalpack.cli", "build", str(cohorts), "-o", str(out), "--force"],
-                          capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    cohorts, out = SPEC.parent / "cohorts.yaml", cohorts_pack
     records = [json.loads(line) for line in (out / "questions.jsonl").read_text().splitlines()]
     assert {"segment_month", "segment_ranking"} <= {r["kind"] for r in records}
     assert not json.loads((out / "manifest.json").read_text())["dropped"]

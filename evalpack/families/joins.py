@@ -19,11 +19,14 @@ from evalpack.families.base import Draft, Drafts, money, parse, quote, ratio_ans
 from evalpack.families.periods import period_label
 from evalpack.families.trends import quarters, window_on
 from evalpack.phrasing import Wording, Words, month_words
-from evalpack.plan import AnswerKey, ParentFacts, SegmentFacts
+from evalpack.plan import REPEAT, AnswerKey, ParentFacts, SegmentFacts
 from evalpack.semantics import plural_of
 from evalpack.spec import Spec, add_months
 from evalpack.units import from_units
 
+ASKS = ("segment_month", "segment_total", "segment_ranking", "segment_threshold", "segment_unlinked",
+        "parents_at_least", "parents_without", "children_per_parent", "active_parents", "repeat_parents",
+        "top_parents")  # the kinds this module's questions have
 ALIASES = ("t", "p", "g")
 LABEL_FORMS = {"quarter": "YYYY-Qn (2024-Q1)", "month": "YYYY-MM", "year": "YYYY"}
 
@@ -231,6 +234,19 @@ def parent_drafts(spec: Spec, f: ParentFacts) -> Drafts:
             parse(f"SELECT COUNT(DISTINCT p.{f.parent_column}) FROM {f.child_table} AS c JOIN {f.parent_table} AS p "
                   f"ON {on} WHERE {window_on(f'c.{f.time_column}', f.time_type, month, nxt)}"),
             "integer", None, "active_parents", tag + (f"{month:%Y-%m}",), tables), active))
+    for month, repeat in zip(f.months, f.repeat):
+        nxt, mon = add_months(month, 1), month_words(month)
+        out.append((Draft(
+            f"repeat_parents:{f.child_table}.{f.child_column}:{month}",
+            Wording((f"How many {parent.many} had at least {REPEAT} {child.many} in {mon}?",
+                     f"How many repeat {parent.many} were there in {mon}, with {REPEAT} or more {child.many}?",
+                     f"Count the {parent.many} with {REPEAT} {child.many} or more in {mon}."),
+                    phrasing.join(link, child.window(f.time_column, month, nxt, mon),
+                                  f"count each {parent.one} once, by its {child.many} of {mon} only")),
+            parse(f"SELECT COUNT(*) FROM (SELECT p.{f.parent_column} FROM {f.parent_table} AS p JOIN {f.child_table} "
+                  f"AS c ON {on} WHERE {window_on(f'c.{f.time_column}', f.time_type, month, nxt)} "
+                  f"GROUP BY p.{f.parent_column} HAVING COUNT(*) >= {REPEAT}) AS repeat_{f.parent_table}"),
+            "integer", None, "repeat_parents", tag + (f"{month:%Y-%m}",), tables), repeat))
     if f.top:
         n = len(f.top)
         out.append((Draft(
