@@ -221,8 +221,9 @@ def parent_drafts(spec: Spec, f: ParentFacts) -> Drafts:
         parse(f"SELECT ROUND(CAST(COUNT(c.{f.child_column}) AS DOUBLE) / COUNT(DISTINCT p.{f.parent_column}), 2) "
               f"FROM {f.parent_table} AS p LEFT JOIN {f.child_table} AS c ON {on}"),
         "number", 2, "children_per_parent", tag, tables), ratio_answer(Fraction(f.linked, f.parents), 2)))
-    for month, active in zip(f.months, f.active):
+    for month, active, repeat in zip(f.months, f.active, f.repeat):
         nxt, mon = add_months(month, 1), month_words(month)
+        window = window_on(f"c.{f.time_column}", f.time_type, month, nxt)
         out.append((Draft(
             f"active_parents:{f.child_table}.{f.child_column}:{month}",
             Wording((f"How many {parent.many} had at least one {child.one} in {mon}?",
@@ -232,10 +233,8 @@ def parent_drafts(spec: Spec, f: ParentFacts) -> Drafts:
                                   f"count each {parent.one} once; {child.many} without a known {parent.one} "
                                   "do not count")),
             parse(f"SELECT COUNT(DISTINCT p.{f.parent_column}) FROM {f.child_table} AS c JOIN {f.parent_table} AS p "
-                  f"ON {on} WHERE {window_on(f'c.{f.time_column}', f.time_type, month, nxt)}"),
+                  f"ON {on} WHERE {window}"),
             "integer", None, "active_parents", tag + (f"{month:%Y-%m}",), tables), active))
-    for month, repeat in zip(f.months, f.repeat):
-        nxt, mon = add_months(month, 1), month_words(month)
         out.append((Draft(
             f"repeat_parents:{f.child_table}.{f.child_column}:{month}",
             Wording((f"How many {parent.many} had at least {REPEAT} {child.many} in {mon}?",
@@ -244,7 +243,7 @@ def parent_drafts(spec: Spec, f: ParentFacts) -> Drafts:
                     phrasing.join(link, child.window(f.time_column, month, nxt, mon),
                                   f"count each {parent.one} once, by its {child.many} of {mon} only")),
             parse(f"SELECT COUNT(*) FROM (SELECT p.{f.parent_column} FROM {f.parent_table} AS p JOIN {f.child_table} "
-                  f"AS c ON {on} WHERE {window_on(f'c.{f.time_column}', f.time_type, month, nxt)} "
+                  f"AS c ON {on} WHERE {window} "
                   f"GROUP BY p.{f.parent_column} HAVING COUNT(*) >= {REPEAT}) AS repeat_{f.parent_table}"),
             "integer", None, "repeat_parents", tag + (f"{month:%Y-%m}",), tables), repeat))
     if f.top:
