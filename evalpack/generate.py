@@ -81,9 +81,15 @@ def _decimal(units: np.ndarray, decimals: int, valid: np.ndarray | None = None) 
 
 def _plant_duplicate(part: np.ndarray, sign: int, lo: int, hi: int) -> np.ndarray:
     """Make two amounts of a cell equal (its sum unchanged), so SUM(DISTINCT ...) differs from SUM."""
-    if len(part) < 4:
+    if len(part) < 3:
         return part
     mags = np.abs(part)
+    if len(part) == 3:  # a small cell (a month's orphans): its first amount takes up the difference
+        moved = mags[0] + mags[2] - mags[1]
+        if lo <= moved <= hi:
+            mags = mags.copy()
+            mags[0], mags[2] = moved, mags[1]
+        return sign * mags
     moved = mags[3] + mags[2] - mags[1]
     if lo <= moved <= hi:
         mags = mags.copy()

@@ -813,7 +813,7 @@ class _Planner:
                 continue
             rows = self.tables[k.parent_table].rows
             count = min(k.orphans, 5)
-            rng = rng_for(self.seed, k.parent_table, k.parent_column, "__deleted__")
+            rng = rng_for(self.answers_seed, k.parent_table, k.parent_column, "__deleted__")  # keys are answers
             lo = int(col.min) if col.min is not None else 1
             span = rows + count
             if col.max is not None and lo + span - 1 > col.max:

@@ -123,6 +123,11 @@ def segment_drafts(spec: Spec, s: SegmentFacts) -> Drafts:
                   f"AND {window(first, end)}"),
             "number", d, "segment_total", tag + (label,), tables), money(sum(row[j] for row in s.totals), d)))
     index = {month: i for i, month in enumerate(s.months)}
+    # the rows without a known parent open and close every month (each kind two or more a month, as declared),
+    # or a window a day off would leave their total unchanged
+    rel = next(r for r in spec.relationships if (r.child_table, r.child_column) == s.path[0][:2])
+    unlinked_edges = rel.orphans + rel.nulls > 0 and all(n == 0 or n >= 2 * len(s.months) for n in (rel.orphans,
+                                                                                                  rel.nulls))
     group = Words(spec.semantics, s.by_table).col(s.by_column)
     if s.grain:  # "sign-up date" by quarter reads "sign-up quarter"
         group = f"{group[:-5]} {s.grain}" if group.endswith(" date") else f"{group} {s.grain}"
@@ -163,6 +168,8 @@ def segment_drafts(spec: Spec, s: SegmentFacts) -> Drafts:
                 "rows", d, "segment_threshold", tag + (f"{run[0]:%Y-%m}",), tables),
                 [[s.labels[j], money(sums[j], d)] for j in kept]))
         _, column, parent_table, key = s.path[0]
+        if not unlinked_edges:
+            continue
         out.append((Draft(
             f"segment_unlinked:{s.table}.{s.column}:{column}:{run[0]}",
             Wording((f"How much {m} in {label} came from {w.many} without a known {parent.one}?{tail}",
