@@ -148,8 +148,8 @@ def golden(con: duckdb.DuckDBPyConnection, r: dict, run: Run, links: tuple[LinkC
     """The golden checks (:func:`evalpack.golden.check`) of record ``r``'s gold query, whose result on
     ``con`` is ``run``, each derived query run by ``runner`` like the query itself."""
     sql = r["gold_sql"]
-    return golden_rules.check(con, sql, run, links, about_orphans=r.get("kind") == "fk_orphans"
-                              or bool(r.get("about_orphans")), expected_empty=bool(r.get("expected_empty")),
+    about = golden_rules.counts_orphans(r.get("kind"), r.get("about_orphans"), r.get("orphan_rows"))
+    return golden_rules.check(con, sql, run, links, about_orphans=about, expected_empty=bool(r.get("expected_empty")),
                               round_decimals=r.get("round_decimals"),
                               ordered=golden_rules.in_order(con, r.get("answer_type"), sql), runner=runner)
 

@@ -316,6 +316,13 @@ def _same(a: Run, b: Run, round_decimals: int | None, ordered: bool) -> bool:
     return a.rows is not None and b.rows is not None and same_rows(a.rows, b.rows, round_decimals, ordered)
 
 
+def counts_orphans(kind: str | None, about_orphans: bool = False, orphan_rows: str | None = "") -> bool:
+    """Whether a question's answer counts the rows whose parent is missing, by design: it asks about them (kind
+    ``fk_orphans``, or flagged ``about_orphans`` on import) or its record says ``orphan_rows: included`` (the
+    plan put orphans among the rows it reads). The orphan check does not apply to such a question."""
+    return kind == "fk_orphans" or bool(about_orphans) or orphan_rows == "included"
+
+
 def orphans_apply(sql: str, links: Iterable[Link | LinkCount], about_orphans: bool) -> bool:
     """Whether the orphan check applies: the question is not about orphans and ``sql`` reads the
     child table of a live link (a query that reads none cannot change when orphans are excluded)."""

@@ -569,13 +569,18 @@ class _Planner:
         if table.name in self.segment_of:
             declared, path = self.segment_of[table.name]
             fk = path[0].child_column
-            zero = np.zeros(len(months), dtype=np.int64)
+            # by the months' totals, not their rows (which the seed jitters): with shared answers every label's
+            # total is then the same whatever the seed
+            monthly = [int(t) for t in curves[-1].totals]
+            for split, count in ((inside_split, inside.get(fk, 0)), (null_split, fk_nulls.get(fk, 0))):
+                split[fk] = apportion(count, monthly)
+            average = Fraction(sum(monthly), sum(int(r) for r in rows))
             # a chain's parents without a known grandparent still have rows, which no label's join reaches
             hop = next((k for k in keys if len(path) == 2 and (k.child_table, k.child_column) == (
                 path[1].child_table, path[1].child_column)), None)
             unlabelled = Fraction(hop.orphans + hop.nulls, self.tables[hop.child_table].rows) if hop else Fraction(0)
-            month_cells = self.segment_cells(table, declared, path, months, month_cells,
-                                             inside_split.get(fk, zero), null_split.get(fk, zero), unlabelled)
+            month_cells = self.segment_cells(table, declared, path, months, month_cells, inside_split[fk],
+                                             null_split[fk], average, unlabelled)
         chunks, offset = [], 0
         if before_rows:
             chunks.append(Chunk("before", add_months(months[0], -1), before_rows, offset,
@@ -595,9 +600,9 @@ class _Planner:
 
     def segment_cells(self, table: Table, declared: SegmentShares, path: tuple[Relationship, ...],
                       months: list[dt.date], month_cells: list[list[Cell]], orphans: np.ndarray, nulls: np.ndarray,
-                      unlabelled: Fraction = Fraction(0)) -> list[list[Cell]]:
+                      average: Fraction, unlabelled: Fraction = Fraction(0)) -> list[list[Cell]]:
         """Each month's cells split by the parents' label (``segment_shares``): the rows without a known parent
-        first take their share of a cell's total, then the rest of the month's total splits over the labels by
+        first take ``average`` each (the curve's average row) from one cell's total, then the rest of the month's total splits over the labels by
         the declared shares, exactly, each cell keeping its own total."""
         curve = next(c for c in self.spec.outcome_curves if c.table == table.name)
         mcol = table.column(curve.column)
@@ -621,7 +626,7 @@ class _Planner:
                 parts = []
                 for code, count in ((links.ORPHAN, o), (links.NO_PARENT, n)):
                     if count:
-                        part = round_fraction(Fraction(c.total * count, filled))
+                        part = round_fraction(average * count)
                         parts.append(Cell(c.label, count, part, 0, code))
                 outside += sum(x.total for x in parts)
                 rest.append(parts)

@@ -92,8 +92,8 @@ def check_question(con: duckdb.DuckDBPyConnection, q: Question, rotation: str, e
     ordered = golden.in_order(con, q.answer_type, q.gold_sql)
     matches = answer_matches({"answer_type": q.answer_type, "round_decimals": q.round_decimals}, expected, rows,
                              ordered=ordered)
-    counts_orphans = about_orphans or q.kind == "fk_orphans" or q.orphan_rows == "included"
-    g = golden.check(con, q.gold_sql, run, links, key_tables, about_orphans=counts_orphans,
+    about = golden.counts_orphans(q.kind, about_orphans, q.orphan_rows)
+    g = golden.check(con, q.gold_sql, run, links, key_tables, about_orphans=about,
                      expected_empty=expected_empty, round_decimals=q.round_decimals, ordered=ordered, explain=False)
     checks = (("matches", matches), *g.checks().items())
     return Observation(rotation, observed(rows, ordered or q.answer_type != ROWS_TYPE), checks, rows=tuple(rows))

@@ -173,7 +173,7 @@ def test_built_pack_is_clean_and_declared_relationships_are_used(retail_pack, tm
     findings = audit_pack(pack)
     assert {(f.question, f.kind) for f in findings} == {("q999", "orphans")}
     assert len(findings) == len(json.loads((pack / "manifest.json").read_text())["rotations"])
-    for f in findings:  # the spec declares orders.customer_id -> customers.customer_id with 7 orphans
+    for f in findings:  # the spec declares orders.customer_id -> customers.customer_id with 30 orphans
         assert f.evidence["links"] == [{"child": "orders.customer_id", "parent": "customers.customer_id",
-                                        "source": "declared", "orphan_rows": 7}]
-        assert f.evidence["as_written"] - f.evidence["without_orphans"] == 7
+                                        "source": "declared", "orphan_rows": 30}]
+        assert f.evidence["as_written"] - f.evidence["without_orphans"] == 30

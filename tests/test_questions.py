@@ -18,7 +18,6 @@ from conftest import build_variant, full_questions
 
 from evalpack.build import Derived, check_rotation, links_of
 from evalpack.difficulty import label
-from evalpack.families import joins
 from evalpack.kinds import KINDS
 from evalpack.layout import PackLayout
 from evalpack.nearmiss import MutantSet
@@ -39,8 +38,7 @@ from evalpack.verify import (
 
 SCHEMAS = Path(__file__).resolve().parents[1] / "schemas"
 
-# the two example specs together ship every family but the join families (tests/test_joins.py ships those)
-ALL_FAMILIES = set(KINDS) - set(joins.ASKS)
+ALL_FAMILIES = set(KINDS)  # the two example specs together ship every family
 
 
 def _records(pack: Path) -> list[dict]:
@@ -93,7 +91,7 @@ def test_question_records_follow_the_pack_format(retail_pack):
                              r"December) 2025", r["question"])
             assert re.search(r"from 2025-\d\d-01 up to but not including 20\d\d-\d\d-01", r["evidence"])
         if r["answer_type"] == "number" and r["kind"] not in ("rate", "percent_change", "rate_change", "share_of_span",
-                                                              "share_of_quarter"):
+                                                              "share_of_quarter", "children_per_parent"):
             assert "in EUR, to the cent" in r["question"] and "round to 2 decimal places" in r["evidence"]
     splits = [r["split"] for r in _records(retail_pack)]
     assert splits.count("holdout") == round(0.2 * len(splits))
@@ -168,7 +166,8 @@ def test_corrupting_one_cent_drops_exactly_the_questions_that_read_that_row(reta
     assert analyst <= {"month_over_month", "percent_change", "running_total", "quarter_total", "half_year_total",
                        "average_per_row", "monthly_series", "group_gap", "group_ranking", "share_of_span",
                        "share_of_quarter", "versus_average", "month_ranking", "group_threshold", "group_running",
-                       "group_change"}
+                       "group_change", "segment_month", "segment_total", "segment_ranking", "segment_threshold",
+                       "segment_unlinked"}
     assert "running_total" in analyst and "quarter_total" in analyst
     dropped = {qid: v for qid, v in dropped.items() if v.question.kind in one_total}
     # which of them the difficulty mix kept: each family that reads the row drops

@@ -160,7 +160,9 @@ def segment_drafts(spec: Spec, s: SegmentFacts) -> Drafts:
                 Wording((f"Which {plural_of(group)} of the {parent.many} brought in at least {amount} of {m} in "
                          f"{label}? Give each with its {m}.{tail}",
                          f"In {label}, for which {group} did the {parent.many} reach {amount} or more of {m}? "
-                         f"List each with its total.{tail}"),
+                         f"List each with its total.{tail}",
+                         f"List every {group} of the {parent.many} whose {m} in {label} was {amount} or more, "
+                         f"with its total.{tail}"),
                         phrasing.join(defined, joined, period, f"one answer line per {group}: its value, then "
                                       "its total, in any order", w.rounding_evidence(d))),
                 parse(f"SELECT {attr}, ROUND(SUM(t.{s.column}), {d}) AS total FROM {frm} "
@@ -173,7 +175,8 @@ def segment_drafts(spec: Spec, s: SegmentFacts) -> Drafts:
         out.append((Draft(
             f"segment_unlinked:{s.table}.{s.column}:{column}:{run[0]}",
             Wording((f"How much {m} in {label} came from {w.many} without a known {parent.one}?{tail}",
-                     f"What {m} did {w.many} that match no {parent.one} bring in during {label}?{tail}"),
+                     f"What {m} did {w.many} that match no {parent.one} bring in during {label}?{tail}",
+                     f"In {label}, what was the {m} of {w.many} whose {parent.one} is unknown?{tail}"),
                     phrasing.join(defined, f"{phrasing.article(w.one)} without a known {parent.one} has a "
                                   f"{s.table}.{column} that is empty or matches no {parent_table}.{key}", period,
                                   w.rounding_evidence(d))),
@@ -222,13 +225,16 @@ def parent_drafts(spec: Spec, f: ParentFacts) -> Drafts:
         f"children_per_parent:{f.child_table}.{f.child_column}",
         Wording((f"On average, how many {child.many} does a {parent.one} have? Answer to 2 decimal places.",
                  f"What is the average number of {child.many} per {parent.one}, counting {parent.many} with none? "
-                 "Answer to 2 decimal places."),
+                 "Answer to 2 decimal places.",
+                 f"How many {child.many} per {parent.one} are there on average? Answer to 2 decimal places."),
                 phrasing.join(link, f"average over every {parent.one}, those without {child.many} included; "
                               f"{child.many} without a known {parent.one} do not count", "round to 2 decimal places")),
         parse(f"SELECT ROUND(CAST(COUNT(c.{f.child_column}) AS DOUBLE) / COUNT(DISTINCT p.{f.parent_column}), 2) "
               f"FROM {f.parent_table} AS p LEFT JOIN {f.child_table} AS c ON {on}"),
         "number", 2, "children_per_parent", tag, tables), ratio_answer(Fraction(f.linked, f.parents), 2)))
-    for month, active, repeat in zip(f.months, f.active, f.repeat):
+    # per month only on a date column: on a datetime one a window a moment off moves the few rows at midnight,
+    # whose parents mostly have other rows that month, so the distinct count would not show it
+    for month, active, repeat in zip(f.months, f.active, f.repeat) if f.time_type == "date" else ():
         nxt, mon = add_months(month, 1), month_words(month)
         window = window_on(f"c.{f.time_column}", f.time_type, month, nxt)
         out.append((Draft(
