@@ -125,27 +125,34 @@ def assign(row_codes: np.ndarray, parent_codes: np.ndarray, counts: np.ndarray, 
 
 
 def controlled_round(rows: list[int], columns: list[int]) -> np.ndarray:
-    """Whole numbers with row sums ``rows`` and column sums ``columns`` (equal grand totals), each within one
-    unit of its proportional share ``rows[i] * columns[j] / total``."""
+    """Whole numbers with row sums ``rows`` and column sums ``columns`` (equal grand totals), each its
+    proportional share ``rows[i] * columns[j] / total`` rounded down or up."""
     total = sum(columns)
-    r, c = np.array(rows, dtype=object), np.array(columns, dtype=object)
     if not total:
         return np.zeros((len(rows), len(columns)), dtype=np.int64)
     exact = [[(ri * cj, total) for cj in columns] for ri in rows]
-    out = np.array([[a // b for a, b in row] for row in exact], dtype=np.int64)
-    left_r = [int(x) for x in r - out.sum(axis=1)]
-    left_c = [int(x) for x in c - out.sum(axis=0)]
+    floor = np.array([[a // b for a, b in row] for row in exact], dtype=np.int64)
+    out = floor.copy()
+    left_r = [int(r) - int(x) for r, x in zip(rows, out.sum(axis=1))]
+    left_c = [int(c) - int(x) for c, x in zip(columns, out.sum(axis=0))]
     remainders = sorted(((a % b, i, j) for i, row in enumerate(exact) for j, (a, b) in enumerate(row)), reverse=True)
     for _, i, j in remainders:
         if left_r[i] > 0 and left_c[j] > 0:
             out[i, j] += 1
             left_r[i] -= 1
             left_c[j] -= 1
-    for i in range(len(rows)):
-        for j in range(len(columns)):
-            move = min(left_r[i], left_c[j])
-            if move > 0:
-                out[i, j] += move
-                left_r[i] -= move
-                left_c[j] -= move
+    while any(left_r):  # what the greedy pass left: a row and a column that still need a unit each, joined
+        i = next(k for k, v in enumerate(left_r) if v)  # through a rounded-up cell (k, l) moved over to (k, j)
+        j = next(k for k, v in enumerate(left_c) if v)
+        step = next(((k, m) for k in range(len(rows)) for m in range(len(columns))
+                     if out[i, m] == floor[i, m] and out[k, m] > floor[k, m] and out[k, j] == floor[k, j]), None)
+        if step is None:
+            out[i, j] += 1
+        else:
+            k, m = step
+            out[i, m] += 1
+            out[k, m] -= 1
+            out[k, j] += 1
+        left_r[i] -= 1
+        left_c[j] -= 1
     return out

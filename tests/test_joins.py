@@ -10,8 +10,12 @@ from collections import Counter
 from pathlib import Path
 
 import duckdb
+import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from evalpack import links
 from evalpack.families import joins as joins_family
 from evalpack.kinds import KINDS
 from evalpack.nearmiss import mutants_of, nullable_columns, unique_columns
@@ -19,6 +23,7 @@ from evalpack.plan import plan_rotation
 from evalpack.questions import Question
 from evalpack.scoring import answer_matches
 from evalpack.spec import load_spec
+from evalpack.units import apportion
 
 SPEC = Path(__file__).parent / "specs" / "shop_joins.yaml"
 TABLES = ("regions", "customers", "orders")
@@ -215,3 +220,29 @@ def test_per_parent_counts_the_rows_cannot_fill_are_refused_with_the_declared_ke
     with pytest.raises(SpecError) as caught:
         plan_rotation(spec, spec.seed)
     assert "per_parent[0].counts" in str(caught.value) and "open bucket" in str(caught.value), str(caught.value)
+
+
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(st.lists(st.integers(0, 10_000), min_size=1, max_size=6), st.lists(st.integers(1, 100), min_size=1, max_size=5))
+def test_controlled_rounding_keeps_both_margins(rows, weights):
+    total = sum(rows)
+    columns = [int(x) for x in apportion(total, weights)] if total else [0] * len(weights)
+    grid = links.controlled_round(rows, columns)
+    assert grid.sum(axis=1).tolist() == rows and grid.sum(axis=0).tolist() == columns and (grid >= 0).all()
+    if total:
+        share = np.array([[r * c / total for c in columns] for r in rows])
+        assert np.abs(grid - share).max() < 1 + 1e-9
+
+
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(st.integers(0, 2**32 - 1), st.integers(1, 8))
+def test_the_top_list_is_separated_without_changing_the_total(seed, top):
+    rng = np.random.default_rng(seed)
+    popularity = rng.lognormal(0, 0.6, size=400)  # some parents are busier than others, as customers are
+    counts = 3 + rng.multinomial(4000, popularity / popularity.sum())
+    groups = rng.integers(0, 3, size=400)
+    before, totals = counts.sum(), np.bincount(groups, weights=counts)
+    assert links.separate_top(counts, groups, top, np.ones(400, dtype=bool), 3)
+    ranked = np.sort(counts)[::-1]
+    assert all(ranked[i] > ranked[i + 1] for i in range(top))  # no tie at or above the cut
+    assert counts.sum() == before and (np.bincount(groups, weights=counts) == totals).all() and counts.min() >= 3
