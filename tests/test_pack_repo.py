@@ -25,7 +25,9 @@ def test_load_dataset_on_the_pack_folder_gives_the_parquet_rows(which, retail_pa
     card = read_card_metadata((pack / "README.md").read_text())
     assert [c["config_name"] for c in card["configs"]] == [c.name for c in configs]
     for config in configs:
-        loaded = datasets.load_dataset(str(pack), config.name)
+        # cache_dir: HF_DATASETS_CACHE is read when `datasets` is first imported, maybe by an earlier test, and
+        # its default cache can hold another build's rows under the same fingerprint (a pack of the same path)
+        loaded = datasets.load_dataset(str(pack), config.name, cache_dir=str(tmp_path / "cache"))
         assert sorted(loaded) == sorted(s.name for s in config.splits)
         for split in config.splits:
             expected = pq.read_table(pack / split.path).to_pylist()
