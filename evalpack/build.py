@@ -25,7 +25,7 @@ import duckdb
 from evalpack import debris
 from evalpack.attest import load_signer, now_utc, write_attestation
 from evalpack.audit import Finding, Run, audit_rotation, counted, in_question_order, seal_findings
-from evalpack.certify import certificate, dumps, manifest
+from evalpack.certify import certificate, dumps, manifest, pack_warnings
 from evalpack.diff import changes_since
 from evalpack.errors import EvalpackError
 from evalpack.holdout import read_previous, seal, write_key
@@ -33,7 +33,7 @@ from evalpack.hubfiles import write_questions_parquet
 from evalpack.layout import PackLayout, rotation_name
 from evalpack.nearmiss import Mutant, MutantSet, prepare_mutants, still_studied, study_outcomes, summarize_study
 from evalpack.plan import RotationPlan, plan_pack
-from evalpack.questions import PreviousSplits, Question, Selection, derive_selected, fixed_answers
+from evalpack.questions import PreviousSplits, Question, Selection, derive_selected
 from evalpack.scoring import HOLDOUT_FILE, holdout_key_beside
 from evalpack.spec import Spec, load_spec
 from evalpack.tables import duckdb_types, write_rotation, write_table
@@ -468,6 +468,5 @@ def build_pack(spec_path: str | Path, out: str | Path, *, seed: int | None = Non
     except BaseException:
         discard(staging)
         raise
-    warnings = tuple(dict.fromkeys([w for p in plans for w in p.warnings]
-                                   + fixed_answers(spec, [v.question for v in verdicts if v.ships])))
+    warnings = tuple(pack_warnings(spec, plans, verdicts))
     return BuildResult(out, spec, verdicts, rows, near_miss, warnings, findings, derived.selection)

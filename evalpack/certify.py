@@ -12,6 +12,7 @@ import pyarrow
 from evalpack import __version__
 from evalpack.difficulty import LEVELS, RULE
 from evalpack.holdout import SALT_RULE
+from evalpack.phrasing import article
 from evalpack.plan import RotationPlan
 from evalpack.questions import SPLIT_RULE, PreviousSplits, fixed_answers
 from evalpack.scoring import COMMITMENT_RULE, COMPARISON_RULE
@@ -89,10 +90,6 @@ TEXT_MEANINGS = {"name": "a person's name", "email": "an email address", "compan
                  "city": "a city name", "word": "a word", "sentence": "free text", "uuid": "a UUID"}
 
 
-def _a(noun: str) -> str:
-    return ("an " if noun[:1].lower() in "aeiou" else "a ") + noun
-
-
 def column_meaning(spec: Spec, table: Table, column: Column) -> str:
     """A column in business words, for the card: what the questions call it, then what it holds. Nothing a
     declaration fixes as an answer (no targets, shares, rates, orphan or null counts)."""
@@ -106,10 +103,10 @@ def column_meaning(spec: Spec, table: Table, column: Column) -> str:
     links = [r for r in spec.relationships if (r.child_table, r.child_column) == (table.name, column.name)]
     if links:
         parent = links[0]
-        what = (f"points at {_a(spec.semantics.table(parent.parent_table).singular)} "
+        what = (f"points at {article(spec.semantics.table(parent.parent_table).singular)} "
                 f"({parent.parent_table}.{parent.parent_column})")
     elif column.type == "int" and column.unique:
-        what = f"identifies {_a(spec.semantics.table(table.name).singular)}"
+        what = f"identifies {article(spec.semantics.table(table.name).singular)}"
     notes = ["unique"] if column.unique else []
     if column.nullable or any(r.nulls for r in links):
         notes.append("may be null")
@@ -154,6 +151,14 @@ def changelog(previous: PreviousSplits | None, shipped: list[Verdict]) -> dict |
     }
 
 
+def pack_warnings(spec: Spec, plans: tuple[RotationPlan, ...], verdicts: tuple[Verdict, ...],
+                  more: list[str] | None = None) -> list[str]:
+    """What a build warns of, once each: the plans' warnings, ``more``, and the shipped questions whose answer is
+    the same on every rotation of a rotated pack. The manifest records them and the CLI prints them."""
+    shipped = [v.question for v in verdicts if v.ships]
+    return list(dict.fromkeys([w for p in plans for w in p.warnings] + list(more or []) + fixed_answers(spec, shipped)))
+
+
 def manifest(spec: Spec, plans: tuple[RotationPlan, ...], verdicts: tuple[Verdict, ...],
              rows: dict[str, dict[str, int]], schemas: dict[str, dict[str, str]],
              near_miss: dict | None = None, warnings: list[str] | None = None, selection: dict | None = None,
@@ -165,8 +170,7 @@ def manifest(spec: Spec, plans: tuple[RotationPlan, ...], verdicts: tuple[Verdic
     private = any(v.question.split == "holdout" for v in shipped)
     ever = sorted({v.question.key for v in shipped if v.question.split == "holdout"}
                   | (previous.ever_holdout if previous else frozenset()))
-    all_warnings = list(dict.fromkeys([w for p in plans for w in p.warnings] + list(warnings or [])
-                                      + fixed_answers(spec, [v.question for v in shipped])))
+    all_warnings = pack_warnings(spec, plans, verdicts, warnings)
     return {
         "pack": spec.name,
         "version": spec.version,

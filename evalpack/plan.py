@@ -602,8 +602,8 @@ class _Planner:
                       months: list[dt.date], month_cells: list[list[Cell]], orphans: np.ndarray, nulls: np.ndarray,
                       average: Fraction, unlabelled: Fraction = Fraction(0)) -> list[list[Cell]]:
         """Each month's cells split by the parents' label (``segment_shares``): the rows without a known parent
-        first take ``average`` each (the curve's average row) from one cell's total, then the rest of the month's total splits over the labels by
-        the declared shares, exactly, each cell keeping its own total."""
+        first take ``average`` each (the curve's average row) from one cell's total, then the rest of the month's
+        total splits over the labels by the declared shares, exactly, each cell keeping its own total."""
         curve = next(c for c in self.spec.outcome_curves if c.table == table.name)
         mcol = table.column(curve.column)
         d, (lo, hi) = mcol.decimals, _bounds(mcol)
@@ -615,9 +615,8 @@ class _Planner:
         for m, cells in enumerate(month_cells):
             sizes = [c.rows - c.null_measures for c in cells]
             # the month's rows without a known parent share one cell, so each kind opens and closes the month
-            largest = [1 if i == sizes.index(max(sizes)) else 0 for i in range(len(sizes))]
-            split = [(int(o), int(n)) for o, n in zip(apportion(int(orphans[m]), largest),
-                                                      apportion(int(nulls[m]), largest))]
+            largest = sizes.index(max(sizes))
+            split = [(int(orphans[m]), int(nulls[m])) if i == largest else (0, 0) for i in range(len(cells))]
             rest, linked, outside = [], [], 0
             for c, (o, n), filled in zip(cells, split, sizes):
                 if o + n >= filled:
@@ -686,8 +685,7 @@ class _Planner:
     def _rows_per_month(self, window_rows: int, totals: list[int], min_rows: int) -> list[int]:
         """Rows per month, roughly proportional to the month's total but not exactly, so that the
         month with the highest total is not also the month with the highest average row."""
-        answers_seed = self.seed if self.spec.answers == "rotated" else self.spec.seed
-        jitter = rng_for(answers_seed, "__rows_per_month__").uniform(0.97, 1.03, size=len(totals))
+        jitter = rng_for(self.answers_seed, "__rows_per_month__").uniform(0.97, 1.03, size=len(totals))
         rows = [int(r) for r in apportion(window_rows, [t * j for t, j in zip(totals, jitter)], minimum=min_rows)]
         if len(rows) > 1 and sum(1 for t in totals if t == max(totals)) == 1:
             peak = totals.index(max(totals))
@@ -719,7 +717,7 @@ class _Planner:
         others = [i for i in range(len(rows)) if i not in (peak, runner)]
         for _ in range(200):
             averages = [Fraction(t, r) for t, r in zip(totals, rows)]
-            if averages.index(max(averages)) not in (peak,):
+            if averages.index(max(averages)) != peak:
                 return
             donor = max(others, key=lambda i: averages[i])
             step = max(1, rows[donor] // 50)
