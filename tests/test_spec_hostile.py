@@ -416,7 +416,7 @@ def malformed_specs(draw) -> str:
             kids = _children(node)
             parent[key] = node[kids[0]] if kids else node
         elif op == "rename" and isinstance(parent, dict):
-            parent[draw(st.sampled_from([k + "x" for k in parent] + [k.upper() for k in parent] + ["", "ü"]))] = \
+            parent[draw(st.sampled_from([f"{k}x" for k in parent] + [str(k).upper() for k in parent] + ["", "ü"]))] = \
                 parent.pop(key)
         elif op == "share":  # the same object twice: safe_dump writes an anchor and an alias
             other = draw(st.sampled_from(_children(doc)))
