@@ -56,4 +56,7 @@ KINDS: dict[str, str] = {
     "active_parents": "distinct parents with a child in a month (COUNT DISTINCT over a join)",
     "repeat_parents": "parents with at least two children in a month (join, HAVING in a subquery)",
     "top_parents": "the parents with most children and their counts (join, ORDER BY ... LIMIT, result set)",
+    "period_parents_at_least": "parents with at least N children in one period (per_parent per:; HAVING in a "
+                               "subquery)",
+    "period_parents_without": "parents without a child in one period (NOT EXISTS with a window)",
 }

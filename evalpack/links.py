@@ -19,6 +19,7 @@ from evalpack.units import apportion
 
 ORPHAN = -1
 NO_PARENT = -2
+NOT_PLACED = -3  # a row another step places (per_parent's periods)
 
 
 GRAINS = ("month", "quarter", "year")
@@ -32,10 +33,15 @@ def periods(start: dt.date, end: dt.date, grain: str) -> list[tuple[str, dt.date
     while dt.date(year, month, 1) <= end:
         nxt_year, nxt_month = (year, month + months) if month + months <= 12 else (year + 1, month + months - 12)
         last = dt.date(nxt_year, nxt_month, 1) - dt.timedelta(days=1)
-        label = {"month": f"{year}-{month:02d}", "quarter": f"{year}-Q{(month - 1) // 3 + 1}", "year": f"{year}"}[grain]
-        out.append((label, max(start, dt.date(year, month, 1)), min(end, last)))
+        out.append((period_of(dt.date(year, month, 1), grain), max(start, dt.date(year, month, 1)), min(end, last)))
         year, month = nxt_year, nxt_month
     return out
+
+
+def period_of(day: dt.date, grain: str) -> str:
+    """The label of the calendar period holding ``day`` (as ``periods`` writes it)."""
+    return {"month": f"{day.year}-{day.month:02d}", "quarter": f"{day.year}-Q{(day.month - 1) // 3 + 1}",
+            "year": f"{day.year}"}[grain]
 
 
 def planned_labels(rows: int, weights: list[float], rng: np.random.Generator) -> np.ndarray:
@@ -109,6 +115,60 @@ def separate_top(counts: np.ndarray, groups: np.ndarray, top: int, movable: np.n
         counts[parent] -= surplus
         counts[taker] += surplus
     return True
+
+
+def favour(counts: np.ndarray, groups: np.ndarray, leaders: np.ndarray) -> None:
+    """Give ``leaders``, in their order, the largest counts of their group, each swapping with the parent that
+    held it (so every group keeps its counts as a multiset)."""
+    taken = np.zeros(len(counts), dtype=bool)
+    for leader in leaders:
+        pool = np.flatnonzero((groups == groups[leader]) & ~taken)
+        best = pool[np.argmax(counts[pool])]
+        counts[leader], counts[best] = counts[best], counts[leader]
+        taken[leader] = True
+
+
+def lift_leaders(index: np.ndarray, groups: np.ndarray, leaders: np.ndarray, periods: list[np.ndarray],
+                 floor: int) -> None:
+    """Move rows in ``index`` (each row's parent) to the ``leaders`` until each leader's total is above every
+    other parent's: a leader takes, within one period's ``rows``, rows of another parent of its group that has
+    more than ``floor`` of them there, while the leader itself has at least ``floor`` there (both stay in the
+    open bucket, so no period's count at or below a declared bar changes)."""
+    parents = len(groups)
+    totals = np.bincount(index[index >= 0], minlength=parents)
+    others = np.ones(parents, dtype=bool)
+    others[leaders] = False
+    bar = int(totals[others].max()) if others.any() else -1
+    per_period = [np.bincount(index[rows][index[rows] >= 0], minlength=parents) for rows in periods]
+    for leader in leaders[np.argsort(totals[leaders], kind="stable")]:
+        for rows, held in zip(periods, per_period):
+            need = bar + 1 - int(totals[leader])
+            if need <= 0:
+                break
+            if held[leader] < floor:
+                continue
+            donors = np.flatnonzero((groups == groups[leader]) & others & (held > floor))
+            for donor in donors[np.argsort(-held[donors], kind="stable")]:
+                give = min(need, int(held[donor]) - floor)
+                moved = rows[index[rows] == donor][:give]
+                index[moved] = leader
+                held[donor] -= give
+                held[leader] += give
+                totals[donor] -= give
+                totals[leader] += give
+                need -= give
+                if need <= 0:
+                    break
+        bar = int(totals[leader])
+
+
+def tops_apart(counts: np.ndarray, top: int) -> bool:
+    """Whether the ``top`` largest counts all differ and the next one is below them (no tie decides a
+    top-``top`` list in order)."""
+    if len(counts) <= top:
+        return False
+    head = np.sort(counts)[::-1][: top + 1]
+    return bool((np.diff(head) < 0).all())
 
 
 def assign(row_codes: np.ndarray, parent_codes: np.ndarray, counts: np.ndarray, rng: np.random.Generator

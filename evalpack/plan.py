@@ -22,6 +22,7 @@ from evalpack.errors import SpecError
 from evalpack.layout import rotation_name
 from evalpack.spec import (
     Column,
+    PerParent,
     Relationship,
     SegmentShares,
     Spec,
@@ -138,6 +139,17 @@ class SegmentFacts:
 
 
 @dataclass(frozen=True)
+class PeriodChildren:
+    """``per_parent`` with ``per``: how many rows one period (a month, quarter or year of the curve) gives each
+    parent."""
+
+    label: str  # 2025-03, 2025-Q1, 2025
+    first: dt.date  # its first month
+    end: dt.date  # the month after its last
+    children: tuple[tuple[int, int], ...]  # (children in the period, parents with exactly that many), ascending
+
+
+@dataclass(frozen=True)
 class ParentFacts:
     """How many rows of a child table each parent has, from the planned foreign key."""
 
@@ -154,6 +166,8 @@ class ParentFacts:
     active: tuple[int, ...] = ()  # per month: parents with at least one child row in it
     repeat: tuple[int, ...] = ()  # per month: parents with at least REPEAT child rows in it
     top: tuple[tuple[int, int], ...] = ()  # (parent key, children): most children first, no tie at the cut
+    per: str | None = None  # the period per_parent's counts hold in, when declared
+    periods: tuple[PeriodChildren, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -871,12 +885,19 @@ class _Planner:
                     parent_codes = np.where(up >= 0, owner[np.maximum(up, 0)], len(declared.shares))
             else:
                 parent_codes = np.zeros(self.tables[rel.parent_table].rows, dtype=np.int64)
-            counts, top = self.child_counts(rel, codes, parent_codes, declared if segmented else None, rng)
-            index = links.assign(codes, parent_codes, counts, rng)
+            pp = self.per_parent.get((table, column))
+            periods: tuple[PeriodChildren, ...] = ()
+            if pp is not None and pp.per:
+                index, counts, top, periods = self.assign_per_period(rel, out[table], codes, parent_codes,
+                                                                     declared if segmented else None, pp, rng)
+            else:
+                counts, top = self.child_counts(rel, codes, parent_codes, declared if segmented else None, rng)
+                index = links.assign(codes, parent_codes, counts, rng)
             index_of[(table, column)] = index
             out[table] = replace(out[table], links=out[table].links + (Link(column, rel.parent_table, index, segmented),))
             if (table, column) not in middle or (table, column) in self.per_parent:
-                facts.append(self.parent_facts(rel, out, index, counts, top))
+                facts.append(replace(self.parent_facts(rel, out, index, counts, top), per=pp.per if pp else None,
+                                     periods=periods))
         return out, facts
 
     def row_codes(self, plan: TablePlan, column: str, declared: SegmentShares | None,
@@ -904,6 +925,18 @@ class _Planner:
         """Children per parent row: by ``per_parent`` where declared (within each segment), else uniform; and
         how many top parents a question may list (0: none without a tie at the cut)."""
         pp = self.per_parent.get((rel.child_table, rel.child_column))
+        counts, movable, floor = self.segment_counts(rel, codes, parent_codes, declared, pp, rng)
+        top = pp.top if pp is not None else 0
+        if top and not links.separate_top(counts, parent_codes, top, movable, floor):
+            self.tie_warning(rel, top)
+            top = 0
+        return counts, top
+
+    def segment_counts(self, rel: Relationship, codes: np.ndarray, parent_codes: np.ndarray,
+                       declared: SegmentShares | None, pp: PerParent | None, rng: np.random.Generator,
+                       when: str = "") -> tuple[np.ndarray, np.ndarray, int]:
+        """Children per parent row for the rows ``codes`` (a segment index each; others are skipped): by ``pp``'s
+        counts within each segment, else uniform; which parents may give rows away; the open bucket's floor."""
         counts = np.zeros(len(parent_codes), dtype=np.int64)
         movable = np.zeros(len(parent_codes), dtype=bool)
         floor = 0
@@ -929,17 +962,65 @@ class _Planner:
             if made is None:
                 where = pp.path if pp.path.endswith("min_children") else f"{pp.path}.counts"
                 raise self.err(where, pp.line,
-                               f"{rows} {rel.child_table} rows cannot give {len(parents)} {parent.plural}{label} "
-                               "exactly these counts; change the counts (an open bucket such as '3+' takes the "
-                               f"rest) or {rel.child_table}'s rows")
+                               f"{rows} {rel.child_table} rows{when} cannot give {len(parents)} {parent.plural}"
+                               f"{label} exactly these counts; change the counts (an open bucket such as '3+' takes "
+                               f"the rest) or {rel.child_table}'s rows")
             counts[parents], movable[parents] = made
             floor = max((b.count for b in pp.counts if b.open), default=0)
-        top = pp.top if pp is not None else 0
-        if top and not links.separate_top(counts, parent_codes, top, movable, floor):
-            self.warnings.append(f"{rel.child_table}.{rel.child_column}: the top {top} {parent.plural} by "
-                                 f"{rel.child_table} rows would tie at the cut, so that question is not asked")
+        return counts, movable, floor
+
+    def tie_warning(self, rel: Relationship, top: int) -> None:
+        parent = self.spec.semantics.table(rel.parent_table)
+        self.warnings.append(f"{rel.child_table}.{rel.child_column}: the top {top} {parent.plural} by "
+                             f"{rel.child_table} rows would tie at the cut, so that question is not asked")
+
+    def assign_per_period(self, rel: Relationship, plan: TablePlan, codes: np.ndarray, parent_codes: np.ndarray,
+                          declared: SegmentShares | None, pp: PerParent, rng: np.random.Generator
+                          ) -> tuple[np.ndarray, np.ndarray, int, tuple[PeriodChildren, ...]]:
+        """The parent of every row when ``pp`` holds within each ``pp.per`` period of the child's curve: each
+        period's rows are shared by the declared counts, the rows outside the window uniformly among the other
+        parents. The top parents are drawn up front: they take each period's largest counts of their segment, then
+        rows of open-bucket parents above the bucket's floor until their totals stand apart (which moves no parent
+        across a declared count); where that cannot be done, a warning and no top question. Returns (the parent
+        index per row, children per parent, the top size, each period's children per parent)."""
+        index = np.where(codes < 0, codes, links.NOT_PLACED)
+        leaders = rng.permutation(len(parent_codes))[: pp.top]
+        groups: dict[str, list[Chunk]] = {}
+        for chunk in plan.chunks:
+            if chunk.kind == "month":
+                groups.setdefault(links.period_of(chunk.month, pp.per), []).append(chunk)
+        spans = []
+        for label, chunks in groups.items():
+            rows = np.concatenate([np.arange(c.offset, c.offset + c.rows) for c in chunks])
+            inside = np.full(len(codes), links.NOT_PLACED)
+            inside[rows] = codes[rows]
+            counts, _, floor = self.segment_counts(rel, inside, parent_codes, declared, pp, rng, f" in {label}")
+            links.favour(counts, parent_codes, leaders)
+            index[rows] = links.assign(inside, parent_codes, counts, rng)[rows]
+            spans.append((label, chunks[0].month, add_months(chunks[-1].month, 1), rows))
+        rest = np.where(index == links.NOT_PLACED, codes, links.NOT_PLACED)
+        others = parent_codes.copy()
+        others[leaders] = -1
+        for segment in np.flatnonzero(np.bincount(rest[rest >= 0])):
+            if not (others == segment).any():
+                others[parent_codes == segment] = segment
+        spread, _, _ = self.segment_counts(rel, rest, others, declared, None, rng)
+        index[rest >= 0] = links.assign(rest, others, spread, rng)[rest >= 0]
+        if any(b.open for b in pp.counts):
+            floor = max(b.count for b in pp.counts if b.open)
+            links.lift_leaders(index, parent_codes, leaders, [rows for *_, rows in spans], floor)
+        counts = np.bincount(index[index >= 0], minlength=len(parent_codes))
+        top = pp.top
+        if top and not links.tops_apart(counts, top):
+            self.tie_warning(rel, top)
             top = 0
-        return counts, top
+        facts = []
+        for label, first, end, rows in spans:
+            placed = index[rows]
+            values, many = np.unique(np.bincount(placed[placed >= 0], minlength=len(parent_codes)),
+                                     return_counts=True)
+            facts.append(PeriodChildren(label, first, end, tuple((int(v), int(n)) for v, n in zip(values, many))))
+        return index, counts, top, tuple(facts)
 
     def parent_facts(self, rel: Relationship, plans: dict[str, TablePlan], index: np.ndarray, counts: np.ndarray,
                      top: int) -> ParentFacts:

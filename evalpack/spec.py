@@ -237,6 +237,7 @@ class PerParent:
     line: int
     top: int = 5  # the parents with most children a question lists (0: none)
     path: str = field(default="", compare=False)  # where declared: per_parent[0], relationships[1].min_children
+    per: str | None = None  # month | quarter | year: the counts hold within each such period of the child's curve
 
 
 @dataclass(frozen=True)
@@ -1142,7 +1143,7 @@ def _read_segment_shares(r: _Reader, raw: Any, path: tuple) -> SegmentShares:
 
 
 def _read_per_parent(r: _Reader, raw: Any, path: tuple) -> PerParent:
-    m = r.mapping(raw, path, ("child", "counts", "top", "description"), what="per_parent key")
+    m = r.mapping(raw, path, ("child", "counts", "top", "per", "description"), what="per_parent key")
     child_table, child_column = _split_ref(r, r.required(m, "child", path), path + ("child",))
     raw_counts = r.shares(r.required(m, "counts", path), path + ("counts",))
     counts = []
@@ -1156,8 +1157,12 @@ def _read_per_parent(r: _Reader, raw: Any, path: tuple) -> PerParent:
     ordered = sorted(counts, key=lambda c: c.count)
     if len({c.count for c in counts}) != len(counts) or any(c.open for c in ordered[:-1]):
         raise r.err(path + ("counts",), "give each count once, and at most one open bucket ('3+'), the largest")
+    per = m.get("per")
+    if per is not None and per not in GRAINS:
+        raise r.err(path + ("per",), f"per is the period the counts hold in: one of {', '.join(GRAINS)}, "
+                    f"got {_kind(per)}")
     return PerParent(child_table, child_column, tuple(ordered), r.line(path),
-                     top=r.integer(m.get("top", 5), path + ("top",), lo=0, hi=100), path=_fmt(path))
+                     top=r.integer(m.get("top", 5), path + ("top",), lo=0, hi=100), path=_fmt(path), per=per)
 
 
 def _read_waterfall(r: _Reader, raw: Any, path: tuple) -> Waterfall:
@@ -1473,6 +1478,10 @@ def _check_references(r: _Reader, spec: Spec, rel_paths: list[tuple], pp_paths: 
         if axis.get(g.table, (None,))[0] == g.column:
             raise r.err(p, f"{g.table}.{g.column} is the time column of a curve; a time_grid there would move "
                         "rows across period boundaries. Put the grid on another datetime column")
+    for p, pp in zip(pp_paths, spec.per_parent):
+        if pp.per and pp.child_table not in axis:
+            raise r.err(p + ("per",), f"per: {pp.per} counts {pp.child_table} rows in each {pp.per} of its curve, "
+                        f"and {pp.child_table} has none; give it an outcome_curves entry or drop per")
     for i, led in enumerate(spec.ledgers):
         p = led.path or ("constraints", i)
         for col in led.group_by:

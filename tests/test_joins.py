@@ -192,6 +192,72 @@ def test_a_parent_date_column_splits_by_its_quarter(cohorts_pack):
         assert_segment_totals(con, s, "CONCAT(YEAR(c.signed_up_at), '-Q', QUARTER(c.signed_up_at))")
 
 
+def test_per_period_counts_hold_in_every_quarter_of_the_written_data(cohorts_pack):
+    """per_parent with per: quarter: in every quarter of the curve, on every rotation, the customers' order counts
+    in the written Parquet are the plan's, and within each sign-up cohort the customers with 0 and with 1 orders
+    in the quarter are the declared shares of that cohort's customers; the top customers stand apart."""
+    spec = load_spec(SPEC.parent / "cohorts.yaml")
+    pp = spec.per_parent[0]
+    assert pp.per == "quarter"
+    for seed in spec.seeds():
+        f = plan_rotation(spec, seed).answer_key.parents[0]
+        assert [p.label for p in f.periods] == ["2025-Q1", "2025-Q2"] and len(f.top) == 5
+        con = duckdb.connect()
+        folder = cohorts_pack / "rotations" / f"seed_{seed}" / "tables"
+        for t in ("customers", "orders"):
+            con.execute(f"CREATE VIEW {t} AS SELECT * FROM read_parquet('{folder / (t + '.parquet')}')")
+        for period in f.periods:
+            window = f"o.ordered_at >= DATE '{period.first}' AND o.ordered_at < DATE '{period.end}'"
+            rows = con.execute(
+                "SELECT CONCAT(YEAR(c.signed_up_at), '-Q', QUARTER(c.signed_up_at)), COUNT(o.order_id) FROM customers c "
+                f"LEFT JOIN orders o ON o.customer_id = c.customer_id AND {window} GROUP BY c.customer_id, 1").fetchall()
+            assert dict(Counter(n for _, n in rows)) == dict(period.children), period.label
+            for cohort in ("2024-Q1", "2024-Q2", "2024-Q3", "2024-Q4"):
+                held = Counter(n for label, n in rows if label == cohort)
+                size = sum(held.values())
+                shares = apportion(size, [b.share for b in pp.counts])
+                assert (held[0], held[1]) == (shares[0], shares[1]), (period.label, cohort)
+                assert sum(v for n, v in held.items() if n >= 2) == shares[2]
+        totals = sorted((n for (n,) in con.execute(
+            "SELECT COUNT(*) FROM orders o JOIN customers c ON o.customer_id = c.customer_id GROUP BY c.customer_id"
+        ).fetchall()), reverse=True)
+        assert [n for _, n in f.top] == totals[:5] and totals[4] > totals[5]
+    records = [json.loads(line) for line in (cohorts_pack / "questions.jsonl").read_text().splitlines()]
+    study = json.loads((cohorts_pack / "manifest.json").read_text())["near_miss_study"]["families"]
+    for kind in ("period_parents_at_least", "period_parents_without"):
+        assert any(r["kind"] == kind for r in records), kind
+        assert study[kind]["mutants"] >= 10 and study[kind]["match_all"] == 0, study[kind]
+
+
+@pytest.mark.parametrize(("old", "new", "where", "says"), [
+    ('per: quarter', 'per: week', "per_parent[0].per", "one of month, quarter, year"),
+    ('"2+": 0.4}, per: quarter', '"2+": 0.4}, per: quarter}\n  - {child: orders.order_id, counts: {1: 1.0}',
+     "per_parent[1].child", "orders.order_id"),
+    ('counts: {0: 0.3, 1: 0.3, "2+": 0.4}', 'counts: {0: 0.1, 1: 0.1, 5: 0.8}', "per_parent[0].counts",
+     "in 2025-Q1 cannot give"),
+])
+def test_a_per_period_declaration_that_cannot_hold_is_refused_by_key(old, new, where, says):
+    from evalpack.errors import SpecError
+    from evalpack.spec import parse_spec
+
+    text = (SPEC.parent / "cohorts.yaml").read_text()
+    assert old in text
+    with pytest.raises(SpecError) as caught:
+        spec = parse_spec(text.replace(old, new), file="cohorts.yaml")
+        plan_rotation(spec, spec.seed)
+    assert where in str(caught.value) and says in str(caught.value), str(caught.value)
+
+
+def test_per_period_counts_need_a_curve_on_the_child_table():
+    from evalpack.errors import SpecError
+    from evalpack.spec import parse_spec
+
+    text = SPEC.read_text() + "  - {child: customers.region_id, counts: {0: 0.5, \"1+\": 0.5}, per: month}\n"
+    with pytest.raises(SpecError) as caught:
+        parse_spec(text, file="shop.yaml")
+    assert "per_parent[1].per" in str(caught.value) and "customers has none" in str(caught.value), str(caught.value)
+
+
 @pytest.mark.parametrize(("old", "new", "where", "says"), [
     ("grain: quarter,", "grain: week,", "segment_shares[0].grain", "grain is one of month, quarter, year"),
     ("by: customers.signed_up_at, grain: quarter,", "by: customers.signed_up_at,", "segment_shares[0].by",

@@ -16,17 +16,17 @@ from fractions import Fraction
 
 from evalpack import phrasing
 from evalpack.families.base import Draft, Drafts, money, parse, quote, ratio_answer
-from evalpack.families.periods import period_label
+from evalpack.families.periods import period_label, the_period
 from evalpack.families.trends import quarters, window_on
 from evalpack.phrasing import Wording, Words, month_words
 from evalpack.plan import REPEAT, AnswerKey, ParentFacts, SegmentFacts
 from evalpack.semantics import plural_of
-from evalpack.spec import Spec, add_months
+from evalpack.spec import PerParent, Spec, add_months
 from evalpack.units import from_units
 
 ASKS = ("segment_month", "segment_total", "segment_ranking", "segment_threshold", "segment_unlinked",
         "parents_at_least", "parents_without", "children_per_parent", "active_parents", "repeat_parents",
-        "top_parents")  # the kinds this module's questions have
+        "top_parents", "period_parents_at_least", "period_parents_without")  # the kinds this module's questions have
 ALIASES = ("t", "p", "g")
 LABEL_FORMS = {"quarter": "YYYY-Qn (2024-Q1)", "month": "YYYY-MM", "year": "YYYY"}
 
@@ -187,18 +187,24 @@ def segment_drafts(spec: Spec, s: SegmentFacts) -> Drafts:
     return out
 
 
+def _key_words(spec: Spec, f: ParentFacts) -> tuple[Words, Words, str, str, tuple[str, str], PerParent | None]:
+    """(the child's words, the parent's, the join condition, the link as evidence, the two tables, the key's
+    per_parent declaration if any)."""
+    child, parent = Words(spec.semantics, f.child_table), Words(spec.semantics, f.parent_table)
+    link = f"{f.child_table}.{f.child_column} links {phrasing.article(child.one)} to its {parent.one} " \
+           f"({f.parent_table}.{f.parent_column})"
+    declared = next((pp for pp in spec.per_parent if (pp.child_table, pp.child_column) == (f.child_table,
+                                                                                          f.child_column)), None)
+    return (child, parent, f"c.{f.child_column} = p.{f.parent_column}", link, (f.child_table, f.parent_table),
+            declared)
+
+
 def parent_drafts(spec: Spec, f: ParentFacts) -> Drafts:
     """Every question over one planned key's children per parent, with this rotation's answers."""
     out: Drafts = []
-    child, parent = Words(spec.semantics, f.child_table), Words(spec.semantics, f.parent_table)
-    on = f"c.{f.child_column} = p.{f.parent_column}"
-    link = f"{f.child_table}.{f.child_column} links {phrasing.article(child.one)} to its {parent.one} " \
-           f"({f.parent_table}.{f.parent_column})"
-    tables = (f.child_table, f.parent_table)
+    child, parent, on, link, tables, declared = _key_words(spec, f)
     tag = ("per_parent", f.child_table, f.parent_table)
     counts = dict(f.children)
-    declared = next((pp for pp in spec.per_parent if (pp.child_table, pp.child_column) == (f.child_table,
-                                                                                          f.child_column)), None)
     # the declared counts: parents sit exactly at each (the plan keeps some of an open bucket at its floor) and
     # one below it, so a bar moved by one counts other parents
     for n in sorted({b.count for b in declared.counts if b.count >= 2} if declared else ()):  # >= 1: a join
@@ -259,6 +265,7 @@ def parent_drafts(spec: Spec, f: ParentFacts) -> Drafts:
                   f"AS c ON {on} WHERE {window} "
                   f"GROUP BY p.{f.parent_column} HAVING COUNT(*) >= {REPEAT}) AS repeat_{f.parent_table}"),
             "integer", None, "repeat_parents", tag + (f"{month:%Y-%m}",), tables), repeat))
+    out += period_drafts(spec, f)
     if f.top:
         n = len(f.top)
         out.append((Draft(
@@ -273,6 +280,44 @@ def parent_drafts(spec: Spec, f: ParentFacts) -> Drafts:
             parse(f"SELECT p.{f.parent_column}, COUNT(*) AS placed FROM {f.parent_table} AS p JOIN {f.child_table} "
                   f"AS c ON {on} GROUP BY p.{f.parent_column} ORDER BY placed DESC LIMIT {n}"),
             "rows", None, "top_parents", tag, tables), [[key, count] for key, count in f.top]))
+    return out
+
+
+def period_drafts(spec: Spec, f: ParentFacts) -> Drafts:
+    """Questions over ``per_parent`` counts declared per period: parents with at least N children in a period
+    (each declared count from 2), and parents with none in it. Date columns only, as for active parents."""
+    out: Drafts = []
+    child, parent, on, link, tables, declared = _key_words(spec, f)
+    for period in f.periods if f.time_type == "date" else ():
+        run = tuple(m for m in (add_months(period.first, i) for i in range(12)) if m < period.end)
+        when = month_words(period.first) if len(run) == 1 else the_period(run)
+        window = window_on(f"c.{f.time_column}", f.time_type, period.first, period.end)
+        scope = child.window(f.time_column, period.first, period.end, when)
+        tag = ("per_parent", f.child_table, f.parent_table, period.label)
+        for n in sorted({b.count for b in declared.counts if b.count >= 2} if declared else ()):  # 1: active
+            things = child.many if n > 1 else child.one
+            out.append((Draft(
+                f"period_parents_at_least:{f.child_table}.{f.child_column}:{n}:{period.label}",
+                Wording((f"How many {parent.many} had at least {n} {things} in {when}?",
+                         f"In {when}, how many {parent.many} placed {n} {things} or more?",
+                         f"Count the {parent.many} with {n} or more {things} in {when}."),
+                        phrasing.join(link, scope, f"count each {parent.one} once, by its {child.many} of {when} "
+                                      "only")),
+                parse(f"SELECT COUNT(*) FROM (SELECT p.{f.parent_column} FROM {f.parent_table} AS p JOIN "
+                      f"{f.child_table} AS c ON {on} WHERE {window} GROUP BY p.{f.parent_column} "
+                      f"HAVING COUNT(*) >= {n}) AS busy"),
+                "integer", None, "period_parents_at_least", tag + (str(n),), tables),
+                sum(many for value, many in period.children if value >= n)))
+        out.append((Draft(
+            f"period_parents_without:{f.child_table}.{f.child_column}:{period.label}",
+            Wording((f"How many {parent.many} had no {child.many} in {when}?",
+                     f"Count the {parent.many} without a single {child.one} in {when}.",
+                     f"In {when}, how many {parent.many} did not have any {child.many}?"),
+                    phrasing.join(link, scope, f"every {parent.one} counts, those with {child.many} only in other "
+                                  "periods included")),
+            parse(f"SELECT COUNT(*) FROM {f.parent_table} AS p WHERE NOT EXISTS (SELECT * FROM {f.child_table} "
+                  f"AS c WHERE {on} AND {window})"),
+            "integer", None, "period_parents_without", tag, tables), dict(period.children).get(0, 0)))
     return out
 
 
