@@ -15,10 +15,15 @@ from dagster import (
 from assets.common import CODE_VERSION, GROUP, PACKS, EvalpackResource, pack_check
 from evalpack import layout
 from evalpack.build import Checked, Derived, pack_findings, write_pack_files
+from evalpack.report import report_path_beside, write_pack_report
 from evalpack.scoring import run_gold
 from evalpack.spec import Spec
 
 PACK_FILES = (layout.QUESTIONS, layout.CERTIFICATE, layout.MANIFEST, layout.CARD, layout.SCORER)
+#: The report is written before the attestation asset runs: its page says so instead of "unattested".
+NOT_YET_ATTESTED = {"status": "pending", "files": 0,
+                    "message": "this report was written by the certificate asset, before the attestation asset "
+                               "attests the pack; check the finished pack with `evalpack verify PACK`"}
 
 
 def files_markdown(folder: Path, names: tuple[str, ...]) -> str:
@@ -49,8 +54,13 @@ def certificate(context: AssetExecutionContext, spec: Spec, questions: Derived, 
     write_pack_files(folder, spec, questions, verification.verdicts, rows, verification.near_miss)
     findings = pack_findings(folder, verification)  # the audit `evalpack build` prints
     cert, manifest = layout.PackLayout(folder).read_certificate(), layout.PackLayout(folder).read_manifest()
+    evalpack.claim_packs_dir()  # the report goes beside the finished pack, in Dagster's own folder
+    report = write_pack_report(folder, report_path_beside(evalpack.pack_dir(context.partition_key)),
+                               findings=[f.to_dict() for f in findings], attestation=NOT_YET_ATTESTED)
     return MaterializeResult(metadata={
         "folder": MetadataValue.path(str(folder)),
+        "report": MetadataValue.path(str(report)),
+        "report_url": MetadataValue.url(report.as_uri()),
         "files": MetadataValue.md(files_markdown(folder, PACK_FILES)),
         "shipped": manifest.get("questions", {}).get("shipped"),
         "dropped": manifest.get("questions", {}).get("dropped"),

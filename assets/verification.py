@@ -8,6 +8,7 @@ from dagster import AssetCheckResult, AssetCheckSeverity, AssetExecutionContext,
 from assets.common import CODE_VERSION, GROUP, PACKS, EvalpackResource, pack_check
 from evalpack.build import Checked, Derived, combine_rotations
 from evalpack.nearmiss import study_markdown
+from evalpack.report import report_path_beside
 from evalpack.spec import Spec
 from evalpack.verify import Verdict
 
@@ -42,7 +43,8 @@ def survival(study: dict) -> tuple[float, int, int]:
 
 
 @asset(partitions_def=PACKS, group_name=GROUP, code_version=CODE_VERSION, kinds={"duckdb"})
-def verification(context: AssetExecutionContext, spec: Spec, questions: Derived, rotations: list) -> Output[Checked]:
+def verification(context: AssetExecutionContext, spec: Spec, questions: Derived, rotations: list,
+                 evalpack: EvalpackResource) -> Output[Checked]:
     """One verdict per question: its observation and golden checks on every rotation; it ships only if all pass.
     With the near-miss study (plausible wrong versions of each shipped gold SQL) and the audit's findings."""
     checked = combine_rotations(spec, questions, [r.check for r in rotations])
@@ -63,6 +65,8 @@ def verification(context: AssetExecutionContext, spec: Spec, questions: Derived,
         "mutants_run": ran,
         "survivors": survived,
         "survival_rate": rate,
+        # the pack report (charts of this study, its survivors) that the certificate asset writes
+        "report": MetadataValue.path(str(report_path_beside(evalpack.pack_dir(context.partition_key)))),
     })
 
 

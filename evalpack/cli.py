@@ -9,7 +9,9 @@ naming the file and what to do, never a traceback. A file-system error nothing e
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -18,8 +20,10 @@ from importlib.metadata import entry_points
 from pathlib import Path
 
 from evalpack.errors import EvalpackError
-from evalpack.layout import rotation_name
+from evalpack.layout import MANIFEST, rotation_name
+from evalpack.report import pack_facts, pack_html, report_path_beside, score_html, write_html
 from evalpack.scoring import (
+    PUBLIC_KEY_ENV,
     InputError,
     OneLineParser,
     add_holdout_option,
@@ -59,24 +63,34 @@ def _check_pack_folder(pack: str) -> None:
                             "or `evalpack import -o` wrote")
 
 
-def check_report_path(path: str | None) -> None:
-    """Refuse, before any work, a report file (``--json``) that cannot be written: its folder is missing
-    or is a file, or the path is a folder."""
+def check_report_path(path: str | None, option: str = "--json") -> None:
+    """Refuse, before any work, a report file (``option``: ``--json``, ``--html``) that cannot be written: its
+    folder is missing or is a file, or the path is a folder."""
     if path is None:
         return
     folder = Path(path).absolute().parent
     if Path(path).is_dir():
-        raise EvalpackError(f"{path}: is a folder; pass a file name for the report, e.g. --json report.json")
+        raise EvalpackError(f"{path}: is a folder; pass a file name for the report, e.g. {option} "
+                            f"report.{option.lstrip('-')}")
     if not folder.is_dir():
         what = "is a file" if folder.exists() else "does not exist"
         raise EvalpackError(f"{path}: cannot write the report, its folder {folder} {what}; create the folder "
-                            "or choose another --json")
+                            f"or choose another {option}")
     try:  # permissions alone do not say (root, /proc, a read-only mount): try, leaving nothing behind
         with tempfile.TemporaryFile(dir=folder):
             pass
     except OSError as exc:
         raise EvalpackError(f"{path}: cannot write the report in {folder} ({exc.strerror or exc}); "
-                            "choose another --json") from None
+                            f"choose another {option}") from None
+
+
+def check_html_path(path: str, pack: str) -> None:
+    """:func:`check_report_path` for ``--html``, and refuse a page inside the pack (every file there is attested)."""
+    check_report_path(path, "--html")
+    folder = Path(os.path.abspath(pack))
+    if folder in Path(os.path.abspath(path)).parents and (folder / MANIFEST).is_file():
+        raise EvalpackError(f"{path}: inside the pack {pack}, whose files are attested; write the report beside "
+                            f"it, e.g. --html {report_path_beside(pack)}")
 
 
 class _Parser(OneLineParser):
@@ -151,11 +165,45 @@ def cmd_build(args: argparse.Namespace) -> int:
 def cmd_score(args: argparse.Namespace) -> int:
     from evalpack.scoring import score_command
 
-    return score_command(args.pack, args.candidates, json_path=args.json, rule=args.rule,
-                         public_key=args.public_key, timeout=args.timeout, memory_mb=args.memory_mb,
-                         threads=args.threads, run_timeout=args.run_timeout,
-                         allow_unattested=args.allow_unattested, error_prefix="evalpack: error: ",
-                         holdout_key=args.holdout_key)
+    def scored(json_path: str | None) -> int:
+        return score_command(args.pack, args.candidates, json_path=json_path, rule=args.rule,
+                             public_key=args.public_key, timeout=args.timeout, memory_mb=args.memory_mb,
+                             threads=args.threads, run_timeout=args.run_timeout,
+                             allow_unattested=args.allow_unattested, error_prefix="evalpack: error: ",
+                             holdout_key=args.holdout_key)
+
+    if args.html is None:
+        return scored(args.json)
+    check_html_path(args.html, args.pack)
+    # the scorer hands its report over only as a JSON file: it is written aside, read back and rendered
+    with tempfile.TemporaryDirectory(prefix="evalpack-score-") as scratch:
+        report_json = Path(scratch) / "report.json"
+        code = scored(str(report_json))
+        if not report_json.is_file():  # an input error, printed by the scorer: nothing was scored
+            return code
+        if args.json:
+            copy_report(report_json, args.json)
+        report = json.loads(report_json.read_text(encoding="utf-8"))
+    write_html(args.html, score_html(report))
+    return code
+
+
+def copy_report(source: Path, path: str) -> None:
+    """The JSON report ``--json`` asks for, as the scorer wrote it."""
+    try:
+        shutil.copyfile(source, path)
+    except OSError as exc:
+        raise InputError(f"{path}: cannot write the JSON report: {exc.strerror or exc}") from None
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    _check_pack_folder(args.pack)
+    check_html_path(args.html, args.pack)
+    facts = pack_facts(args.pack, public_key=args.public_key)
+    write_html(args.html, pack_html(facts))
+    print(printable(f"wrote {args.html}: pack {args.pack}, {len(facts['records'])} questions, "
+                    f"{len(facts['findings'])} audit finding(s), attestation {facts['attestation']['status']}"))
+    return 0
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
@@ -211,11 +259,21 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("pack")
     s.add_argument("--candidates", required=True, help="JSONL, JSON list, or JSON object of id -> SQL")
     s.add_argument("--json", help="write the full report as JSON to this file")
+    s.add_argument("--html", help="also write the report as one self-contained HTML page (charts, wrong answers)")
     s.add_argument("--rule", choices=("spider", "bird"), default="spider", help="rule for result-set questions")
     add_integrity_options(s)
     add_holdout_option(s)
     add_limit_options(s)
     s.set_defaults(func=cmd_score)
+
+    r = sub.add_parser("report", help="write a pack's report as one self-contained HTML page (questions, "
+                                      "near-miss study, audit, attestation)")
+    r.add_argument("pack")
+    r.add_argument("--html", required=True, help="the page to write (e.g. PACK.report.html, beside the pack)")
+    r.add_argument("--public-key", default=os.environ.get(PUBLIC_KEY_ENV) or None,
+                   help=f"PEM public key to check the attestation's signature with (default ${PUBLIC_KEY_ENV}); "
+                        "the page shows the attestation's status either way")
+    r.set_defaults(func=cmd_report)
 
     v = sub.add_parser("verify", help="check a pack's attestation, file hashes and gold SQL")
     v.add_argument("pack")
