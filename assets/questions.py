@@ -34,6 +34,7 @@ def questions(context: AssetExecutionContext, spec: Spec, evalpack: EvalpackReso
         "by_split": MetadataValue.json(dict(sorted(splits.items()))),
         "by_difficulty": MetadataValue.json(dict(Counter(q.difficulty for q in drafts))),
         "selection": MetadataValue.json(derived.selection.to_dict() if derived.selection else {}),
+        "unanswerable": MetadataValue.json(dict(sorted(Counter(q.kind for q in derived.declines).items()))),
         "answers": spec.answers,
         "continues": previous.version if previous else "nothing (a first version)",
         "mutants": len(mutants),

@@ -33,7 +33,7 @@ from evalpack.hubfiles import write_questions_parquet
 from evalpack.layout import PackLayout, rotation_name
 from evalpack.nearmiss import Mutant, MutantSet, prepare_mutants, still_studied, study_outcomes, summarize_study
 from evalpack.plan import RotationPlan, plan_pack
-from evalpack.questions import PreviousSplits, Question, Selection, derive_selected
+from evalpack.questions import PreviousSplits, Question, Selection, derive_declines, derive_selected
 from evalpack.scoring import HOLDOUT_FILE, holdout_key_beside
 from evalpack.spec import Spec, load_spec
 from evalpack.tables import duckdb_types, write_rotation, write_table
@@ -55,6 +55,7 @@ class BuildResult:
     warnings: tuple[str, ...]
     audit: tuple = ()
     selection: Selection | None = None
+    declines: tuple[Question, ...] = ()  # shipped beside the verified questions: declining is their answer
 
     @property
     def shipped(self) -> list[Question]:
@@ -124,16 +125,25 @@ class Derived:
     mutants: MutantSet
     selection: Selection | None = None  # how questions: chose them (None: the questions were given)
     previous: PreviousSplits | None = None  # the version whose splits these continue
+    declines: tuple[Question, ...] = ()  # the questions to decline: no gold SQL, nothing to verify or mutate
 
     def plan(self, seed: int) -> RotationPlan:
         return next(p for p in self.plans if p.seed == seed)
 
 
+def select_questions(spec: Spec, plans: tuple[RotationPlan, ...], previous: PreviousSplits | None = None
+                     ) -> tuple[tuple[Question, ...], tuple[Question, ...], Selection]:
+    """(the questions with gold SQL, the questions to decline, how they were selected)."""
+    selected, selection = derive_selected(spec, plans, previous)
+    return selected, derive_declines(spec, plans, sum(n for _, n in selection.chosen)), selection
+
+
 def derive(spec: Spec, plans: tuple[RotationPlan, ...], previous: PreviousSplits | None = None) -> Derived:
     """The questions of ``spec`` and their prepared mutants (pure: no row is read); their splits continue
     ``previous``, the version this build follows (:func:`evalpack.questions.assign_splits`)."""
-    questions, selection = derive_selected(spec, plans, previous)
-    return Derived(plans, questions, prepare_mutants(spec, questions, duckdb_types(spec)), selection, previous)
+    questions, declines, selection = select_questions(spec, plans, previous)
+    return Derived(plans, questions, prepare_mutants(spec, questions, duckdb_types(spec)), selection, previous,
+                   declines)
 
 
 @dataclass(frozen=True)
@@ -241,9 +251,11 @@ def write_pack_files(folder: Path, spec: Spec, derived: Derived, verdicts: tuple
                      rows: dict[str, dict[str, int]], near_miss: dict | None = None) -> None:
     """A built pack's questions.jsonl, certificate.json, manifest.json, README.md and verify.py, and beside
     it the holdout's answer key (:mod:`evalpack.holdout`): nothing in the pack gives a holdout answer away."""
-    sealed = seal(spec, [v.question.to_record(spec.answers) for v in verdicts if v.ships], derived.previous)
+    sealed = seal(spec, [v.question.to_record(spec.answers) for v in verdicts if v.ships] +
+                  [q.to_record(spec.answers) for q in derived.declines], derived.previous)
     made = manifest(spec, derived.plans, verdicts, rows, duckdb_types(spec), near_miss,
-                    selection=derived.selection.to_dict() if derived.selection else None, previous=derived.previous)
+                    selection=derived.selection.to_dict() if derived.selection else None, previous=derived.previous,
+                    declines=derived.declines)
     if made.get("changelog") and derived.previous.folder:  # the full diff against the version it continues
         made["changelog"]["diff"] = changes_since(derived.previous.folder, list(sealed.public), made)
     assemble_pack(folder, list(sealed.public), certificate(verdicts, [p.rotation for p in derived.plans]), made)
@@ -450,15 +462,15 @@ def build_pack(spec_path: str | Path, out: str | Path, *, seed: int | None = Non
             # memory bounded: writers and DuckDB never hold a large rotation at once); the questions
             # first, so that the first rotation's verification and audit, which need only them, run
             # while the mutants are still being prepared
-            selected = background.submit(derive_selected, spec, plans, splits)
+            selected = background.submit(select_questions, spec, plans, splits)
             prepared = background.submit(lambda: prepare_mutants(spec, selected.result()[0], duckdb_types(spec)))
             rows = write_rotations(spec, plans, staging, jobs, progress)
-            questions, selection = selected.result()
-            pending = Derived(plans, questions, MutantSet((), ()), selection, splits)
+            questions, declines, selection = selected.result()
+            pending = Derived(plans, questions, MutantSet((), ()), selection, splits, declines)
             checks: tuple[RotationCheck, ...] = ()
             for p in plans:
                 checks += (check_rotation(spec, pending, staging, p.seed, earlier=checks, mutants=prepared.result),)
-            derived = Derived(plans, questions, prepared.result(), selection, splits)
+            derived = Derived(plans, questions, prepared.result(), selection, splits, declines)
             checked = combine_rotations(spec, derived, list(checks))
         verdicts, near_miss = checked.verdicts, checked.near_miss
         write_pack_files(staging, spec, derived, verdicts, rows, near_miss)
@@ -469,4 +481,4 @@ def build_pack(spec_path: str | Path, out: str | Path, *, seed: int | None = Non
         discard(staging)
         raise
     warnings = tuple(pack_warnings(spec, plans, verdicts))
-    return BuildResult(out, spec, verdicts, rows, near_miss, warnings, findings, derived.selection)
+    return BuildResult(out, spec, verdicts, rows, near_miss, warnings, findings, derived.selection, derived.declines)

@@ -128,7 +128,7 @@ def hub_configs(manifest: dict) -> tuple[Config, ...]:
     ``rotations/seed_<n>/tables/<table>.parquet``.
     """
     rotations = [str(r) for r in manifest["rotations"]]
-    shipped = int((manifest.get("questions") or {}).get("shipped", 0))
+    shipped = question_count(manifest)
     names = rotations if rotated_answers(manifest) else [SHARED_SPLIT]
     configs = [Config(QUESTIONS_CONFIG, tuple(Split(s, data_path(QUESTIONS_CONFIG, s), shipped) for s in names),
                       default=True)]
@@ -167,7 +167,8 @@ def total_rows(configs: tuple[Config, ...]) -> int:
 
 def question_count(manifest: dict) -> int:
     """The number of questions the pack ships (what ``size_categories`` counts: questions, not table rows)."""
-    return int((manifest.get("questions") or {}).get("shipped", 0))
+    return int((manifest.get("questions") or {}).get("shipped", 0)) + int(
+        (manifest.get("unanswerable") or {}).get("count", 0))
 
 
 def duckdb_dtype(duckdb_type: str) -> str | None:
@@ -492,7 +493,9 @@ def render_card(pack_dir: Path) -> str:
     out.append("Question fields: `id`, `question` (an analyst's words, no identifiers), `evidence` (the "
                "definitions it needs, as in BIRD: which column a measure sums, which dates a month covers, the "
                "literal of a category; run with or without it), `paraphrases` (other phrasings of the same "
-               "question), `gold_sql` (DuckDB dialect, reads the tables by name), "
+               "question), `answerable` (false: no SQL on this schema answers it and declining is correct; then "
+               "`unanswerable_reason` says why, and `gold_sql` and `expected_answer` are empty), "
+               "`gold_sql` (DuckDB dialect, reads the tables by name), "
                "`answer_type` (`number` | `integer` | `string`), `round_decimals`, `expected_answer` (the JSON "
                "text of the answer, exactly as in `questions.jsonl`), `expected_number` / `expected_integer` / "
                "`expected_string` (the same answer typed, filled for its own type only), `kind`, `difficulty` "
@@ -571,6 +574,13 @@ def render_card(pack_dir: Path) -> str:
     out.append(_table(["kind", "asks", "questions", "near-miss mutants caught"],
                       [[f"`{k}`", KINDS.get(k, ""), v, caught(k)] for k, v in sorted(by_kind.items())]
                       + [["**all**", "", f"**{shipped}**", ""]]) + "\n")
+    declines = (manifest.get("unanswerable") or {}).get("count", 0)
+    if declines:
+        out.append(f"{declines} of the {shipped} questions have `answerable: false`: no SQL on this schema answers "
+                   "them (a measure, attribute or entity it does not hold, or a forecast, cause or advice), so "
+                   "declining is the correct answer and any SQL is wrong. `manifest.json` -> `unanswerable` "
+                   "gives each one's proof. Score with the penalty score (README of evalpack, 'Scoring a model') "
+                   "to reward a model that knows when to stop.\n")
     selection = qinfo.get("selection")
     if selection:
         mix = selection.get("mix")

@@ -9,12 +9,12 @@ from typing import Any
 import duckdb
 import pyarrow
 
-from evalpack import __version__
+from evalpack import __version__, unanswerable
 from evalpack.difficulty import LEVELS, RULE
 from evalpack.holdout import SALT_RULE
 from evalpack.phrasing import article
 from evalpack.plan import RotationPlan
-from evalpack.questions import SPLIT_RULE, PreviousSplits, fixed_answers
+from evalpack.questions import SPLIT_RULE, PreviousSplits, Question, fixed_answers
 from evalpack.scoring import COMMITMENT_RULE, COMPARISON_RULE
 from evalpack.spec import Column, Spec, Table
 from evalpack.verify import Verdict
@@ -131,13 +131,13 @@ CHANGELOG_BASIS = ("question identities (`key`) and splits against the version c
                    "`evalpack diff OLD_PACK NEW_PACK`")
 
 
-def changelog(previous: PreviousSplits | None, shipped: list[Verdict]) -> dict | None:
+def changelog(previous: PreviousSplits | None, shipped: list[Question]) -> dict | None:
     """What changed against the version these splits continue (None for a first version): questions added and
     removed by identity, and split moves."""
     if previous is None:
         return None
     before = dict(previous.split_of)
-    now = {v.question.key: v.question.split for v in shipped}
+    now = {q.key: q.split for q in shipped}
     return {
         "continues": previous.version,
         "basis": CHANGELOG_BASIS,
@@ -162,9 +162,10 @@ def pack_warnings(spec: Spec, plans: tuple[RotationPlan, ...], verdicts: tuple[V
 def manifest(spec: Spec, plans: tuple[RotationPlan, ...], verdicts: tuple[Verdict, ...],
              rows: dict[str, dict[str, int]], schemas: dict[str, dict[str, str]],
              near_miss: dict | None = None, warnings: list[str] | None = None, selection: dict | None = None,
-             previous: PreviousSplits | None = None) -> dict:
-    """How the pack was made, what was dropped and why, the near-miss study, and how the splits continue
-    ``previous``. With holdout questions the spec's text is withheld (it declares their answers)."""
+             previous: PreviousSplits | None = None, declines: tuple[Question, ...] = ()) -> dict:
+    """How the pack was made, what was dropped and why, the near-miss study, how the splits continue
+    ``previous``, and the proof of each question to decline (``declines``). With holdout questions the spec's
+    text is withheld (it declares their answers)."""
     shipped = [v for v in verdicts if v.ships]
     dropped = [v for v in verdicts if not v.ships]
     private = any(v.question.split == "holdout" for v in shipped)
@@ -191,7 +192,7 @@ def manifest(spec: Spec, plans: tuple[RotationPlan, ...], verdicts: tuple[Verdic
         "splits": {"rule": SPLIT_RULE, "continues": previous.version if previous else None, "ever_holdout": ever,
                    "holdout_key": {"folder": "PACK.holdout-key (beside the pack, never in it)",
                                    "commitment": COMMITMENT_RULE, "salt": SALT_RULE} if private else None},
-        "changelog": changelog(previous, shipped),
+        "changelog": changelog(previous, [v.question for v in shipped] + list(declines)),
         "hashes": HASHES,
         "declared_links": [{"child_table": r.child_table, "child_column": r.child_column,
                             "parent_table": r.parent_table, "parent_column": r.parent_column}
@@ -213,4 +214,5 @@ def manifest(spec: Spec, plans: tuple[RotationPlan, ...], verdicts: tuple[Verdic
         "warnings": all_warnings,
         "dropped": [dropped_entry(v) for v in dropped],
         "near_miss_study": near_miss,
+        "unanswerable": unanswerable.manifest_section(spec, plans[0].answer_key, [(q.id, q.key) for q in declines]),
     }

@@ -128,6 +128,10 @@ def cmd_build(args: argparse.Namespace) -> int:
         print(f"  {table.name}: {', '.join(f'{c:,}' for c in sorted(counts))} rows per rotation")
     kinds = Counter(q.kind for q in shipped)
     print(f"  questions shipped: {len(shipped)} ({', '.join(f'{k} {n}' for k, n in sorted(kinds.items()))})")
+    if result.declines:
+        kinds = Counter(q.kind for q in result.declines)
+        print(f"  unanswerable: {len(result.declines)} to decline ({', '.join(f'{k} {n}' for k, n in sorted(kinds.items()))}; "
+              "manifest.json -> unanswerable gives each proof)")
     if result.selection:
         sel = result.selection
         mix = (" / ".join(f"{k} {v:g}" for k, v in sel.mix) + (" applied" if sel.mix_applied else " not applied: "

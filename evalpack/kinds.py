@@ -59,4 +59,8 @@ KINDS: dict[str, str] = {
     "period_parents_at_least": "parents with at least N children in one period (per_parent per:; HAVING in a "
                                "subquery)",
     "period_parents_without": "parents without a child in one period (NOT EXISTS with a window)",
+    "no_such_measure": "unanswerable: a measure no table holds (profit with no cost); declining is correct",
+    "no_such_attribute": "unanswerable: an attribute no table holds (a customer's age); declining is correct",
+    "no_such_entity": "unanswerable: an entity the schema lacks (suppliers); declining is correct",
+    "beyond_sql": "unanswerable: a forecast past the data, a cause, advice; declining is correct",
 }

@@ -20,7 +20,7 @@ from typing import Any
 import sqlglot
 from sqlglot import exp
 
-from evalpack import phrasing
+from evalpack import phrasing, unanswerable
 from evalpack.difficulty import LEVELS, label
 from evalpack.families import FAMILIES
 from evalpack.families.base import DIALECT, Draft, Drafts, money
@@ -49,6 +49,8 @@ class Question:
     skills: tuple[str, ...] = ()  # what the gold SQL exercises (evalpack.difficulty.SKILLS)
     key: str = ""  # the question's identity: its family and parameters, never its wording (fixes its split)
     orphan_rows: str = ""  # "included": the answer counts rows whose parent is missing; "excluded": joined away
+    answerable: bool = True  # False: no SQL on this schema answers it, declining is correct (evalpack.unanswerable)
+    unanswerable_reason: str = ""  # why not, in a sentence
 
     @property
     def question_sha256(self) -> str:
@@ -68,9 +70,11 @@ class Question:
             "question": self.question,
             "evidence": self.evidence,
             "paraphrases": list(self.paraphrases),
-            "gold_sql": self.gold_sql,
-            "expected_answer": expected,
-            "answer_type": self.answer_type,
+            "answerable": self.answerable,
+            "unanswerable_reason": self.unanswerable_reason or None,
+            "gold_sql": self.gold_sql if self.answerable else None,
+            "expected_answer": expected if self.answerable else None,
+            "answer_type": self.answer_type if self.answerable else None,
             "round_decimals": self.round_decimals,
             "kind": self.kind,
             "difficulty": self.difficulty,
@@ -388,7 +392,7 @@ def derive_selected(spec: Spec, plans: tuple[RotationPlan, ...],
     gold = [draft.sql.sql(dialect=DIALECT) for draft, _ in base]
     labels = [label(sql, draft.answer_type) for sql, (draft, _) in zip(gold, base)]
     kept, selection = select(spec, [(draft, level, skills) for (draft, _), (level, skills) in zip(base, labels)])
-    width = max(3, len(str(len(kept))))
+    width = _id_width(len(kept), len(_to_decline(spec, plans, len(kept))))
     orphan_rows = _orphan_rows(plans[0].answer_key)
     questions = []
     for n, i in enumerate(kept):
@@ -414,6 +418,36 @@ def derive_selected(spec: Spec, plans: tuple[RotationPlan, ...],
             orphan_rows="included" if draft.kind in ABOUT_ORPHANS else orphan_rows(draft.tables),
         ))
     return assign_splits(spec, tuple(questions), previous), selection
+
+
+def _id_width(answerable: int, declines: int) -> int:
+    return max(3, len(str(answerable + declines)))
+
+
+def _to_decline(spec: Spec, plans: tuple[RotationPlan, ...], answerable: int) -> list[unanswerable.Unanswerable]:
+    """The unanswerable questions to ship beside ``answerable`` ones, as ``questions:`` includes their kinds."""
+    plan = spec.questions
+    pool = [u for u in unanswerable.derive(spec, plans[0].answer_key)
+            if (not plan.include or u.kind in plan.include) and u.kind not in plan.exclude]
+    return pool[:unanswerable.how_many(spec, answerable)]
+
+
+def derive_declines(spec: Spec, plans: tuple[RotationPlan, ...], answerable: int) -> tuple[Question, ...]:
+    """The questions to decline beside ``answerable`` selected ones (their ids follow those): no gold SQL, no
+    answer; always in the dev split, since their labels (kind, ``answerable``) would give a holdout question's
+    answer away."""
+    chosen = _to_decline(spec, plans, answerable)
+    width = _id_width(answerable, len(chosen))
+    out = []
+    for n, u in enumerate(chosen):
+        text, paraphrases = u.wording.chosen(spec.seed, u.key)
+        out.append(Question(
+            id=f"q{answerable + n + 1:0{width}d}", question=text, gold_sql="",
+            expected=tuple((p.rotation, None) for p in plans), answer_type="", round_decimals=None, kind=u.kind,
+            tags=("unanswerable", u.concept), evidence=u.wording.evidence, paraphrases=paraphrases,
+            difficulty=unanswerable.DIFFICULTY[u.kind], skills=unanswerable.SKILLS, key=u.key, answerable=False,
+            unanswerable_reason=u.reason))
+    return tuple(out)
 
 
 def fixed_answers(spec: Spec, questions) -> list[str]:
@@ -524,7 +558,6 @@ def assign_splits(spec: Spec, questions: tuple[Question, ...],
     return tuple(replace(q, split="holdout" if q.key in held else "dev") for q in questions)
 
 
-@functools.lru_cache(maxsize=4096)
 @functools.lru_cache(maxsize=4096)
 def compared_in_order(sql: str) -> bool:
     """Whether a result set from ``sql`` is compared in row order: it has a top-level ORDER BY."""

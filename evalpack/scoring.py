@@ -40,15 +40,19 @@ Comparison (COMPARISON_RULE below, written into certificate.json)
 Candidates
 ----------
 JSON Lines of ``{"id": "q001", "sql": "..."}``, a JSON list of those, or one JSON object
-mapping id to SQL (a null value declines). ``{"id": "q001", "declined": true}`` declines
-explicitly; a question with no candidate is declined too. A candidate is correct only when it
+mapping id to SQL (a null value declines). ``{"id": "q001", "declined": true}`` or ``"sql": null``
+declines explicitly; a question with no candidate is declined too. A record may carry a
+``"confidence"`` from 0 to 1 (for the risk-coverage curve). On a question with ``"answerable":
+false`` declining is correct and any SQL is wrong (it is not run). A candidate is correct only when it
 matches on every rotation; an error, a rejected statement or a timeout is wrong. A record that
 names an id but is otherwise malformed (SQL that is not text, ``declined`` not a boolean, both) is
 that question's error (wrong, with the reason). A file that is not JSON (or nested too deeply, or
 with a number too long), a record without an id, an empty file or a duplicate id is refused (exit 2)
-with the file and line; ids the pack does not have, and ids of questions that cannot be scored,
-are reported and not scored. Reports escape control characters and lone surrogates. Accuracy
-is correct / questions and wrong-rate is wrong / questions, overall, by ``kind`` and by ``split``.
+with the file and line, and so are ids the pack does not have (listed, with the pack's id where only
+the case differs); ids of questions that cannot be scored are reported and not scored. Reports escape
+control characters and lone surrogates. Accuracy is correct / questions and wrong-rate is wrong /
+questions, overall and by ``kind``, ``difficulty``, skill and ``split``, with decline precision and
+recall and the penalty score (:data:`PENALTY_RULE`).
 
 Sandbox
 -------
@@ -980,6 +984,12 @@ def scorable(record: dict) -> bool:
         and record.get("expected_answer") is not None
 
 
+def is_unanswerable(record: dict) -> bool:
+    """Whether declining is a question's correct answer (``answerable: false``): no SQL on the pack's schema
+    answers it, so any SQL is wrong, even SQL that runs."""
+    return record.get("answerable") is False
+
+
 def answer_type_of(record: dict) -> str:
     """The record's answer_type, or the one its expected answer implies when the field is absent."""
     given = record.get("answer_type")
@@ -1493,7 +1503,7 @@ def check_integrity(pack: Path, public_key: str | Path | None = None, *, allow_u
 
 
 _DECODER = json.JSONDecoder()
-_RECORD_KEYS = {"id", "sql", "declined"}  # an object with one of these is a record, not an id -> SQL mapping
+_RECORD_KEYS = {"id", "sql", "declined", "confidence"}  # an object with one of these is a record, not an id -> SQL mapping
 _WS = re.compile(r"[ \t\n\r]*")
 
 
@@ -1537,14 +1547,15 @@ class Candidates:
     lines: dict[str, int]
     form: str
     refused: dict[str, str] = field(default_factory=dict)
+    confidence: dict[str, float] = field(default_factory=dict)  # by id, where the record gives one (0 to 1)
 
 
 MAX_CANDIDATES_BYTES = 256 * 2**20  # a candidates file larger than this is refused before it is read
 
 
-def _record(path: Path, line: int, obj: Any) -> tuple[str, str | None, str | None]:
-    """(id, SQL or None to decline, why the record is malformed or None). A record without a usable
-    id cannot be any question's: InputError naming the line."""
+def _record(path: Path, line: int, obj: Any) -> tuple[str, str | None, str | None, float | None]:
+    """(id, SQL or None to decline, why the record is malformed or None, its confidence or None). A record
+    without a usable id cannot be any question's: InputError naming the line."""
     where = f"{path}:{line}"
     if not isinstance(obj, dict):
         raise InputError(f'{where}: expected an object {{"id": ..., "sql": ...}}, got {type(obj).__name__}')
@@ -1553,15 +1564,22 @@ def _record(path: Path, line: int, obj: Any) -> tuple[str, str | None, str | Non
         raise InputError(f'{where}: a candidate needs an "id" (text)')
     declined = obj.get("declined", False)
     sql = obj.get("sql")
+    confidence = obj.get("confidence")
+    if confidence is not None and (isinstance(confidence, bool) or not isinstance(confidence, (int, float))
+                                   or not 0 <= confidence <= 1):
+        return ident, None, f'malformed candidate (line {line}): "confidence" must be a number from 0 to 1', None
+    confidence = None if confidence is None else float(confidence)
     if not isinstance(declined, bool):
-        return ident, None, f'malformed candidate (line {line}): "declined" must be true or false'
+        return ident, None, f'malformed candidate (line {line}): "declined" must be true or false', None
+    if "sql" in obj and sql is None:  # a model's "no query": declined
+        declined = True
     if declined:
         if sql is not None:
-            return ident, None, f'malformed candidate (line {line}): both "sql" and "declined": true'
-        return ident, None, None
+            return ident, None, f'malformed candidate (line {line}): both "sql" and "declined": true', None
+        return ident, None, None, confidence
     if not isinstance(sql, str):
-        return ident, None, f'malformed candidate (line {line}): "sql" must be text (or "declined": true)'
-    return ident, sql, None
+        return ident, None, f'malformed candidate (line {line}): "sql" must be text (or "declined": true)', None
+    return ident, sql, None, confidence
 
 
 def _loads(text: str) -> Any:
@@ -1590,7 +1608,7 @@ def load_candidates(path: str | Path) -> Candidates:
     lines = text.splitlines()
     first = next(n for n, line in enumerate(lines) if line.strip())
     start = _WS.match(text).end()
-    entries: list[tuple[int, str, str | None]] = []
+    entries: list[tuple[int, str, str | None, str | None, float | None]] = []
     form = "jsonl"
     try:
         first_obj = _loads(lines[first])
@@ -1621,9 +1639,9 @@ def load_candidates(path: str | Path) -> Candidates:
             for line, key, value in members:
                 if value is not None and not isinstance(value, str):
                     entries.append((line, key, None, f"malformed candidate (line {line}): the SQL must be text "
-                                                     "(or null to decline)"))
+                                                     "(or null to decline)", None))
                 else:
-                    entries.append((line, key, value, None))
+                    entries.append((line, key, value, None, None))
     else:
         for number, line in enumerate(lines, 1):
             if not line.strip():
@@ -1636,45 +1654,92 @@ def load_candidates(path: str | Path) -> Candidates:
     sql: dict[str, str | None] = {}
     where: dict[str, int] = {}
     refused: dict[str, str] = {}
-    for line, ident, text_sql, problem in entries:
+    confidence: dict[str, float] = {}
+    for line, ident, text_sql, problem, sure in entries:
         if ident in sql:
             raise InputError(f"{path}:{line}: duplicate id {ident!r} (first at line {where[ident]})")
         sql[ident], where[ident] = text_sql, line
         if problem:
             refused[ident] = problem
-    return Candidates(sql, where, form, refused)
+        if sure is not None:
+            confidence[ident] = sure
+    return Candidates(sql, where, form, refused, confidence)
 
 
 # --------------------------------------------------------------------------- scoring
 
 
 def _bucket() -> dict[str, int]:
-    return {"n": 0, "correct": 0, "wrong": 0, "declined": 0}
+    return {"n": 0, "correct": 0, "wrong": 0, "declined": 0, "answerable": 0, "unanswerable": 0,
+            "declined_unanswerable": 0}
 
 
-def _rates(counts: dict[str, int]) -> dict[str, Any]:
-    n = counts["n"]
+PENALTY_COSTS = ("0", "10", "N")  # c of the penalty score; N: the number of questions scored
+PENALTY_RULE = ("penalty score (TrustSQL): per question +1 when correct (an unanswerable one declined), -c when "
+                "wrong (any SQL on an unanswerable one), 0 when an answerable one is declined; summed and divided "
+                "by the questions in the group; c = 0, 10 and N (the questions scored in the whole run)")
+
+
+def _rates(counts: dict[str, int], total: int) -> dict[str, Any]:
+    """A group's counts with its rates: accuracy, wrong-rate, decline precision and recall, penalty scores."""
+    n, declines = counts["n"], counts["declined"] + counts["declined_unanswerable"]
+    penalty = {name: (counts["correct"] - (total if name == "N" else int(name)) * counts["wrong"]) / n if n else 0.0
+               for name in PENALTY_COSTS}
     return {**counts, "accuracy": counts["correct"] / n if n else 0.0, "wrong_rate": counts["wrong"] / n if n else 0.0,
-            "declined_rate": counts["declined"] / n if n else 0.0}
+            "declined_rate": counts["declined"] / n if n else 0.0,
+            "decline_precision": counts["declined_unanswerable"] / declines if declines else None,
+            "decline_recall": (counts["declined_unanswerable"] / counts["unanswerable"]
+                               if counts["unanswerable"] else None),
+            "penalty": penalty}
+
+
+def risk_coverage(results: list[dict]) -> dict[str, Any] | None:
+    """Accuracy at each coverage level when candidates carry a ``confidence``: the answered questions ranked by
+    it (highest first, then by id; an answer without one counts as 1), the first k kept and the rest declined.
+    None when no candidate gives a confidence."""
+    answered = [r for r in results if r["answered"]]
+    if not any(r["confidence"] is not None for r in results):
+        return None
+    ranked = sorted(answered, key=lambda r: (-(1.0 if r["confidence"] is None else r["confidence"]), r["id"]))
+    points, correct = [], 0
+    for k, r in enumerate(ranked, 1):
+        correct += r["status"] == "correct"
+        points.append({"coverage": k / len(results), "accuracy": correct / k, "answered": k,
+                       "confidence": 1.0 if r["confidence"] is None else r["confidence"]})
+    return {"points": points, "without_confidence": sum(1 for r in answered if r["confidence"] is None)}
 
 
 def summarize(results: list[dict]) -> dict[str, Any]:
-    """Counts and rates overall, by kind and by split, from per-question results."""
-    overall, by_kind, by_split = _bucket(), {}, {}
+    """Counts and rates overall and by kind, difficulty, skill and split, from per-question results; the
+    risk-coverage curve when confidences were given."""
+    overall: dict[str, int] = _bucket()
+    groups: dict[str, dict[str, dict[str, int]]] = {"by_kind": {}, "by_difficulty": {}, "by_skill": {}, "by_split": {}}
     for r in results:
-        for bucket in (overall, by_kind.setdefault(r["kind"], _bucket()), by_split.setdefault(r["split"], _bucket())):
+        buckets = [overall, groups["by_kind"].setdefault(r["kind"], _bucket()),
+                   groups["by_split"].setdefault(r["split"], _bucket())]
+        if r.get("difficulty"):
+            buckets.append(groups["by_difficulty"].setdefault(r["difficulty"], _bucket()))
+        buckets += [groups["by_skill"].setdefault(skill, _bucket()) for skill in r.get("skills") or ()]
+        for bucket in buckets:
             bucket["n"] += 1
             bucket[r["status"]] += 1
-    return {"overall": _rates(overall), "by_kind": {k: _rates(v) for k, v in sorted(by_kind.items())},
-            "by_split": {k: _rates(v) for k, v in sorted(by_split.items())}}
+            bucket["answerable" if r["answerable"] else "unanswerable"] += 1
+            bucket["declined_unanswerable"] += (not r["answerable"]) and not r["answered"]
+    total = overall["n"]
+    return {"overall": _rates(overall, total),
+            **{name: {k: _rates(v, total) for k, v in sorted(g.items())} for name, g in groups.items()},
+            "penalty_costs": {"0": 0, "10": 10, "N": total}, "penalty_rule": PENALTY_RULE,
+            "risk_coverage": risk_coverage(results)}
 
 
 def score_pack(pack: Path, sql_by_id: dict[str, str | None], *, rule: str = "spider", limits: Limits = Limits(),
                integrity: Integrity | None = None, in_place: bool = False,
-               refused: dict[str, str] | None = None, holdout_key: str | Path | None = None) -> dict[str, Any]:
+               refused: dict[str, str] | None = None, holdout_key: str | Path | None = None,
+               confidence: dict[str, float] | None = None, source: str = "the candidates") -> dict[str, Any]:
     """Score candidate SQL (id -> SQL, None = declined) on every rotation of ``pack``; the report.
     The holdout is scored when its answer key is found (:func:`pack_questions`); otherwise its questions
-    are listed as not scored.
+    are listed as not scored. An unanswerable question (:func:`is_unanswerable`) is correct when declined and
+    wrong with any SQL, which is not run. Ids the pack does not have are an InputError naming ``source``.
 
     The pack's integrity is not checked here: callers check it first (``score_command`` does).
     ``in_place`` (the pack's own gold SQL only) queries the Parquet files where they are
@@ -1684,12 +1749,20 @@ def score_pack(pack: Path, sql_by_id: dict[str, str | None], *, rule: str = "spi
         raise InputError(f"unknown rule {rule!r}; use one of {', '.join(RULES)}")
     pack = Path(pack)
     records, key_used = pack_questions(pack, holdout_key)
-    questions = [q for q in records if scorable(q)]
+    questions = [q for q in records if scorable(q) and not is_unanswerable(q)]
+    declines = [q for q in records if is_unanswerable(q)]
     names = rotations(pack)
     if not names:
         raise InputError(f"{pack / 'rotations'}: no seed_<n> rotation folders")
     known = {q["id"] for q in records}
-    unscored = {q["id"] for q in records if not scorable(q)}
+    unknown = [i for i in sql_by_id if i not in known]
+    if unknown:
+        folded = {q["id"].casefold(): q["id"] for q in records}
+        hints = [f"{printable(i)} (did you mean {printable(folded[i.casefold()])}?)" if i.casefold() in folded
+                 else printable(i) for i in unknown[:10]]
+        raise InputError(f"{source}: {len(unknown)} id(s) match no question of {pack}: {', '.join(hints)}"
+                         f"{', ...' if len(unknown) > 10 else ''}; ids are the pack's, exactly as in {QUESTIONS_FILE}")
+    unscored = {q["id"] for q in records if not scorable(q) and not is_unanswerable(q)}
     started = time.perf_counter()
     # a sandbox with copied tables holds its rotation in memory: two small rotations are scored at
     # once (one loads while the other queries), large ones one at a time so that memory stays that
@@ -1718,20 +1791,29 @@ def score_pack(pack: Path, sql_by_id: dict[str, str | None], *, rule: str = "spi
         for qid, entry in entries.items():
             per_rotation[qid][rotation] = entry
     results = []
-    for q in questions:
-        runs = per_rotation[q["id"]]
+    sure = confidence or {}
+    scored_ids = {q["id"] for q in questions + declines}
+    for q in [q for q in records if q["id"] in scored_ids]:  # in the pack's order
+        answerable = not is_unanswerable(q)
+        runs = per_rotation.get(q["id"], {})
+        answered = sql_by_id.get(q["id"]) is not None or q["id"] in (refused or {})
         if refused and q["id"] in refused:
             status = "wrong"
-            runs = {r: {"match": False, "seconds": 0.0, "error": refused[q["id"]]} for r in names}
-        elif sql_by_id.get(q["id"]) is None:
-            status = "declined"
+            runs = {r: {"match": False, "seconds": 0.0, "error": refused[q["id"]]} for r in names} if answerable else {}
+        elif not answered:
+            status = "declined" if answerable else "correct"
+        elif not answerable:
+            status = "wrong"
         else:
             status = "correct" if all(runs[r]["match"] for r in names) else "wrong"
         results.append({"id": q["id"], "kind": q.get("kind", "?"), "split": q.get("split", "dev"), "status": status,
-                        "answer_type": answer_type_of(q), "expected": q["expected_answer"],
-                        "rotations": runs})
+                        "answerable": answerable, "answered": answered, "confidence": sure.get(q["id"]),
+                        "difficulty": q.get("difficulty") or None, "skills": list(q.get("skills") or ()),
+                        "question": q.get("question"), "unanswerable_reason": q.get("unanswerable_reason"),
+                        "answer_type": answer_type_of(q) if answerable else None,
+                        "expected": q["expected_answer"] if answerable else None, "rotations": runs})
     summary = summarize(results)
-    scored = sum(1 for r in results if r["status"] != "declined")
+    scored = sum(1 for r in results if r["answered"] and r["answerable"])
     return {
         "pack": str(pack),
         "rule": rule,
@@ -1821,22 +1903,28 @@ def _short(value: Any, width: int = 60) -> str:
     return text if len(text) <= width else text[:width - 3] + "..."
 
 
+def _share(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1%}"
+
+
 def format_table(summary: dict[str, Any]) -> str:
-    """A readable table: overall, by kind and by split, accuracy and wrong-rate side by side."""
+    """A readable table: overall, by kind, difficulty and split: accuracy, wrong-rate and the penalty score at
+    c = 10 side by side."""
     rows = [("all", summary["overall"])]
-    rows += [(f"kind  {k}", v) for k, v in summary["by_kind"].items()]
-    rows += [(f"split {k}", v) for k, v in summary["by_split"].items()]
+    for group, label in (("by_kind", "kind"), ("by_difficulty", "level"), ("by_split", "split")):
+        rows += [(f"{label:<5} {k}", v) for k, v in summary.get(group, {}).items()]
     width = max(24, *(len(name) for name, _ in rows))
-    head = f"{'':<{width}} {'n':>5} {'correct':>8} {'wrong':>6} {'declined':>9} {'accuracy':>9} {'wrong-rate':>11}"
+    head = (f"{'':<{width}} {'n':>5} {'correct':>8} {'wrong':>6} {'declined':>9} {'accuracy':>9} {'wrong-rate':>11} "
+            f"{'penalty@10':>11}")
     out = [head, "-" * len(head)]
     for name, v in rows:
         out.append(f"{name:<{width}} {v['n']:>5} {v['correct']:>8} {v['wrong']:>6} {v['declined']:>9} "
-                   f"{v['accuracy']:>9.1%} {v['wrong_rate']:>11.1%}")
+                   f"{v['accuracy']:>9.1%} {v['wrong_rate']:>11.1%} {v['penalty']['10']:>11.3f}")
     return "\n".join(out)
 
 
 def format_report(report: dict[str, Any]) -> str:
-    """The candidate report as text: one line per question, then the table."""
+    """The candidate report as text: one line per question, then the table and the reliability scores."""
     out = []
     if report.get("integrity"):
         out.append(f"integrity: {report['integrity']['message']}")
@@ -1844,7 +1932,10 @@ def format_report(report: dict[str, Any]) -> str:
                f"time limit {report['limits']['timeout_seconds']:g} s per query")
     for r in report["questions"]:
         line = f"{r['status'].upper():<8} {printable(r['id'])} {printable(r['kind'])}"
-        if r["status"] == "wrong":
+        if r["status"] == "wrong" and not r["answerable"]:
+            line += ": unanswerable, so declining was correct" + (
+                f" ({printable(r['unanswerable_reason'])})" if r.get("unanswerable_reason") else "")
+        elif r["status"] == "wrong":
             bad = []
             for rotation, run in r["rotations"].items():
                 if run["match"]:
@@ -1853,9 +1944,9 @@ def format_report(report: dict[str, Any]) -> str:
                 got = f"error: {printable(run['error'])}" if "error" in run else f"got {_short(run['observed'])}"
                 bad.append(f"{rotation}: {got} (expected {_short(expected)})")
             line += ": " + "; ".join(bad)
+        elif r["status"] == "correct" and not r["answerable"]:
+            line += ": unanswerable, declined"
         out.append(line)
-    if report["unknown_ids"]:
-        out.append(f"unknown ids (not in the pack, not scored): {', '.join(map(printable, report['unknown_ids']))}")
     if report["unscored_candidates"]:
         out.append("ids of questions without gold SQL or expected answer (not scored): "
                    f"{', '.join(map(printable, report['unscored_candidates']))}")
@@ -1865,9 +1956,21 @@ def format_report(report: dict[str, Any]) -> str:
                    "score with the answer key: --holdout-key DIR)")
     out.append("")
     out.append(format_table(report["summary"]))
-    o = report["summary"]["overall"]
+    summary = report["summary"]
+    o = summary["overall"]
     out.append(f"\n{o['correct']}/{o['n']} correct, {o['wrong']} wrong, {o['declined']} declined "
                f"(accuracy {o['accuracy']:.1%}, wrong-rate {o['wrong_rate']:.1%})")
+    out.append(f"unanswerable: {o['unanswerable']} of {o['n']}; declines: precision {_share(o['decline_precision'])}, "
+               f"recall {_share(o['decline_recall'])}")
+    costs = summary.get("penalty_costs", {})
+    out.append("penalty score: " + ", ".join(f"c={costs.get(name, name)} {o['penalty'][name]:.3f}"
+                                            for name in PENALTY_COSTS))
+    curve = summary.get("risk_coverage")
+    if curve and curve["points"]:
+        marks = [p for p in curve["points"] if p["answered"] in {max(1, round(len(curve["points"]) * f))
+                                                                   for f in (0.25, 0.5, 0.75, 1.0)}]
+        out.append("risk-coverage: " + ", ".join(f"coverage {p['coverage']:.0%}: accuracy {p['accuracy']:.1%}"
+                                                 for p in marks))
     return "\n".join(out)
 
 
@@ -1893,7 +1996,8 @@ def score_command(pack: str | Path, candidates: str | Path, json_path: str | Pat
         integrity = check_integrity(pack, public_key, allow_unattested=allow_unattested)
         given = load_candidates(candidates)
         report = score_pack(Path(pack), given.sql, rule=rule, limits=limits, integrity=integrity,
-                            refused=given.refused, holdout_key=holdout_key)
+                            refused=given.refused, holdout_key=holdout_key, confidence=given.confidence,
+                            source=str(candidates))
         report["candidates"] = {"file": str(candidates), "form": given.form}
     except InputError as exc:
         print(error_text(exc, error_prefix), file=err)
@@ -1921,7 +2025,7 @@ def run_gold(pack: Path, *, rule: str = "spider", limits: Limits = Limits(),
     gold = {q["id"]: q["gold_sql"] for q in questions}
     report = score_pack(pack, gold, rule=rule, limits=limits, in_place=True, holdout_key=holdout_key)
     lines, passed = [], 0
-    for r in report["questions"]:
+    for r in [r for r in report["questions"] if r["answerable"]]:
         if r["status"] == "correct":
             passed += 1
             lines.append(f"PASS {printable(r['id'])} {printable(r['kind'])}")
@@ -1929,6 +2033,10 @@ def run_gold(pack: Path, *, rule: str = "spider", limits: Limits = Limits(),
             bad = ", ".join(f"{rot}={run.get('observed', 'error: ' + str(run.get('error')))!r}"
                             for rot, run in r["rotations"].items() if not run["match"])
             lines.append(printable(f"FAIL {r['id']} {r['kind']}: expected {r['expected']!r}, got {bad}"))
+    declines = report["summary"]["overall"]["unanswerable"]
+    if declines:
+        lines.append(f"NOTE unanswerable: {declines} questions have no gold SQL (declining is their answer); nothing "
+                     "to rerun")
     held = report["holdout_not_scored"]
     if held:
         lines.append(f"NOTE holdout: {len(held)} questions not checked here (their gold SQL is in the answer key, "

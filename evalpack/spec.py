@@ -295,6 +295,7 @@ class QuestionPlan:
     exclude: tuple[str, ...] = ()
     max: int | None = None
     mix: tuple[tuple[str, float], ...] | None = DEFAULT_MIX
+    unanswerable: float = 0.1  # the share of the shipped questions that no SQL on this schema answers (0: none)
 
 
 @dataclass(frozen=True)
@@ -701,7 +702,7 @@ TOP_KEYS = (
     "waterfalls", "time_grids", "constraints", "semantics", "questions", "repo", "segment_shares", "per_parent",
 )
 GATE_POLICIES = ("block", "warn", "off")  # evalpack.diff.POLICIES
-QUESTIONS_KEYS = ("include", "exclude", "max", "difficulty")
+QUESTIONS_KEYS = ("include", "exclude", "max", "difficulty", "unanswerable")
 SEMANTICS_KEYS = ("tables", "columns", "measures", "currency", "synonyms")
 TABLE_KEYS = ("rows", "columns", "constraints", "description")
 COLUMN_KEYS = (
@@ -1316,7 +1317,8 @@ def _read_questions(r: _Reader, raw: Any) -> QuestionPlan:
                     for level in LEVELS)
         if abs(sum(v for _, v in mix) - 1.0) > 1e-9:
             raise r.err(dp, f"the shares add up to {sum(v for _, v in mix):g}; make them add up to 1")
-    return QuestionPlan(include, exclude, most, mix)
+    unanswerable = float(r.number(m.get("unanswerable", 0.1), p + ("unanswerable",), lo=0.0, hi=0.5))
+    return QuestionPlan(include, exclude, most, mix, unanswerable)
 
 
 def _amount(r: _Reader, value: float, col: Column, table: str, path: tuple, what: str) -> int:

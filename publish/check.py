@@ -65,8 +65,10 @@ def check_consistency(pack: Path, manifest: dict) -> list[str]:
         text = questions.read_bytes().decode("utf-8", errors="replace")
         count = sum(1 for line in text.splitlines() if line.strip())
         shipped = (manifest.get("questions") or {}).get("shipped")
-        if shipped is not None and shipped != count:
-            failures.append(f"questions.jsonl: {count} questions, manifest.json says {shipped} shipped")
+        declines = (manifest.get("unanswerable") or {}).get("count", 0)
+        if shipped is not None and shipped + declines != count:
+            failures.append(f"questions.jsonl: {count} questions, manifest.json says {shipped} shipped"
+                            + (f" and {declines} unanswerable" if declines else ""))
     certificate = PackLayout(pack).certificate
     if not certificate.is_file():
         failures.append("certificate.json: missing")

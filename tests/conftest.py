@@ -25,6 +25,11 @@ def full_questions(pack: Path) -> list[dict]:
     return records
 
 
+def gold_questions(pack: Path) -> list[dict]:
+    """The questions of a pack built here that have gold SQL (all but those to decline), holdout included."""
+    return [r for r in full_questions(pack) if r.get("answerable") is not False]
+
+
 def spec_text(pack: Path) -> str:
     """The spec a pack built here was made from: in its manifest, or (with a holdout) in its answer key."""
     spec = json.loads((pack / "manifest.json").read_text())["spec"]

@@ -126,9 +126,13 @@ def test_force_replaces_the_pack_and_prints_a_summary(spec: Path, existing: Path
         assert len(counts) == 1
         assert re.search(rf"^  {table}: {counts.pop():,} rows per rotation$", out, re.M), out
     con.close()
-    shipped = (existing / "questions.jsonl").read_text(encoding="utf-8").splitlines()
+    records = (existing / "questions.jsonl").read_text(encoding="utf-8").splitlines()
+    shipped = [line for line in records if json.loads(line)["answerable"]]
     match = re.search(r"^  questions shipped: (\d+) \(", out, re.M)
     assert match and int(match.group(1)) == len(shipped) > 0, out
+    declines = re.search(r"^  unanswerable: (\d+) to decline \(", out, re.M)
+    assert declines and int(declines.group(1)) == len(records) - len(shipped) > 0, out
+    shipped = records
     kinds = {json.loads(line)["kind"] for line in shipped}
     for kind in kinds:
         assert kind in out

@@ -92,7 +92,8 @@ def test_the_answer_key_reveals_the_holdout_and_is_checked_against_the_commitmen
         assert commitment(r, r["salt"]) == public[r["id"]]["commitment"]
     full, used = pack_questions(pack)
     assert used == holdout_key_beside(pack)
-    assert all(r["gold_sql"] and r["expected_answer"] is not None for r in full)
+    assert all(r["gold_sql"] and r["expected_answer"] is not None for r in full if r["answerable"])
+    assert all(r["split"] == "dev" for r in full if not r["answerable"])  # their labels would give them away
     # an edited answer, or another version's key, is refused naming the question
     forged = tmp_path / "forged"
     forged.mkdir()

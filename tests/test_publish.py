@@ -25,7 +25,7 @@ from fakehub import DEAD_PROXY, FakeHub, client_env, git_blob_sha1
 
 from evalpack.attest import ATTESTATION
 from evalpack.build import build_pack
-from evalpack.card import REPO_PLACEHOLDER, hub_configs, render_card, size_category, write_card
+from evalpack.card import REPO_PLACEHOLDER, hub_configs, question_count, render_card, size_category, write_card
 from evalpack.hubfiles import QUESTION_SCHEMA, write_questions_parquet
 from publish.layout import PublishError, build_layout
 
@@ -160,10 +160,11 @@ def test_the_layout_uploads_exactly_the_pack_files_unchanged_and_the_card_as_bui
     assert "README.md" in pack_files and pack_files == paths  # every pack file, the card included, and no other
     for rel in pack_files:
         assert layout.file(rel).read_bytes() == (retail_pack / rel).read_bytes()
-    total = sum(sum(t["rows"].values()) for t in m["tables"].values()) + m["questions"]["shipped"]
+    total = sum(sum(t["rows"].values()) for t in m["tables"].values()) + question_count(m)
+    assert question_count(m) == m["questions"]["shipped"] + m["unanswerable"]["count"]  # answerable and not
     assert layout.total_rows == total
     header = card_header(layout.file("README.md").read_bytes().decode())
-    assert header["size_categories"] == [size_category(m["questions"]["shipped"])]
+    assert header["size_categories"] == [size_category(question_count(m))]
 
 
 def test_a_pack_without_a_card_or_with_a_card_naming_other_files_is_refused(retail_pack, tmp_path):
@@ -191,9 +192,15 @@ def test_questions_parquet_holds_every_answer_type(retail_pack):
     assert [r["id"] for r in rows] == [q["id"] for q in records]
     seen = set()
     for row, record in zip(rows, records, strict=True):
+        assert row["answerable"] is (record["answerable"] is not False)
         if record.get("commitment"):  # a holdout question: nothing of its answer in the public pack
             assert row["expected_answer"] is None and row["gold_sql"] is None
             assert row["commitment"] == record["commitment"]
+            continue
+        if not row["answerable"]:  # to decline: a reason, no gold SQL, no answer
+            assert row["unanswerable_reason"] == record["unanswerable_reason"] and row["unanswerable_reason"]
+            assert row["expected_answer"] is None and row["gold_sql"] is None and row["answer_type"] is None
+            seen.add("unanswerable")
             continue
         assert json.loads(row["expected_answer"]) == record["expected_answer"]
         typed = {"number": row["expected_number"], "integer": row["expected_integer"],
@@ -205,7 +212,7 @@ def test_questions_parquet_holds_every_answer_type(retail_pack):
         assert typed.pop(record["answer_type"]) == record["expected_answer"]
         assert all(v is None for v in typed.values())
         seen.add(record["answer_type"])
-    assert {"number", "integer"} <= seen
+    assert {"number", "integer", "unanswerable"} <= seen
 
 
 def test_rotated_answers_give_one_questions_split_per_rotation(retail_pack, tmp_path):
@@ -313,7 +320,7 @@ print(json.dumps({
         types = dict(map(tuple, got[tag]["types"]))
         assert types["amount"] == "Decimal" and types["ordered_at"] == "date"
         Decimal(got[tag]["amount"])
-        assert got[tag]["questions"] == {"test": m["questions"]["shipped"]}
+        assert got[tag]["questions"] == {"test": question_count(m)}
         records = [json.loads(line) for line in (pack / "questions.jsonl").read_text().splitlines()]
         shown = got[tag]["expected"]  # a holdout question's answer is null there, as in questions.jsonl
         assert {q["id"]: None if shown[q["id"]] is None else json.loads(shown[q["id"]]) for q in records} == {
@@ -397,7 +404,7 @@ def test_dry_run_prints_the_layout_and_makes_no_request(hub, hub_env, retail_pac
     assert ("dataset", "tester/dry-run") not in hub.repos
     assert "nothing was sent" in out and "tag v1.0.0" in out
     assert "verified (evalpack verify)" in out  # re-verified first, with the engine's check
-    assert f"questions [default]: test ({manifest(retail_pack)['questions']['shipped']} rows)" in out
+    assert f"questions [default]: test ({question_count(manifest(retail_pack))} rows)" in out
     assert "orders: seed_42 (40,000 rows), seed_43 (40,000 rows), seed_44 (40,000 rows)" in out
     for path in ("README.md", "rotations/seed_42/tables/orders.parquet", "data/questions/test.parquet",
                  "questions.jsonl", "manifest.json", "certificate.json", "verify.py"):

@@ -42,8 +42,9 @@ ALL_FAMILIES = set(KINDS)  # the two example specs together ship every family
 
 
 def _records(pack: Path) -> list[dict]:
-    """The pack's questions as built: the holdout's gold SQL and answers from the key beside it."""
-    return full_questions(pack)
+    """The pack's answerable questions as built (those with gold SQL; tests/test_unanswerable.py covers the
+    rest): the holdout's gold SQL and answers from the key beside it."""
+    return [r for r in full_questions(pack) if r["answerable"]]
 
 
 def _manifest(pack: Path) -> dict:
@@ -62,7 +63,7 @@ def test_retail_ships_at_least_60_and_drops_none(retail_pack):
 
 
 def test_every_family_ships_and_reverifies_on_every_rotation(retail_pack, finance_pack):
-    kinds = {r["kind"] for pack in (retail_pack, finance_pack) for r in _records(pack)}
+    kinds = {r["kind"] for pack in (retail_pack, finance_pack) for r in full_questions(pack)}
     assert kinds == ALL_FAMILIES
     finance_kinds = {r["kind"] for r in _records(finance_pack)}
     assert {"ledger_balance", "trial_balance", "waterfall_net", "waterfall_component", "waterfall_ending",
@@ -77,11 +78,13 @@ def test_every_family_ships_and_reverifies_on_every_rotation(retail_pack, financ
 def test_question_records_follow_the_pack_format(retail_pack):
     import hashlib
 
-    for r in _records(retail_pack):
+    for r in full_questions(retail_pack):
         committed = {"commitment"} if r["split"] == "holdout" else set()
-        assert set(r) == {"id", "key", "orphan_rows", "question", "evidence", "paraphrases", "gold_sql", "expected_answer",
-                          "answer_type", "round_decimals", "kind", "difficulty", "skills", "split", "question_sha256",
-                          "tags"} | committed
+        assert set(r) == {"id", "key", "orphan_rows", "question", "evidence", "paraphrases", "answerable",
+                          "unanswerable_reason", "gold_sql", "expected_answer", "answer_type", "round_decimals", "kind",
+                          "difficulty", "skills", "split", "question_sha256", "tags"} | committed
+        assert (r["answerable"], r["unanswerable_reason"] is None) in ((True, True), (False, False))
+    for r in _records(retail_pack):
         assert (r["difficulty"], tuple(r["skills"])) == label(r["gold_sql"], r["answer_type"])
         assert r["question_sha256"] == hashlib.sha256(r["question"].encode()).hexdigest()
         assert r["split"] in ("dev", "holdout")

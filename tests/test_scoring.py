@@ -235,7 +235,11 @@ def test_three_way_scoring_report_and_json(tmp_path, retail_pack):
     expected_status = {}
     lines = []
     for i, q in enumerate(questions):
-        if i % 5 == 0:
+        if not q["answerable"]:  # declining is correct, any SQL wrong
+            if i % 2:
+                lines.append({"id": q["id"], "sql": "SELECT 1"})
+            expected_status[q["id"]] = "wrong" if i % 2 else "correct"
+        elif i % 5 == 0:
             lines.append({"id": q["id"], "declined": True})
             expected_status[q["id"]] = "declined"
         elif i % 5 == 1:
@@ -249,7 +253,7 @@ def test_three_way_scoring_report_and_json(tmp_path, retail_pack):
         else:
             lines.append({"id": q["id"], "sql": q["gold_sql"]})
             expected_status[q["id"]] = "correct"
-    lines.append({"id": "q999", "sql": "SELECT 1"})
+    assert {"correct", "wrong"} == {expected_status[q["id"]] for q in questions if not q["answerable"]}
     path = _write(tmp_path, "cands.jsonl", "".join(json.dumps(x) + "\n" for x in lines))
     out, err = io.StringIO(), io.StringIO()
     report_path = tmp_path / "report.json"
@@ -257,7 +261,6 @@ def test_three_way_scoring_report_and_json(tmp_path, retail_pack):
     report = json.loads(report_path.read_text())
     got_status = {r["id"]: r["status"] for r in report["questions"]}
     assert got_status == expected_status
-    assert report["unknown_ids"] == ["q999"]
     assert report["candidates"] == {"file": str(path), "form": "jsonl"}
     # counts by kind and split, recomputed from questions.jsonl
     for field, key in (("kind", "by_kind"), ("split", "by_split")):
@@ -274,7 +277,6 @@ def test_three_way_scoring_report_and_json(tmp_path, retail_pack):
     assert overall["n"] == len(questions) == overall["correct"] + overall["wrong"] + overall["declined"]
     text = out.getvalue()
     assert "accuracy" in text and "wrong-rate" in text
-    assert "unknown ids (not in the pack, not scored): q999" in text
     first_wrong = next(q for i, q in enumerate(questions) if i % 5 == 1)
     assert f"WRONG    {first_wrong['id']}" in text and 'got "180000.0"' not in text
     assert f"split {questions[0]['split']}" in text and f"kind  {questions[0]['kind']}" in text
@@ -282,7 +284,7 @@ def test_three_way_scoring_report_and_json(tmp_path, retail_pack):
 
 def test_every_gold_sql_is_correct_and_exits_0(tmp_path, retail_pack):
     questions = full_questions(retail_pack)
-    path = _write(tmp_path, "gold.json", json.dumps({q["id"]: q["gold_sql"] for q in questions}))
+    path = _write(tmp_path, "gold.json", json.dumps({q["id"]: q["gold_sql"] for q in questions}))  # null: decline
     out = io.StringIO()
     assert score_command(retail_pack, path, rule="bird", out=out, err=io.StringIO()) == 0
     assert f"{len(questions)}/{len(questions)} correct, 0 wrong, 0 declined" in out.getvalue()

@@ -100,7 +100,6 @@ def test_hostile_candidates_finish_within_their_limits_and_the_report_is_written
     gold_after = {q["id"]: q["gold_sql"] for q in questions[len(cases):len(cases) + 3]}
     records = [{"id": qid, "sql": sql} for qid, sql in zip(ids, cases.values(), strict=True)]
     records += [{"id": qid, "sql": sql} for qid, sql in gold_after.items()]
-    records.append({"id": "q\ud800\u001b[2J\nCORRECT everything", "sql": "SELECT 1"})
     candidates = tmp / "candidates.jsonl"
     candidates.write_text("".join(json.dumps(r) + "\n" for r in records))
     report_path = tmp / "report.json"
@@ -139,10 +138,15 @@ def test_hostile_candidates_finish_within_their_limits_and_the_report_is_written
     assert workers, "no worker process was seen"
     assert max(workers.values()) // 1024 <= timing["worker_cap_mb"]
     assert max(peaks.values()) < 4 * 2**20  # KiB: the 6 GiB growth of the issue is gone
-    # the id with escapes and a lone surrogate is printed escaped: no fake line, no terminal control
-    assert "\x1b" not in out and "\nCORRECT everything" not in out
-    assert "q\\ud800\\x1b[2J\\x0aCORRECT everything" in out
     assert _snapshot(pack) == before_pack and _snapshot(arena["outside"]) == before_outside
+    # an id the pack does not have, with escapes and a lone surrogate, is refused in one escaped line: no fake
+    # line, no terminal control
+    hostile_id = tmp / "hostile-id.jsonl"
+    hostile_id.write_text(json.dumps({"id": "q\ud800\u001b[2J\nCORRECT everything", "sql": "SELECT 1"}) + "\n")
+    command[command.index(str(candidates))] = str(hostile_id)
+    run = subprocess.run(command, capture_output=True, text=True, cwd=tmp, timeout=300)
+    assert run.returncode == 2 and run.stdout == "" and run.stderr.count("\n") == 1, run.stderr
+    assert "\x1b" not in run.stderr and "q\\ud800\\x1b[2J\\x0aCORRECT everything" in run.stderr
     assert "never-leaves" not in report_path.read_text()
 
 

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import copy_pack, full_questions
+from conftest import copy_pack, gold_questions
 
 from evalpack.scoring import Limits, catalog_state, open_sandbox, run_query, score_command
 
@@ -75,7 +75,7 @@ def attacks(a: dict[str, Path]) -> dict[str, str]:
 
 def test_attacks_are_wrong_or_rejected_and_nothing_leaks(arena):
     pack = arena["pack"]
-    questions = full_questions(pack)
+    questions = gold_questions(pack)
     attack = attacks(arena)
     assert len(attack) >= 12
     ids = [q["id"] for q in questions]
@@ -237,7 +237,7 @@ def test_gold_sql_returns_the_same_rows_in_place_as_on_copied_tables(arena):
     tables = arena["pack"] / "rotations" / "seed_43" / "tables"
     copied, in_place = open_sandbox(tables), open_sandbox(tables, in_place=True)
     try:
-        for q in full_questions(arena["pack"]):
+        for q in gold_questions(arena["pack"]):
             a, b = run_query(copied, q["gold_sql"]), run_query(in_place, q["gold_sql"])
             assert a.error is None and b.error is None, q["id"]
             assert sorted(map(repr, a.rows)) == sorted(map(repr, b.rows)), q["id"]

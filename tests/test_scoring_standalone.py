@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import copy_pack, full_questions
+from conftest import copy_pack, full_questions, gold_questions
 
 from evalpack.build import build_pack
 from evalpack.cli import main as cli_main
@@ -45,7 +45,7 @@ def test_verify_py_runs_isolated_and_imports_only_stdlib_and_duckdb(tmp_path, re
     run = subprocess.run([sys.executable, "-I", "-X", "importtime", str(pack / "verify.py")], cwd=tmp_path,
                          capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stdout + run.stderr[-2000:]
-    questions = full_questions(pack)
+    questions = gold_questions(pack)
     assert f"{len(questions)}/{len(questions)} questions verify on every rotation" in run.stdout
     assert run.stdout.count("\nPASS ") == len(questions)
     imported = _imports_after_site(run.stderr)
@@ -60,7 +60,8 @@ def test_verify_py_runs_isolated_and_imports_only_stdlib_and_duckdb(tmp_path, re
 def test_verify_py_candidate_mode_in_a_subprocess(tmp_path, retail_pack):
     pack = tmp_path / "pack"
     copy_pack(retail_pack, pack)
-    questions = full_questions(pack)
+    questions = gold_questions(pack)
+    declines = len(full_questions(pack)) - len(questions)  # left out: declined, which is correct for them
     cands = tmp_path / "cands.json"
     cands.write_text(json.dumps([{"id": q["id"], "sql": q["gold_sql"]} for q in questions[:3]]
                                 + [{"id": questions[3]["id"], "sql": "SELECT 180000.0"}]))
@@ -72,7 +73,7 @@ def test_verify_py_candidate_mode_in_a_subprocess(tmp_path, retail_pack):
     data = json.loads(report.read_text())
     assert data["rule"] == "bird" and data["candidates"]["form"] == "json-list"
     overall = data["summary"]["overall"]
-    assert (overall["correct"], overall["wrong"], overall["declined"]) == (3, 1, len(questions) - 4)
+    assert (overall["correct"], overall["wrong"], overall["declined"]) == (3 + declines, 1, len(questions) - 4)
     assert "accuracy" in run.stdout and "wrong-rate" in run.stdout
     empty = tmp_path / "empty.jsonl"
     empty.write_text("")
@@ -82,7 +83,8 @@ def test_verify_py_candidate_mode_in_a_subprocess(tmp_path, retail_pack):
 
 
 def test_evalpack_score_runs_the_same_scorer(tmp_path, retail_pack, capsys):
-    questions = full_questions(retail_pack)
+    questions = gold_questions(retail_pack)
+    declines = len(full_questions(retail_pack)) - len(questions)
     cands = tmp_path / "cands.jsonl"
     cands.write_text("".join(json.dumps({"id": q["id"], "sql": q["gold_sql"]}) + "\n" for q in questions[:5]))
     via_cli = tmp_path / "cli.json"
@@ -96,7 +98,7 @@ def test_evalpack_score_runs_the_same_scorer(tmp_path, retail_pack, capsys):
             for run in q["rotations"].values():
                 run.pop("seconds")
     assert a == b
-    assert "5/" in capsys.readouterr().out
+    assert f"{5 + declines}/{len(questions) + declines} correct" in capsys.readouterr().out
 
 
 @pytest.fixture(scope="module")
@@ -112,7 +114,7 @@ def rotated_pack(tmp_path_factory) -> Path:
 
 
 def test_rotated_answers_use_each_rotations_own_answer(tmp_path, rotated_pack):
-    questions = full_questions(rotated_pack)
+    questions = gold_questions(rotated_pack)
     assert all(isinstance(q["expected_answer"], dict) for q in questions)
     rotations = sorted(questions[0]["expected_answer"])
     assert len(rotations) == 2
@@ -139,4 +141,5 @@ def test_rotated_answers_use_each_rotations_own_answer(tmp_path, rotated_pack):
         else:
             assert r["status"] == "correct", r
     overall = report["summary"]["overall"]
-    assert (overall["correct"], overall["wrong"]) == (len(questions) - 10, 10)
+    declines = overall["unanswerable"]  # no candidate: declined, which is correct for them
+    assert declines > 0 and (overall["correct"], overall["wrong"]) == (len(questions) - 10 + declines, 10)
