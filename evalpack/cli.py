@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import sys
 import tempfile
 import time
@@ -169,35 +168,17 @@ def cmd_build(args: argparse.Namespace) -> int:
 def cmd_score(args: argparse.Namespace) -> int:
     from evalpack.scoring import score_command
 
-    def scored(json_path: str | None) -> int:
-        return score_command(args.pack, args.candidates, json_path=json_path, rule=args.rule,
-                             public_key=args.public_key, timeout=args.timeout, memory_mb=args.memory_mb,
-                             threads=args.threads, run_timeout=args.run_timeout,
-                             allow_unattested=args.allow_unattested, error_prefix="evalpack: error: ",
-                             holdout_key=args.holdout_key)
+    if args.html is not None:
+        check_html_path(args.html, args.pack)
 
-    if args.html is None:
-        return scored(args.json)
-    check_html_path(args.html, args.pack)
-    # the scorer hands its report over only as a JSON file: it is written aside, read back and rendered
-    with tempfile.TemporaryDirectory(prefix="evalpack-score-") as scratch:
-        report_json = Path(scratch) / "report.json"
-        code = scored(str(report_json))
-        if not report_json.is_file():  # an input error, printed by the scorer: nothing was scored
-            return code
-        if args.json:
-            copy_report(report_json, args.json)
-        report = json.loads(report_json.read_text(encoding="utf-8"))
-    write_html(args.html, score_html(report))
-    return code
+    def render(report: dict) -> None:  # the page sees the report as the JSON report states it
+        write_html(args.html, score_html(json.loads(json.dumps(report, default=str))))
 
-
-def copy_report(source: Path, path: str) -> None:
-    """The JSON report ``--json`` asks for, as the scorer wrote it."""
-    try:
-        shutil.copyfile(source, path)
-    except OSError as exc:
-        raise InputError(f"{path}: cannot write the JSON report: {exc.strerror or exc}") from None
+    return score_command(args.pack, args.candidates, json_path=args.json, rule=args.rule,
+                         public_key=args.public_key, timeout=args.timeout, memory_mb=args.memory_mb,
+                         threads=args.threads, run_timeout=args.run_timeout,
+                         allow_unattested=args.allow_unattested, error_prefix="evalpack: error: ",
+                         holdout_key=args.holdout_key, on_report=render if args.html else None)
 
 
 def cmd_report(args: argparse.Namespace) -> int:

@@ -1986,8 +1986,10 @@ def score_command(pack: str | Path, candidates: str | Path, json_path: str | Pat
                   rule: str = "spider", *, public_key: str | Path | None = None, timeout: float = DEFAULT_TIMEOUT,
                   memory_mb: int = DEFAULT_MEMORY_MB, threads: int = DEFAULT_THREADS,
                   run_timeout: float = DEFAULT_RUN_TIMEOUT, allow_unattested: bool = False, out=None,
-                  err=None, error_prefix: str = "error: ", holdout_key: str | Path | None = None) -> int:
+                  err=None, error_prefix: str = "error: ", holdout_key: str | Path | None = None,
+                  on_report: Callable[[dict[str, Any]], None] | None = None) -> int:
     """``evalpack score`` and ``verify.py --candidates``: integrity, then scoring; the exit code.
+    ``on_report`` receives the report once it is complete (``evalpack score --html`` renders it).
 
     Input errors are printed as one line starting with ``error_prefix`` (the CLI passes its own)."""
     out, err = out or sys.stdout, err or sys.stderr
@@ -2003,12 +2005,14 @@ def score_command(pack: str | Path, candidates: str | Path, json_path: str | Pat
         print(error_text(exc, error_prefix), file=err)
         return 2
     print(format_report(report), file=out)
-    if json_path:
-        try:
+    try:
+        if json_path:
             _write_json(json_path, report)
-        except InputError as exc:
-            print(error_text(exc, error_prefix), file=err)
-            return 2
+        if on_report is not None:
+            on_report(report)
+    except InputError as exc:
+        print(error_text(exc, error_prefix), file=err)
+        return 2
     overall = report["summary"]["overall"]
     return 0 if overall["correct"] == overall["n"] else 1
 
