@@ -25,10 +25,14 @@ and, for imported packs, ``as_received``: the received file no longer has its re
 Every gold query, and every query derived from one, runs in verify.py's sandbox in a worker process
 (read-only, no file access, one SELECT, time-limited, under operating-system memory and CPU limits);
 this process runs only the SQL it writes itself (table shapes, link counts).
-Links for the orphan check come from the spec's declared relationships (built packs), or from
-the foreign keys of the source database recorded at import plus links inferred from the data:
-a column whose distinct non-null values are a near-subset (>= 95 %, with at least one miss) of
-another table's unique key.
+Links for the orphan check come, in this order, from the spec's declared relationships (built
+packs), from the source database's own foreign keys (recorded at import), and only then from the
+data (:func:`infer_links`): a column of another table whose name names a unique key (``c_nationkey``
+and ``n_nationkey``, ``film_id`` and ``films.id``), of the same type, whose distinct non-NULL values
+are all found in that key, or at least 95 % of them (the orphan rate is then stated wherever the
+link is shown). An inferred link is marked so in the manifest and in every finding it causes; a
+table is never linked to itself, and no gold SQL is rewritten: a finding shows the query without
+orphans for a person to judge.
 """
 
 from __future__ import annotations
@@ -54,6 +58,7 @@ from evalpack.scoring import (
     Limits,
     SandboxWorker,
     answer_matches,
+    answer_type_of,
     expected_for,
     observed,
     quote_ident,
@@ -71,6 +76,8 @@ NEAR_SUBSET = 0.95
 NOT_RECORDED = object()  # no value was recorded for this question and rotation
 KINDS = ("as_received", "seal", "error", "drift", "mismatch", "empty", "orphans", "tie")
 _INT_TYPES = re.compile(r"^(U?(TINY|SMALL|BIG|HUGE)?INT(EGER)?|U?INT(8|16|32|64|128))$")
+GENERIC_NAMES = frozenset({"id", "key", "code", "no", "num", "number", "uuid", "pk", "name"})
+_PREFIX = re.compile(r"^([a-z]{1,4})_(.+)$")  # TPC-H's c_nationkey, ps_partkey: a short table prefix
 
 
 @dataclass(frozen=True)
@@ -168,14 +175,63 @@ def _family(duckdb_type: str) -> str | None:
     return None
 
 
+FAMILY_WORDS = {"int": "integers", "str": "text", "uuid": "UUIDs"}
+
+
+def _stem(column: str) -> str:
+    """A column's name without a short table prefix (``c_nationkey`` -> ``nationkey``), lower case; a name
+    whose rest is generic (``user_id``) is kept whole."""
+    name = column.lower()
+    m = _PREFIX.match(name)
+    return m.group(2) if m and m.group(2) not in GENERIC_NAMES else name
+
+
+def _table_words(table: str) -> set[str]:
+    """A table's name and its singular (``films`` -> film, ``countries`` -> country)."""
+    t = table.lower()
+    out = {t}
+    if t.endswith("ies"):
+        out.add(t[:-3] + "y")
+    if t.endswith(("ses", "xes", "ches", "shes")):
+        out.add(t[:-2])
+    if t.endswith("s") and not t.endswith("ss"):
+        out.add(t[:-1])
+    return out
+
+
+def names_refer(child_column: str, parent_table: str, parent_column: str, child_unique: bool = False) -> bool:
+    """Whether a column's name names a parent key: the same name up to a short table prefix (``o_custkey``
+    and ``c_custkey``, not a generic one like ``id`` or ``name``), or the parent table's name and its
+    generic key (``film_id`` for ``films.id``). A child that is itself unique in its table must name the
+    parent table, so that two tables' own keys are not linked to each other.
+
+    >>> names_refer("c_nationkey", "nation", "n_nationkey"), names_refer("n_nationkey", "customer", "c_custkey")
+    (True, False)
+    >>> names_refer("film_id", "films", "id"), names_refer("id", "films", "id")
+    (True, False)
+    """
+    c, p = child_column.lower(), parent_column.lower()
+    words = _table_words(parent_table)
+    if p in GENERIC_NAMES:
+        return any(c in (f"{w}_{p}", f"{w}{p}") for w in words)
+    stem = _stem(c)
+    if stem != _stem(p) or stem in GENERIC_NAMES:
+        return False
+    return not child_unique or any(w in stem for w in words)
+
+
 def infer_links(con: duckdb.DuckDBPyConnection, exclude: tuple[Link, ...] = (),
                 threshold: float = NEAR_SUBSET) -> list[dict]:
-    """Links inferred from the data of the tables (views) visible in ``con``'s main schema.
+    """Links inferred from the tables (views) visible in ``con``'s main schema, for columns no declared
+    link or foreign key covers (``exclude``).
 
-    A column is linked to another table's unique key (non-null, distinct on every row) when at least
-    ``threshold`` of its distinct non-null values occur in that key and at least one does not: a
-    near-subset is a foreign key with orphans. Integer, string and UUID columns only; a unique column
-    named ``id`` is never a child. Returns dicts with the coverage evidence, sorted.
+    A column is linked to a unique key of *another* table (non-null, distinct on every row) only when
+    its name names that key (:func:`names_refer`), both hold the same kind of value (integers, text or
+    UUIDs) and its distinct non-NULL values are found in that key: all of them, or at least
+    ``threshold`` of them, in which case the entry's ``orphan_rows`` and ``orphan_rate`` (orphan rows /
+    non-NULL rows) say what made it a link with orphans. Data alone (a key's values that happen to
+    occur in another column) never makes a link. Returns dicts marked ``"inferred": true`` with the
+    evidence, sorted by child then parent.
     """
     cols: dict[str, list[tuple[str, str]]] = {}
     for table, column, dtype in con.execute(
@@ -193,22 +249,45 @@ def infer_links(con: duckdb.DuckDBPyConnection, exclude: tuple[Link, ...] = (),
     keys = [(t, c) for (t, c), (n, nn, d, _) in stats.items() if n > 0 and nn == n and d == n]
     known = {(lk.child_table, lk.child_column) for lk in exclude}
     found = []
-    for (ct, cc), (_, _, distinct, fam) in sorted(stats.items()):
-        if distinct == 0 or (ct, cc) in known or ((ct, cc) in keys and cc.lower() == "id"):
+    for (ct, cc), (_, non_null, distinct, fam) in sorted(stats.items()):
+        if distinct == 0 or (ct, cc) in known:
             continue
         for pt, pc in keys:
             parent_rows, _, _, pfam = stats[(pt, pc)]
-            if (pt, pc) == (ct, cc) or pfam != fam or parent_rows < threshold * distinct:
+            if pt == ct or pfam != fam or parent_rows < threshold * distinct \
+                    or not names_refer(cc, pt, pc, child_unique=(ct, cc) in keys):
                 continue
             misses = con.execute(
                 f"SELECT COUNT(*) FROM (SELECT DISTINCT {quote_ident(cc)} AS v FROM {quote_ident(ct)} "
                 f"WHERE {quote_ident(cc)} IS NOT NULL) AS d "
                 f"WHERE NOT EXISTS (SELECT 1 FROM {quote_ident(pt)} AS p WHERE p.{quote_ident(pc)} = d.v)").fetchall()[0][0]
-            if misses >= 1 and (distinct - misses) >= threshold * distinct:
-                found.append({"child": f"{ct}.{cc}", "parent": f"{pt}.{pc}", "source": "inferred",
-                              "distinct_values": distinct, "missing_values": int(misses),
-                              "coverage": round((distinct - misses) / distinct, 6)})
+            if (distinct - misses) < threshold * distinct:
+                continue
+            orphans = count_orphans(con, Link(ct, cc, pt, pc)) if misses else 0
+            found.append({"child": f"{ct}.{cc}", "parent": f"{pt}.{pc}", "source": "inferred", "inferred": True,
+                          "rule": f"{cc} names {pt}.{pc}; both hold {FAMILY_WORDS[fam]}; "
+                                  + ("every value is found there" if not misses else
+                                     f"{distinct - misses} of {distinct} distinct values are found there"),
+                          "distinct_values": distinct, "missing_values": int(misses),
+                          "coverage": round((distinct - misses) / distinct, 6),
+                          "rows": int(non_null), "orphan_rows": int(orphans),
+                          "orphan_rate": round(orphans / non_null, 6) if non_null else 0.0})
     return found
+
+
+def describe_link(entry: dict) -> str:
+    """One manifest relationship in words for a report: where it comes from and its orphan rows (with the
+    rate, for an inferred link that has some)."""
+    head = f"{entry['child']} -> {entry['parent']}"
+    source = {"foreign_key": "a foreign key of the database", "declared": "declared",
+              "inferred": "inferred from names and data"}.get(entry.get("source"), str(entry.get("source")))
+    orphans = int(entry.get("orphan_rows") or 0)
+    if not orphans:
+        return f"{head}: {source}; every row has its parent"
+    rows = entry.get("rows")
+    rate = f" ({entry['orphan_rate'] * 100:.3g} % of {rows} rows)" if rows and "orphan_rate" in entry else ""
+    return (f"{head}: {source}; {orphans} {'row has' if orphans == 1 else 'rows have'} no parent{rate}"
+            + (f": {entry['rule']}" if entry.get("rule") else ""))
 
 
 def link_of(entry: dict) -> Link:
@@ -287,14 +366,16 @@ def audit_query(con: duckdb.DuckDBPyConnection, r: dict, rotation: str, links: t
                         {"error": run.error, "recorded": None if recorded is NOT_RECORDED else recorded})]
     out = []
     ordered = r.get("answer_type") != ROWS_TYPE or compared_in_order(sql)
-    now = observed(run.rows, ordered)
+    now = golden_rules.recorded_result(run.rows, ordered)
+    legacy = observed(run.rows, ordered)  # how packs recorded results before values kept their types
     expected = expected_for(r, rotation) if r.get("expected_answer") is not None else None
     matches = None if expected is None else matches_answer(con, r, expected, run.rows)
     checks = checks or golden(con, r, run, links, runner)
     # with a tie at the LIMIT, which tied row comes back varies from run to run: the tie is the
     # finding, and a different value from the recorded or expected one says nothing more
     steady = checks.tie is None
-    if steady and recorded is not NOT_RECORDED and jsonable(recorded) != now:
+    if steady and recorded is not NOT_RECORDED and not golden_rules.same_record(jsonable(recorded), now) \
+            and jsonable(recorded) != legacy:
         also = "" if matches is None else (" (it equals the expected answer)" if matches else
                                            f" (the expected answer is {_short(expected)})")
         out.append(Finding(qid, "drift", rotation,
@@ -304,18 +385,24 @@ def audit_query(con: duckdb.DuckDBPyConnection, r: dict, rotation: str, links: t
                            "file); if the new value is right, re-import or rebuild so the key and its record agree",
                            {"recorded": recorded, "now": now, "expected": expected}))
     elif steady and matches is False:
+        diff = golden_rules.first_difference(
+            answer_type_of(r), r.get("round_decimals"), expected, run.rows,
+            golden_rules.in_order(con, r.get("answer_type"), sql))
+        where = f": {diff.text}" if diff else ""
+        action = ("write the expected answer with the type the query returns (the values read the same)"
+                  if diff and diff.type_only else
+                  "decide which is right from an independent derivation, then correct the query or the "
+                  "answer in the source file and re-import")
         out.append(Finding(qid, "mismatch", rotation,
                            f"{head} ({rotation}): the gold query returns {_short(now)}, the expected answer is "
-                           f"{_short(expected)}",
-                           "decide which is right from an independent derivation, then correct the query or the "
-                           "answer in the source file and re-import",
-                           {"now": now, "expected": expected}))
+                           f"{_short(expected)}{where}",
+                           action, {"now": now, "expected": expected, "difference": diff.text if diff else None}))
     if checks.empty:
         out.append(Finding(qid, "empty", rotation,
-                           f"{head} ({rotation}): the gold query returns no rows (or only NULL)",
+                           f"{head} ({rotation}): the gold query returns {golden_rules.empty_text(run.rows)}",
                            "check its filters and names against the data; if no answer is the intended answer, "
                            "mark the question expected_empty: true",
-                           {"rows": jsonable(run.value)}))
+                           {"rows": run.value}))
     effect = checks.orphans
     if effect is not None:
         out.append(Finding(qid, "orphans", rotation,
@@ -359,7 +446,10 @@ def pack_links(con: duckdb.DuckDBPyConnection, manifest: dict) -> tuple[LinkCoun
     declared = _spec_links(manifest)
     if declared is not None:
         return counted(con, declared)
-    recorded = [(link_of(e), e.get("source", "recorded")) for e in manifest.get("relationships", [])]
+    # links recorded at import from the database's own keys are kept; inferred ones are inferred again by the
+    # rule in force (a pack imported by an older evalpack may list links its looser rule made up)
+    recorded = [(link_of(e), e.get("source", "recorded")) for e in manifest.get("relationships", [])
+                if e.get("source") != "inferred"]
     inferred = [(link_of(e), "inferred") for e in infer_links(con, tuple(lk for lk, _ in recorded))]
     return counted(con, recorded + inferred)
 

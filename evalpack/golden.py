@@ -25,12 +25,15 @@ OFFSET is not a number) does not apply; one whose rewritten query fails to run f
 
 from __future__ import annotations
 
+import datetime as dt
 import functools
 import json
 import math
+import uuid
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any
 
 import duckdb
@@ -38,7 +41,7 @@ import sqlglot
 from sqlglot import exp
 
 from evalpack.questions import DIALECT, parse_gold
-from evalpack.scoring import ROWS_TYPE, cell_key, observed, quote_ident, top_level_order_by
+from evalpack.scoring import ROWS_TYPE, cell_key, quote_ident, top_level_order_by
 
 SIGNIFICANT_DIGITS = 12  # floats compare at this many significant digits (summation-order noise is below it)
 
@@ -51,6 +54,65 @@ def jsonable(value: Any) -> Any:
     return json.loads(json.dumps(value, default=str))
 
 
+def typed(value: Any) -> Any:
+    """One value of a result as a pack file records it, keeping its type: an integer stays an integer, a
+    decimal or a float is a JSON number (a decimal the nearest double: exact up to 15 significant digits),
+    NULL is null, a date, timestamp or time is its ISO text (the only values that become text besides text:
+    UUIDs and the like), a list or a struct stays one. Infinity and NaN, which JSON has no number for, are
+    written as their text.
+
+    >>> typed(Decimal("532348211.65")), typed(Decimal("0.0")), typed(None), typed(dt.date(1995, 3, 11))
+    (532348211.65, 0.0, None, '1995-03-11')
+    """
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, Decimal):
+        return float(value) if value.is_finite() else str(value)
+    if isinstance(value, float):
+        return value if math.isfinite(value) else repr(value)
+    if isinstance(value, dt.datetime):
+        return value.isoformat(sep=" ")
+    if isinstance(value, (dt.date, dt.time)):
+        return value.isoformat()
+    if isinstance(value, (list, tuple)):
+        return [typed(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): typed(v) for k, v in value.items()}
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value).hex()
+    return str(value)
+
+
+def recorded_result(rows: list[tuple], ordered: bool = True) -> Any:
+    """What pack files record of a result, with :func:`typed` values: the scalar when the result is one row
+    of one column, else its first 5 rows (in a canonical order when the answer is not compared in order, so
+    the record does not depend on row order)."""
+    if len(rows) == 1 and len(rows[0]) == 1:
+        return typed(rows[0][0])
+    listed = [typed(list(r)) for r in rows]
+    if not ordered:
+        listed.sort(key=lambda row: json.dumps(row, sort_keys=True))
+    return listed[:5]
+
+
+def _record_key(value: Any) -> Any:
+    if isinstance(value, list):
+        return ("list", tuple(_record_key(v) for v in value))
+    if isinstance(value, dict):
+        return ("map", tuple(sorted((str(k), _record_key(v)) for k, v in value.items())))
+    return _cell(value, None)
+
+
+def same_record(a: Any, b: Any) -> bool:
+    """Whether two recorded results (:func:`recorded_result`, as read back from JSON) are the same: numbers
+    as numbers (floats at 12 significant digits, so summation-order noise is not a change), text exactly.
+
+    >>> same_record([[1, 0.1 + 0.2]], [[1, 0.3]]), same_record(532348211.65, "532348211.65")
+    (True, False)
+    """
+    return _record_key(a) == _record_key(b)
+
+
 @dataclass(frozen=True)
 class Run:
     """One query's result on one connection: the rows, or the first line of the error."""
@@ -60,8 +122,8 @@ class Run:
 
     @property
     def value(self) -> Any:
-        """The observed value in the form pack files record (the scalar, or up to 5 rows)."""
-        return None if self.rows is None else observed(self.rows)
+        """The observed value in the form pack files record (the scalar, or up to 5 rows; :func:`typed`)."""
+        return None if self.rows is None else recorded_result(self.rows)
 
     @property
     def empty(self) -> bool:
@@ -69,7 +131,15 @@ class Run:
 
     def recorded(self) -> Any:
         """What a pack file records for this run: the value, or ``error: ...``."""
-        return jsonable(self.value) if self.error is None else f"error: {self.error}"
+        return self.value if self.error is None else f"error: {self.error}"
+
+    def describe(self) -> str:
+        """The result in words for a report: ``no rows``, ``one row holding NULL``, or the recorded value."""
+        if self.error is not None:
+            return f"an error ({self.error})"
+        if self.rows is not None and (not self.rows or is_empty(self.rows)):
+            return empty_text(self.rows)
+        return shown(self.value)
 
 
 Runner = Callable[[duckdb.DuckDBPyConnection, str], Run]
@@ -86,6 +156,141 @@ def run_trusted(con: duckdb.DuckDBPyConnection, sql: str) -> Run:
 def is_empty(rows: list[tuple]) -> bool:
     """No rows, or a first row of only NULL."""
     return not rows or all(v is None for v in rows[0])
+
+
+def empty_text(rows: list[tuple]) -> str:
+    """What an empty result (:func:`is_empty`) is, in words: no rows and a row holding NULL are not the same.
+
+    >>> empty_text([]), empty_text([(None,)]), empty_text([(None, None)]), empty_text([(None,), (1,)])
+    ('no rows', 'one row holding NULL', 'one row holding only NULL (2 columns)', '2 rows, the first holding only NULL')
+    """
+    if not rows:
+        return "no rows"
+    if len(rows) == 1:
+        return "one row holding NULL" if len(rows[0]) == 1 else f"one row holding only NULL ({len(rows[0])} columns)"
+    return f"{len(rows)} rows, the first holding only NULL"
+
+
+def shown(value: Any, width: int = 80) -> str:
+    """A recorded value as JSON text for a report line, cut at ``width`` characters."""
+    text = json.dumps(value, ensure_ascii=False, default=str)
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+# --------------------------------------------------------------------------- how an answer differs
+
+
+def value_type(value: Any, side: str = "query") -> str:
+    """The type of one cell in words: of the answer as written (``side="answer"``: JSON's null, integer,
+    number, text) or of what the query returned (DuckDB's NULL, integer, decimal, double, text, date, ...)."""
+    if value is None:
+        return "null" if side == "answer" else "NULL"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "number" if side == "answer" else "double"
+    if isinstance(value, Decimal):
+        return "decimal"
+    if isinstance(value, str):
+        return "text"
+    if isinstance(value, dt.datetime):
+        return "timestamp"
+    if isinstance(value, dt.date):
+        return "date"
+    if isinstance(value, dt.time):
+        return "time"
+    if isinstance(value, uuid.UUID):
+        return "uuid"
+    return type(value).__name__
+
+
+def _cell_text(value: Any, side: str) -> str:
+    if value is None:
+        return "null" if side == "answer" else "NULL"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return repr(value)
+    if isinstance(value, (int, Decimal)):
+        return str(value)
+    if isinstance(value, (dt.date, dt.time)):
+        return typed(value)
+    return shown(typed(value), 60)
+
+
+def _plain(value: Any) -> str:
+    """A cell's digits or characters without its type (text unquoted, a date as ISO text)."""
+    if isinstance(value, float):
+        return repr(value)
+    if isinstance(value, (dt.date, dt.time)):
+        return str(typed(value))
+    return str(value)
+
+
+@dataclass(frozen=True)
+class Difference:
+    """The first place where a result differs from the expected answer, in words, and whether the two
+    values there read the same and differ in type only (``"0.0"`` written as text against the number 0.0)."""
+
+    text: str
+    type_only: bool = False
+
+
+def _cells(where: str, want: Any, got: Any) -> Difference:
+    text = (f"{where}the answer has {_cell_text(want, 'answer')} ({value_type(want, 'answer')}), the query returns "
+            f"{_cell_text(got, 'query')} ({value_type(got, 'query')})")
+    same_text = want is not None and got is not None and _plain(want) == _plain(got)
+    return Difference(text, same_text)
+
+
+def _rows_of(n: int) -> str:
+    return f"{n} row" if n == 1 else f"{n} rows"
+
+
+def first_difference(answer_type: str | None, round_decimals: int | None, expected: Any, rows: list[tuple],
+                     ordered: bool = False) -> Difference | None:
+    """The first cell where ``rows`` differ from ``expected`` under the answer comparison (the scorer's
+    :func:`evalpack.scoring.cell_key` at ``round_decimals``; a result not compared in order is compared
+    with both sides sorted), with both values and their types; None when no cell differs.
+
+    >>> first_difference("rows", None, [["A", "532348211.65"]], [("A", Decimal("532348211.65"))]).text
+    'row 1, column 2: the answer has "532348211.65" (text), the query returns 532348211.65 (decimal)'
+    >>> first_difference("integer", None, 1900, [(1939,)]).text
+    'the answer has 1900 (integer), the query returns 1939 (integer)'
+    """
+    if answer_type != ROWS_TYPE:
+        if len(rows) != 1 or len(rows[0]) != 1:
+            shape = "no rows" if not rows else f"{_rows_of(len(rows))} of {len(rows[0])} column" + (
+                "s" if len(rows[0]) != 1 else "")
+            return Difference(f"the query returns {shape}; the answer ({_cell_text(expected, 'answer')}) is one "
+                              "value, one row with one column")
+        return _cells("", expected, rows[0][0])
+    if not isinstance(expected, list) or not all(isinstance(r, (list, tuple)) for r in expected):
+        return Difference("the expected answer is not a list of rows")
+    if len(expected) != len(rows):
+        return Difference(f"the answer has {_rows_of(len(expected))}, the query returns {_rows_of(len(rows))}")
+    want_rows, got_rows = [list(r) for r in expected], [list(r) for r in rows]
+    for label, table in (("answer's", want_rows), ("query's", got_rows)):
+        widths = sorted({len(r) for r in table})
+        if len(widths) > 1:
+            return Difference(f"the {label} rows have {' or '.join(map(str, widths))} columns")
+    if want_rows and len(want_rows[0]) != len(got_rows[0]):
+        return Difference(f"the answer's rows have {len(want_rows[0])} columns, the query's {len(got_rows[0])}")
+
+    def keys(row: list) -> tuple:
+        return tuple(cell_key(v, round_decimals) for v in row)
+
+    if not ordered:
+        want_rows.sort(key=lambda r: repr(keys(r)))
+        got_rows.sort(key=lambda r: repr(keys(r)))
+    for i, (want, got) in enumerate(zip(want_rows, got_rows), 1):
+        for j, (a, b) in enumerate(zip(want, got), 1):
+            if cell_key(a, round_decimals) != cell_key(b, round_decimals):
+                where = f"row {i}{'' if ordered or len(want_rows) == 1 else ' (both sorted)'}, column {j}: "
+                return _cells(where, a, b)
+    return None
 
 
 def _cell(value: Any, round_decimals: int | None) -> Any:
@@ -265,6 +470,7 @@ class OrphanEffect:
     def because(self) -> str:
         return "; ".join(f"{lc.orphan_rows} {lc.link.child_table} {'row' if lc.orphan_rows == 1 else 'rows'} whose "
                          f"{lc.link.child_column} matches no {lc.link.parent_table}.{lc.link.parent_column}"
+                         + (", a link inferred from the data" if lc.source == "inferred" else "")
                          for lc in self.culprits())
 
     def evidence(self) -> dict:
@@ -436,7 +642,7 @@ def find_tie(con: duckdb.DuckDBPyConnection, sql: str, round_decimals: int | Non
             continue
         a, b = run.rows[kept], run.rows[cut]
         if tuple(a[-w:]) == tuple(b[-w:]) and not same_rows([a[:-w]], [b[:-w]], round_decimals):
-            return Tie(probe.limit, jsonable(list(a[-w:])), jsonable(list(a[:-w])), jsonable(list(b[:-w])))
+            return Tie(probe.limit, typed(list(a[-w:])), typed(list(a[:-w])), typed(list(b[:-w])))
     return None
 
 

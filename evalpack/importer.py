@@ -42,6 +42,22 @@ check_sql, check_answer, criteria, expected_empty, about_orphans, failed_checks,
 ``gold_sql`` and ``expected_answer`` are both non-null (status scorable or provisional) and must
 skip every other record.
 
+Answers keep their types (:func:`evalpack.golden.typed`): in a result-set answer a number stays a
+JSON number (``532348211.65``, ``0.0``; never its text), an integer an integer, null null, text text;
+what a query returned is recorded the same way, a date or timestamp as its ISO text. The comparison is
+the scorer's (:func:`evalpack.scoring.answer_matches`), and a disagreement is reported at its first
+differing cell, both values with their types (:func:`evalpack.golden.first_difference`).
+
+Import verifies what it writes: the pack is assembled and attested in a staging folder and checked by
+``evalpack verify`` (:func:`evalpack.attest.verify_pack`); a pack it rejects (a query and an answer that
+disagree, a query that fails) is not written: :class:`ImportRefused` (exit 1) names each problem, and
+nothing at ``-o`` changes.
+
+Links for the orphan check: the database's own foreign keys (DuckDB, SQLite), then links inferred
+by :func:`evalpack.audit.infer_links` (a name that names another table's unique key, the same type,
+the values found there), each listed in ``manifest.json -> relationships`` with its ``source`` and
+``inferred`` and, for inferred ones, its evidence and orphan rate, and printed in the report.
+
 Classification (nothing is edited, invented or dropped): a query and an answer -> the query is run;
 it returns the answer -> ``verified_by: authored_query``, ``provisional`` unless a second derivation
 (``check_sql``, an independently written query returning the same answer) agrees and the golden
@@ -75,9 +91,9 @@ from evalpack.audit import (
     LinkCount,
     Run,
     counted,
+    describe_link,
     golden,
     infer_links,
-    jsonable,
     link_of,
     matches_answer,
     run_query,
@@ -86,9 +102,19 @@ from evalpack.audit import (
 from evalpack.build import assemble_pack, publish_dir, staging_dir
 from evalpack.certify import HASHES
 from evalpack.errors import EvalpackError
-from evalpack.golden import Runner
-from evalpack.layout import PackLayout, rotation_name
-from evalpack.scoring import COMPARISON_RULE, ROWS_TYPE, SCALAR_TYPES, Limits, SandboxWorker, quote_ident, sha256_file
+from evalpack.golden import Runner, empty_text, first_difference, in_order, shown, typed
+from evalpack.layout import QUESTIONS, PackLayout, rotation_name
+from evalpack.scoring import (
+    COMPARISON_RULE,
+    ROWS_TYPE,
+    SCALAR_TYPES,
+    Limits,
+    SandboxWorker,
+    answer_type_of,
+    quote_ident,
+    scorable,
+    sha256_file,
+)
 from evalpack.verify import Link, rotation_connection
 
 ROTATION = rotation_name(0)
@@ -360,7 +386,9 @@ def _decimals(value: Any) -> int | None:
 
 
 def _rows_answer(raw: Any) -> list | None:
-    """A result-set answer as rows: a list of rows (lists), or a list of values read as one column."""
+    """A result-set answer as rows: a list of rows (lists), or a list of values read as one column. Every
+    cell keeps its type (:func:`evalpack.golden.typed`): a number stays a number (``532348211.65``, ``0.0``),
+    text stays text, null stays null."""
     if not isinstance(raw, list) or not raw:
         return None
     if all(isinstance(r, list) for r in raw):
@@ -369,7 +397,9 @@ def _rows_answer(raw: Any) -> list | None:
         raw, cells = [[v] for v in raw], raw
     else:
         return None
-    return jsonable(raw) if not any(isinstance(v, (list, dict)) for v in cells) else None
+    if any(isinstance(v, (list, dict)) for v in cells):
+        return None
+    return [[typed(v) for v in row] for row in raw]
 
 
 def parse_answer(raw: Any, answer_type: str | None, round_decimals: int | None
@@ -440,9 +470,9 @@ def parse_case(item: Item) -> Case:
     return Case(item.line, None if qid is None else str(qid).strip(), question,
                 _text(known.get("gold_sql"), "gold_sql"), _text(known.get("check_sql"), "check_sql"),
                 criteria if _present(criteria) and criteria != [] else None,
-                jsonable(raw) if _present(raw) else None, expected, answer_type, round_decimals, error,
+                typed(raw) if _present(raw) else None, expected, answer_type, round_decimals, error,
                 [str(t) for t in tags], _flag(known.get("expected_empty"), "expected_empty"),
-                _flag(known.get("about_orphans"), "about_orphans"), jsonable(other))
+                _flag(known.get("about_orphans"), "about_orphans"), typed(other))
 
 
 def parse_cases(received: Received) -> tuple[list[Case], list[Unparsed]]:
@@ -677,17 +707,12 @@ class Classified:
     run: Run | None = None  # what its gold query returned, None without a query
 
 
-def _show(value: Any) -> str:
-    text = json.dumps(value, ensure_ascii=False, default=str)
-    return text if len(text) <= 80 else text[:77] + "..."
-
-
-def _problems(g: Golden) -> list[str]:
+def _problems(g: Golden, run: Run) -> list[str]:
     out = []
     if g.empty:
-        out.append("it returns no rows (mark it expected_empty if that is the answer)")
+        out.append(f"it returns {empty_text(run.rows)} (mark it expected_empty if that is the answer)")
     if g.orphans is not None:
-        out.append(f"without orphan rows it returns {_show(g.orphans.without_orphans.recorded())} "
+        out.append(f"without orphan rows it returns {shown(g.orphans.without_orphans.recorded())} "
                    f"({g.orphans.because()})")
     if g.tie is not None:
         out.append(f"a tie at LIMIT {g.tie.limit} makes it depend on row order" if g.tie.error is None else
@@ -710,7 +735,7 @@ def classify(con: duckdb.DuckDBPyConnection, case: Case, links: tuple[LinkCount,
     answered = case.raw_answer is not None
     if case.gold_sql is None:
         if answered:
-            return Classified(record, "answer_only", f"a number alone ({_show(case.raw_answer)}): add the gold query "
+            return Classified(record, "answer_only", f"a number alone ({shown(case.raw_answer)}): add the gold query "
                               "that returns it, and a check_sql")
         record["status"] = "criteria" if case.criteria is not None else "no_golden"
         note = ("prose criteria: kept, not scored by verify.py" if case.criteria is not None else
@@ -727,10 +752,10 @@ def classify(con: duckdb.DuckDBPyConnection, case: Case, links: tuple[LinkCount,
         return Classified(record, "with_query" if answered else "query_only", step, run=run)
     g = golden(con, record, run, links, runner)
     record["failed_checks"] = g.failed()
-    problems = _problems(g)
+    problems = _problems(g, run)
     matches = None if case.expected is None else matches_answer(con, record, case.expected, run.rows)
     checks = {"matches": matches, **g.checks()}
-    observed_text = _show(record["observed_answer"])
+    observed_text = run.describe()
     if not answered:
         step = (f"its query returns {observed_text}; nothing to compare it with yet: add the expected answer, derived "
                 "independently of the query, and a check_sql")
@@ -738,8 +763,14 @@ def classify(con: duckdb.DuckDBPyConnection, case: Case, links: tuple[LinkCount,
     if case.answer_error:
         return Classified(record, "with_query", f"{case.answer_error}; its query returns {observed_text}", checks, run)
     if not matches:
-        step = (f"its query returns {observed_text}, the authored answer is {_show(case.raw_answer)}: decide which is "
-                "right and correct the other")
+        diff = first_difference(answer_type_of(record), record["round_decimals"], case.expected, run.rows,
+                                in_order(con, record["answer_type"], case.gold_sql))
+        step = f"its query returns {observed_text}, the authored answer is {shown(case.raw_answer)}"
+        if diff is not None and diff.type_only:
+            step += (f"; {diff.text}: the values read the same and differ in type only: write the answer with "
+                     "the type the query returns")
+        else:
+            step += f"{'; ' + diff.text if diff else ''}: decide which is right and correct the other"
         return Classified(record, "with_query", "; ".join([step] + problems), checks, run)
     record["verified_by"] = "authored_query"
     check_ok = check is not None and check.error is None and matches_answer(con, record, case.expected, check.rows)
@@ -752,10 +783,10 @@ def classify(con: duckdb.DuckDBPyConnection, case: Case, links: tuple[LinkCount,
     elif check.error:
         advice = f"its check_sql fails ({check.error})"
     elif not check_ok:
-        advice = f"its check_sql returns {_show(record['check_answer'])}, not {_show(case.raw_answer)}"
+        advice = f"its check_sql returns {check.describe()}, not {shown(case.raw_answer)}"
     else:
         advice = None
-    parts = [f"its query returns the authored answer {_show(case.raw_answer)}", *problems]
+    parts = [f"its query returns the authored answer {shown(case.raw_answer)}", *problems]
     parts += [advice] if advice else []
     return Classified(record, "with_query", "; ".join(parts), checks, run)
 
@@ -797,13 +828,26 @@ def summary_line(received: Received, classified: list[Classified], unparsed: lis
     return text
 
 
+def link_lines(relationships: list[dict]) -> list[str]:
+    """The links the orphan check follows, each with where it comes from and its orphan rows."""
+    if not relationships:
+        return []
+    sources = Counter(e.get("source") for e in relationships)
+    parts = [f"{sources['foreign_key']} from the database's foreign keys" if sources["foreign_key"] else "",
+             f"{sources['inferred']} inferred" if sources["inferred"] else ""]
+    head = f"links the orphan check follows ({', '.join(p for p in parts if p)}):"
+    return [head] + [f"  {describe_link(e)}" for e in relationships]
+
+
 def report_lines(received: Received, classified: list[Classified], unparsed: list[Unparsed],
-                 limit: int = 50) -> list[str]:
-    """What a user reads after an import: the summary, what did not parse, and what makes provisional scorable."""
+                 limit: int = 50, relationships: list[dict] | None = None) -> list[str]:
+    """What a user reads after an import: the summary, what did not parse, the links the orphan check
+    follows, and what makes provisional scorable."""
     out = [summary_line(received, classified, unparsed)]
     if unparsed:
         out.append("did not parse (not in the pack; fix them in the file and import again):")
         out += [f"  line {u.line}: {u.error}" for u in unparsed]
+    out += link_lines(relationships or [])
     provisional = [c for c in classified if c.record["status"] == "provisional"]
     if provisional:
         out.append("what turns provisional into scorable: the gold query returns the expected answer, a second "
@@ -827,6 +871,35 @@ class ImportResult:
     unparsed: list[Unparsed]
     report: list[str]
     manifest: dict
+
+
+class ImportRefused(EvalpackError):
+    """The pack would not pass its own ``evalpack verify``: it is not written (exit 1). ``report`` is the
+    import's report, ``reasons`` one line per problem."""
+
+    def __init__(self, message: str, report: list[str], reasons: list[str]) -> None:
+        super().__init__(message, exit_code=1)
+        self.report = report
+        self.reasons = reasons
+
+
+def refusal_reasons(classified: list[Classified], failures: tuple[str, ...] | list[str]) -> list[str]:
+    """Why ``evalpack verify`` rejects the pack: for each question whose gold SQL verify reruns (a query and
+    an answer) and that does not return its answer, what the import saw (with the first differing cell),
+    and every other failure verify reported, as it reported it."""
+    reasons, explained = [], set()
+    for c in classified:
+        r = c.record
+        prefix = f"FAIL {QUESTIONS}: {r['id']} "
+        if not scorable(r) or not any(f.startswith(prefix) for f in failures):
+            continue
+        explained.add(prefix)
+        failed = c.run is not None and c.run.error is not None
+        reasons.append(f"{r['id']} (line {r['source_line']}): {c.next_step} "
+                       + ("(or leave the answer without its query)" if failed else "(or leave out the query or the "
+                          "answer until both agree)"))
+    reasons += [f"evalpack verify: {f}" for f in failures if not any(f.startswith(p) for p in explained)]
+    return reasons
 
 
 def _pack_name(out: Path) -> str:
@@ -863,8 +936,9 @@ def certificate(classified: list[Classified]) -> dict:
 
 def import_pack(questions: str | Path, *, data: str | Path, output: str | Path, force: bool = False,
                 holdout: float = 0.0, signing_key: str | Path | None = None) -> ImportResult:
-    """Make the pack ``output`` from the questions file and the database ``data``. Raises EvalpackError (exit 2)."""
-    from evalpack.attest import attest, now_utc
+    """Make the pack ``output`` from the questions file and the database ``data``. Raises EvalpackError (exit 2)
+    on bad input, and ImportRefused (exit 1) when ``evalpack verify`` would reject the pack: nothing is written."""
+    from evalpack.attest import attest, now_utc, verify_pack
 
     started = now_utc()
     questions, output = Path(questions), Path(output)
@@ -888,18 +962,17 @@ def import_pack(questions: str | Path, *, data: str | Path, output: str | Path, 
         (staging / RECEIVED).mkdir()
         (staging / RECEIVED / questions.name).write_bytes(raw)
         # the questions' SQL comes from outside: it runs like a candidate's, in a sandbox worker process;
-        # this connection runs only the link counts evalpack writes
+        # this connection runs only the link counts evalpack writes. Links: the database's own foreign keys
+        # first, then inference for the columns they leave (audit.infer_links)
         with rotation_connection(tables_dir) as con, SandboxWorker(tables_dir, Limits()) as worker:
             declared = counted(con, [(lk, "foreign_key") for lk in source.foreign_keys])
             inferred = infer_links(con, tuple(lc.link for lc in declared))
             links = declared + counted(con, [(link_of(e), "inferred") for e in inferred])
-            orphans = {lc.link: lc.orphan_rows for lc in links}
             classified = [classify(con, case, links, worker_runner(worker)) for case in cases]
         records = [c.record for c in classified]
         assign_splits(records, file_sha, holdout)
-        report = report_lines(received, classified, unparsed)
-        relationships = [lc.to_dict() for lc in declared] + [
-            {**e, "orphan_rows": orphans[link_of(e)]} for e in inferred]
+        relationships = [{**lc.to_dict(), "inferred": False} for lc in declared] + inferred
+        report = report_lines(received, classified, unparsed, relationships=relationships)
         manifest = _manifest(_pack_name(output), questions.name, received, file_sha, len(raw), source, holdout,
                              relationships, classified, unparsed, report)
         assemble_pack(staging, records, certificate(classified), manifest)
@@ -910,6 +983,15 @@ def import_pack(questions: str | Path, *, data: str | Path, output: str | Path, 
             {"name": name, "digest": {"sha256": digest}} for name, digest in source.digests.items()]
         attest(staging, external_parameters=external, resolved_dependencies=deps, started=started,
                finished=now_utc(), signing_key=signing_key)
+        # import verifies what it writes: a pack its own `evalpack verify` rejects is not written
+        verdict = verify_pack(staging)
+        if not verdict.ok:
+            reasons = refusal_reasons(classified, verdict.failures)
+            raise ImportRefused(
+                f"{questions}: not imported: `evalpack verify` would reject this pack "
+                f"({_plural(len(reasons), 'problem')}), so nothing was written to {output} and {questions.name} "
+                "is left as it was; correct these in the file and import again:\n"
+                + "\n".join(f"  {line}" for line in reasons), report, reasons)
         publish_dir(staging, output)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
@@ -967,8 +1049,16 @@ def _manifest(name: str, file_name: str, received: Received, file_sha: str, size
 
 def import_command(questions: str | Path, *, data: str | Path, output: str | Path, force: bool = False,
                    holdout: float = 0.0, signing_key: str | Path | None = None) -> int:
-    """``evalpack import``: make the pack and print the report. 0 on success; 2 (EvalpackError) on bad input."""
-    result = import_pack(questions, data=data, output=output, force=force, holdout=holdout, signing_key=signing_key)
+    """``evalpack import``: make the pack and print the report. 0 on success; 2 (EvalpackError) on bad input; 1
+    (ImportRefused, after the report is printed) when the pack would not pass ``evalpack verify``."""
+    try:
+        result = import_pack(questions, data=data, output=output, force=force, holdout=holdout,
+                             signing_key=signing_key)
+    except ImportRefused as exc:
+        print(f"not imported: {Path(questions).name} with {Path(data).name}")
+        for line in exc.report:
+            print(line)
+        raise
     tables = result.manifest["tables"]
     print(f"imported {Path(questions).name} with {Path(data).name} ({len(tables)} tables) into {result.path}")
     for line in result.report:

@@ -27,7 +27,9 @@ FILMS = [
     {"id": "none_1900", "question": "Which films came out in 1900?", "sql": "SELECT title FROM films WHERE year = 1900",
      "expected_empty": True},
     {"id": "empty", "question": "What is the title of the film from 1900?",
-     "sql": "SELECT title FROM films WHERE year = 1900", "answer": "none"},
+     "sql": "SELECT title FROM films WHERE year = 1900"},
+    {"id": "no_year", "question": "What is the latest year before 1900?",
+     "sql": "SELECT MAX(year) FROM films WHERE year < 1900"},
     {"id": "dangling", "question": "How many film links point at a film that is not in the catalogue?",
      "sql": "SELECT COUNT(*) FROM film_countries WHERE film_id NOT IN (SELECT id FROM films)", "answer": 1,
      "about_orphans": True},
@@ -64,13 +66,14 @@ def kinds(findings) -> dict[str, list[str]]:
 @pytest.mark.parametrize("kind", list(SOURCES))
 def test_orphan_audit_flags_the_count_through_the_link_table(film_packs, kind):
     findings = audit_pack(film_packs[kind])
-    assert kinds(findings) == {"spain": ["orphans"], "fewest": ["tie"], "empty": ["mismatch", "empty"]}
+    assert kinds(findings) == {"spain": ["orphans"], "fewest": ["tie"], "empty": ["empty"], "no_year": ["empty"]}
     spain = findings[0]
     assert (spain.evidence["as_written"], spain.evidence["without_orphans"]) == (SPAIN_LINKS, SPAIN_FILMS)
     assert spain.evidence["links"] == [{"child": "film_countries.film_id", "parent": "films.id",
                                         "source": "foreign_key" if kind == "sqlite" else "inferred",
                                         "orphan_rows": 1}]
-    assert "2662 as written, 2661 without them (1 film_countries row whose film_id matches no films.id)" \
+    inferred = "" if kind == "sqlite" else ", a link inferred from the data"
+    assert f"2662 as written, 2661 without them (1 film_countries row whose film_id matches no films.id{inferred})" \
         in spain.message
     assert spain.message.startswith('spain "How many films are from Spain?" (seed_0)')
     assert "correct the gold query (join the parent table)" in spain.action
@@ -101,6 +104,27 @@ def test_tie_names_both_rows(film_packs):
     assert tie.question == "fewest" and tie.evidence["limit"] == 1 and tie.evidence["sort_key"] == [400]
     assert sorted([tie.evidence["last_row_kept"], tie.evidence["first_row_cut"]]) == [["Germany"], ["Italy"]]
     assert "add a tie-breaker to ORDER BY" in tie.action
+
+
+def test_one_row_holding_null_is_not_no_rows(film_packs):
+    """Issue 21: a query returning one row holding NULL was described as returning no rows."""
+    empty = {f.question: f.message for f in audit_pack(film_packs["duckdb"]) if f.kind == "empty"}
+    assert empty["empty"].endswith("(seed_0): the gold query returns no rows")
+    assert empty["no_year"].endswith("(seed_0): the gold query returns one row holding NULL")
+
+
+def test_a_mismatch_names_the_first_differing_cell_and_its_types(film_pack):
+    path = film_pack / "questions.jsonl"
+    lines = path.read_text(encoding="utf-8").splitlines()
+    record = json.loads(lines[1])
+    assert record["id"] == "spain_fixed"
+    record["expected_answer"] = str(SPAIN_FILMS)  # the number written as text
+    lines[1] = json.dumps(record)
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    [mismatch] = [f for f in audit_pack(film_pack) if f.kind == "mismatch"]
+    assert mismatch.message.endswith(f'the gold query returns {SPAIN_FILMS}, the expected answer is "{SPAIN_FILMS}": '
+                                     f'the answer has "{SPAIN_FILMS}" (text), the query returns {SPAIN_FILMS} (integer)')
+    assert mismatch.action.startswith("write the expected answer with the type the query returns")
 
 
 def test_edited_question_is_caught_by_its_seal(film_pack):
@@ -143,11 +167,11 @@ def test_audit_command_exit_codes_and_json(film_packs, tmp_path, capsys):
     report = tmp_path / "audit.json"
     assert main(["audit", str(film_packs["duckdb"]), "--json", str(report)]) == 1
     out = capsys.readouterr().out.splitlines()
-    assert out[0] == f"audit {film_packs['duckdb']}: 4 findings in 8 questions (1 mismatch, 1 empty, 1 orphans, 1 tie)"
+    assert out[0] == f"audit {film_packs['duckdb']}: 4 findings in 9 questions (2 empty, 1 orphans, 1 tie)"
     assert out[1].startswith('  spain "How many films are from Spain?" (seed_0): the answer depends on orphan rows')
     assert out[2].startswith("      do: ")
     data = json.loads(report.read_text())
-    assert data["counts"] == {"orphans": 1, "tie": 1, "mismatch": 1, "empty": 1}
+    assert data["counts"] == {"orphans": 1, "tie": 1, "empty": 2}
     assert data["findings"][0]["evidence"]["as_written"] == SPAIN_LINKS
     (tmp_path / "empty").mkdir()
     assert main(["audit", str(tmp_path / "empty")]) == 2
