@@ -558,6 +558,24 @@ def test_bad_data_and_existing_output_exit_2(sources, questions_file, tmp_path, 
                  "--force"]) == 0
 
 
+@pytest.mark.parametrize(("text", "args", "message"), [
+    ('[\n  {"question": "a"},\n  {"question": "b"\n]\n', [], "items.json: line 4 column 1: not valid JSON"),
+    ('[\n{"sql": "SELECT 1"},\n7]\n', [], "items.json: no question could be read from 2 items (line 2: no question "
+                                          "text"),
+    ('[{"question": "a"}]\n', ["--holdout", "1.5"], "--holdout 1.5: a fraction between 0 and 1"),
+    ('[{"question": "a"}]\n', ["--data", "missing.duckdb"], "missing.duckdb: not found; --data takes"),
+])
+def test_bad_input_exits_2_with_its_message_and_writes_nothing(sources, tmp_path, capsys, monkeypatch, text, args,
+                                                              message):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "items.json").write_text(text, encoding="utf-8")
+    data = [] if "--data" in args else ["--data", str(sources["duckdb"])]
+    assert main(["import", "items.json", *data, *args, "-o", "pack"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("evalpack: error: ") and message in err, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["items.json"]
+
+
 def test_split_is_frozen_from_file_and_question_hashes(sources, questions_file, tmp_path):
     a = import_pack(questions_file, data=sources["duckdb"], output=tmp_path / "a", holdout=0.3)
     b = import_pack(questions_file, data=sources["sqlite"], output=tmp_path / "b", holdout=0.3)
