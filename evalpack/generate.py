@@ -317,7 +317,15 @@ class _TableGen:
         tp, n = self.tplan, chunk.rows
         arrays: dict[str, pa.Array] = {}
         boundary = None
-        if tp.time_column:
+        if tp.time_column and self.table.column(tp.time_column).type == "text":
+            # a waterfall's text period column: every row of a month carries its 'YYYY-MM' label (no zones)
+            order, boundary = np.arange(n), None
+            arrays[tp.time_column] = pa.array([f"{chunk.month:%Y-%m}"] * n, pa.string())
+            if tp.measure:
+                arrays[tp.measure] = self.measure(chunk, k)
+            if tp.group_column:
+                arrays[tp.group_column] = self.groups(chunk, k)
+        elif tp.time_column:
             tcol = self.table.column(tp.time_column)
             t, boundary = self.times(tcol, chunk, k)
             order = _stable_order(t)
@@ -375,14 +383,16 @@ class _TableGen:
                 sign = signed[cell.label]
                 bound = col.max if sign > 0 else (-col.min if col.min is not None else None)
                 hi = to_units(bound, col.decimals) if bound is not None else NO_MAX_UNITS
-                # a movement smaller than its row count (a net of 0.01 over 4 rows) needs some zero amounts
-                floor = 1 if abs(cell.total) >= filled else 0
+                # positive amounts of a column with a positive min hold it (the plan made room); else a movement
+                # smaller than its row count (a net of 0.01 over 4 rows) needs some zero amounts
+                least = to_units(col.min, col.decimals) if col.min is not None and col.min > 0 else 1
+                floor = least if abs(cell.total) >= filled * least else 1 if abs(cell.total) >= filled else 0
                 part = sign * allocate(np.array([filled]), np.array([abs(cell.total)]), floor, hi, rng)
             else:
                 lo = to_units(col.min, col.decimals) if col.min is not None else 1
                 hi = to_units(col.max, col.decimals) if col.max is not None else NO_MAX_UNITS
                 part = allocate(np.array([filled]), np.array([cell.total]), lo if cell.total else 0, hi, rng)
-            part = _plant_duplicate(part, sign if signed else 1, lo if not signed else 1, hi)
+            part = _plant_duplicate(part, sign if signed else 1, lo if not signed else max(1, floor), hi)
             # boundary rows (the cell's first two) always carry an amount; NULL measures come after
             units[start:start + filled] = part
             valid[start + filled:start + cell.rows] = False

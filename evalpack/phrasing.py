@@ -58,8 +58,12 @@ class Words:
     def col(self, column: str) -> str:
         return self.sem.column(self.table, column)
 
-    def window(self, time_column: str, start: dt.date, end: dt.date, what: str) -> str:
-        """Evidence for a period: which dates of which column it covers, end excluded."""
+    def window(self, time_column: str, start: dt.date, end: dt.date, what: str, time_type: str = "date") -> str:
+        """Evidence for a period: which dates of which column it covers, end excluded (a text period column:
+        which of its 'YYYY-MM' labels)."""
+        if time_type == "text":
+            return (f"{what} means {self.col(time_column)} ({self.table}.{time_column}, a 'YYYY-MM' label) from "
+                    f"'{start:%Y-%m}' up to but not including '{end:%Y-%m}'")
         return (f"{what} means {self.col(time_column)} ({self.table}.{time_column}) from {start.isoformat()} up to "
                 f"but not including {end.isoformat()}")
 
@@ -187,29 +191,44 @@ def trial_balance(w: Words, debit: str, credit: str, decimals: int) -> Wording:
                          f"over the whole table", w.rounding_evidence(decimals)))
 
 
-def waterfall_net(w: Words, amount: str, period: str, month: dt.date, nxt: dt.date, decimals: int) -> Wording:
+def signed_amount(w: Words, amount: str, type_column: str, inflows: tuple[str, ...] | None = None) -> str:
+    """Evidence for a waterfall whose amounts are all stored positive (``inflows``: the types that add to the
+    balance): what its signed amount is. Empty where outflows are stored negative (``inflows`` None)."""
+    if inflows is None:
+        return ""
+    return (f"every {w.table}.{amount} is stored positive: the signed {w.table}.{amount} is {w.table}.{amount} where "
+            f"{w.table}.{type_column} is {' or '.join(repr(t) for t in inflows)} (an inflow) and minus "
+            f"{w.table}.{amount} for any other {w.table}.{type_column}")
+
+
+def waterfall_net(w: Words, amount: str, period: str, month: dt.date, nxt: dt.date, decimals: int,
+                  type_column: str = "", inflows: tuple[str, ...] | None = None, time_type: str = "date") -> Wording:
     a, mon, tail = w.col(amount), month_words(month), w.rounded(decimals)
     return Wording((f"What was the net {a} of the {w.many} in {mon}?{tail}",
                     f"In {mon}, what do the {w.many} add up to, each {a} with its sign?{tail}",
                     f"Give the net change from {w.many} in {mon}.{tail}"),
-                   join(f"the net is the sum of the signed {w.table}.{amount} (inflows positive, outflows "
-                         f"negative)", w.window(period, month, nxt, mon), w.rounding_evidence(decimals)))
+                   join(f"the net is the sum of the signed {w.table}.{amount}" + (
+                       " (inflows positive, outflows negative)" if inflows is None else ""),
+                        signed_amount(w, amount, type_column, inflows), w.window(period, month, nxt, mon, time_type),
+                        w.rounding_evidence(decimals)))
 
 
 def waterfall_component(w: Words, amount: str, period: str, type_column: str, kind: str, month: dt.date,
-                        nxt: dt.date, decimals: int) -> Wording:
+                        nxt: dt.date, decimals: int, signed: bool = True, time_type: str = "date") -> Wording:
     a, k, mon, tail = w.col(amount), w.sem.value(kind), month_words(month), w.rounded(decimals)
     t = w.col(type_column)
     return Wording((f"What was the total {a} of {k} {w.many} in {mon}?{tail}",
                     f"In {mon}, how much {a} came from {k} {w.many}?{tail}",
                     f"Give the {k} {a} for {mon}.{tail}"),
                    join(f"{k} {w.many} are those whose {t} ({w.table}.{type_column}) is '{kind}'",
-                         f"amounts are the signed {w.table}.{amount} (outflows negative)",
-                         w.window(period, month, nxt, mon), w.rounding_evidence(decimals)))
+                        f"amounts are the signed {w.table}.{amount} (outflows negative)" if signed else
+                        f"amounts are {w.table}.{amount} as stored (every amount positive)",
+                        w.window(period, month, nxt, mon, time_type), w.rounding_evidence(decimals)))
 
 
 def waterfall_ending(w: Words, amount: str, period: str, start: str, first: dt.date, month: dt.date, nxt: dt.date,
-                     decimals: int) -> Wording:
+                     decimals: int, type_column: str = "", inflows: tuple[str, ...] | None = None,
+                     time_type: str = "date") -> Wording:
     mon, opening, tail = month_words(month), month_words(first), w.rounded(decimals)
     return Wording((f"Starting from a balance of {start} before {opening}, what is the balance at the end of "
                     f"{mon}?{tail}",
@@ -218,8 +237,8 @@ def waterfall_ending(w: Words, amount: str, period: str, start: str, first: dt.d
                     f"What is the closing balance at the end of {mon}, given {start} at the start of {opening}?"
                     f"{tail}"),
                    join(f"the balance is {start} plus the sum of the signed {w.table}.{amount} of every {w.one} "
-                         f"from the start of {opening} to the end of {mon}",
-                         w.window(period, first, nxt, "that span"), w.rounding_evidence(decimals)))
+                        f"from the start of {opening} to the end of {mon}", signed_amount(w, amount, type_column, inflows),
+                        w.window(period, first, nxt, "that span", time_type), w.rounding_evidence(decimals)))
 
 
 def fk_orphans(child: Words, parent: Words, child_column: str, parent_column: str) -> Wording:

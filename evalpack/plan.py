@@ -95,6 +95,10 @@ class LedgerFacts:
 
 @dataclass(frozen=True)
 class WaterfallFacts:
+    """A waterfall's answers. ``period_type`` date | datetime | text (the period column holds 'YYYY-MM' labels).
+    ``signed``: outflows are stored as negative amounts; otherwise (the amount column's min is 0 or more, as
+    Misata writes them) every amount is positive and ``inflows`` names the types that add to the balance."""
+
     table: str
     period_column: str
     period_type: str
@@ -105,6 +109,19 @@ class WaterfallFacts:
     starting: int
     endings: tuple[int, ...]
     components: tuple[tuple[str, tuple[int, ...]], ...]  # signed totals per type per month
+    signed: bool = True
+    inflows: tuple[str, ...] = ()
+
+    def movement_sql(self) -> str:
+        """A row's signed movement as SQL: the amount, or (positive amounts) minus it for an outflow type."""
+        if self.signed:
+            return self.amount_column
+        listed = ", ".join("'" + t.replace("'", "''") + "'" for t in self.inflows)
+        return f"CASE WHEN {self.type_column} IN ({listed}) THEN {self.amount_column} ELSE -{self.amount_column} END"
+
+    def stored(self, total: int) -> int:
+        """A signed component total as the rows store it: as it is, or (positive amounts) its size."""
+        return total if self.signed else abs(total)
 
 
 @dataclass(frozen=True)
@@ -341,7 +358,10 @@ def _spread_cents(parts: np.ndarray, decimals: int) -> np.ndarray:
 
 
 def _zone_room(col: Column, months: list[dt.date]) -> tuple[bool, bool]:
-    """Whether the time column's declared range leaves room before/after the window."""
+    """Whether the time column's declared range leaves room before/after the window (a text period column,
+    which holds the declared months' labels, has none)."""
+    if col.type == "text":
+        return False, False
     return col.start < months[0], col.end >= add_months(months[-1], 1)
 
 
@@ -440,7 +460,12 @@ class _Planner:
         after_rows += sum(v[1] for v in orphan_split.values())
         zone_rows = before_rows + after_rows
         window_rows = table.rows - zone_rows
-        if not (room_before and room_after):
+        if tcol.type == "text":
+            self.warnings.append(
+                f"{table.name}.{time_column}: a text period column holds only the declared months' labels, so an "
+                "off-by-one mistake at the outer edges cannot be caught; a date column with a month of room on each "
+                "side can")
+        elif not (room_before and room_after):
             self.warnings.append(
                 f"{table.name}.{time_column}: the column's range leaves no room "
                 f"{'before' if not room_before else 'after'} the declared months, so an off-by-one mistake at "
@@ -541,7 +566,8 @@ class _Planner:
             month_cells, facts = self.waterfall_cells(table, fall, window_rows)
             falls.append(facts)
             group_column = fall.type_column
-            sign_by_label = tuple((k, 1) for k, _ in fall.inflow_shares) + tuple((k, -1) for k, _ in fall.outflow_shares)
+            sign_by_label = tuple((k, 1) for k, _ in fall.inflow_shares) + tuple(
+                (k, -1 if facts.signed else 1) for k, _ in fall.outflow_shares)
             rows = [sum(c.rows for c in cells) for cells in month_cells]
         else:
             if window_rows < len(months):
@@ -750,9 +776,10 @@ class _Planner:
         d = acol.decimals
         lo_neg = to_units(acol.min, d) if acol.min is not None else -NO_MAX_UNITS
         hi_pos = to_units(acol.max, d) if acol.max is not None else NO_MAX_UNITS
-        if lo_neg >= 0 and fall.outflow_shares:
-            raise self.err(f"tables.{table.name}.columns.{fall.amount_column}.min", acol.line,
-                           "outflows are stored as negative amounts; the amount column's min must be below 0")
+        # a min of 0 or more: every amount positive, its type giving its direction (as Misata writes them);
+        # otherwise outflows are stored as negative amounts
+        signed = lo_neg < 0
+        least = max(lo_neg, 1)  # the smallest positive amount a row holds
         start = to_units(fall.starting_value, d)
         endings = [to_units(self.value(f"{table.name}.ending.{p.month}", p.ending_value), d) for p in fall.points]
         months = [p.month for p in fall.points]
@@ -778,12 +805,13 @@ class _Planner:
                 r = int(r)
                 if a == 0:
                     r = 0
-                cap = hi_pos if a > 0 else -lo_neg
-                if abs(a) > r * cap:
+                cap = hi_pos if a > 0 or not signed else -lo_neg
+                if abs(a) > r * cap or not signed and least > 1 and abs(a) < r * least:
                     raise self.err(f"waterfalls[{self.spec.waterfalls.index(fall)}]", fall.line,
-                                   f"{month:%Y-%m}: {t} of {abs(a) / 10 ** d:.{d}f} does not fit {r} rows within the "
-                                   "amount column's min/max; raise rows or widen min/max")
-                cells.append(Cell(t, r, a))
+                                   f"{month:%Y-%m}: {t} of {abs(a) / 10 ** d:.{d}f} does not fit {r} rows within "
+                                   f"{table.name}.{fall.amount_column}'s min/max (Misata writes a waterfall's amounts "
+                                   "whatever the column's min and max); raise rows or widen min/max")
+                cells.append(Cell(t, r, a if signed else abs(a)))
                 components[t].append(a)
             moved = sum(c.rows for c in cells)
             if moved < n:  # rows of zero-amount types went nowhere: give them to the largest movement
@@ -795,7 +823,7 @@ class _Planner:
         facts = WaterfallFacts(
             table.name, fall.period_column, table.column(fall.period_column).type, fall.type_column,
             fall.amount_column, d, tuple(months), start, tuple(endings),
-            tuple((t, tuple(v)) for t, v in components.items()),
+            tuple((t, tuple(v)) for t, v in components.items()), signed, tuple(k for k, _ in fall.inflow_shares),
         )
         return cells_by_month, facts
 

@@ -89,6 +89,8 @@ class Question:
 
 
 def _lit_time(day: dt.date, time_type: str) -> exp.Expression:
+    if time_type == "text":  # a text period column of 'YYYY-MM' labels, which sort as their months do
+        return exp.Literal.string(f"{day:%Y-%m}")
     if time_type == "date":
         return exp.cast(exp.Literal.string(day.isoformat()), exp.DataType.build("DATE"))
     return exp.cast(exp.Literal.string(f"{day.isoformat()} 00:00:00"), exp.DataType.build("TIMESTAMP"))
@@ -235,26 +237,32 @@ def _drafts(spec: Spec, key: AnswerKey) -> Drafts:
         start_text = from_units(f.starting, d)
         first = f.months[0]
         components = dict(f.components)
+        # the signed movement: the amount, or (every amount stored positive) minus it for an outflow type
+        movement = _sum(f.amount_column) if f.signed else exp.func("SUM", sqlglot.parse_one(f.movement_sql(),
+                                                                                            read=DIALECT))
+        inflows = None if f.signed else f.inflows
         for m, month in enumerate(f.months):
             nxt = add_months(month, 1)
             w = window(f.period_column, month, nxt, f.period_type)
             prev = f.starting if m == 0 else f.endings[m - 1]
             tag = ("waterfall", f.table, _month_label(month))
             add(Draft(f"wf_net:{f.table}:{month}",
-                       phrasing.waterfall_net(words, f.amount_column, f.period_column, month, nxt, d),
-                       _select(_round(_sum(f.amount_column), d), f.table, w), "number", d, "waterfall_net", tag,
+                       phrasing.waterfall_net(words, f.amount_column, f.period_column, month, nxt, d, f.type_column,
+                                              inflows, f.period_type),
+                       _select(_round(movement.copy(), d), f.table, w), "number", d, "waterfall_net", tag,
                        (f.table,)), money(f.endings[m] - prev, d))
             for mtype, values in components.items():
                 add(Draft(f"wf_component:{f.table}:{mtype}:{month}",
                            phrasing.waterfall_component(words, f.amount_column, f.period_column, f.type_column, mtype,
-                                                        month, nxt, d),
+                                                        month, nxt, d, f.signed, f.period_type),
                            _select(_round(_sum(f.amount_column), d), f.table,
                                    exp.and_(_eq_str(f.type_column, mtype), w)),
-                           "number", d, "waterfall_component", tag + (mtype,), (f.table,)), money(values[m], d))
-            balance = exp.Add(this=exp.Literal.number(str(start_text)), expression=_sum(f.amount_column))
+                           "number", d, "waterfall_component", tag + (mtype,), (f.table,)),
+                    money(f.stored(values[m]), d))
+            balance = exp.Add(this=exp.Literal.number(str(start_text)), expression=movement.copy())
             add(Draft(f"wf_ending:{f.table}:{month}",
                        phrasing.waterfall_ending(words, f.amount_column, f.period_column, str(start_text), first,
-                                                 month, nxt, d),
+                                                 month, nxt, d, f.type_column, inflows, f.period_type),
                        _select(_round(balance, d), f.table, window(f.period_column, first, nxt, f.period_type)),
                        "number", d, "waterfall_ending", tag, (f.table,)), money(f.endings[m], d))
 

@@ -70,6 +70,23 @@ UNSUPPORTED_COLUMN = (
     "formula", "pattern", "values", "probabilities",
 )
 UNSUPPORTED_COLUMN_TYPES = ("time", "json", "array", "object")
+# What Misata does with a key evalpack refuses by name, and what to write instead (appended to the refusal).
+_DRAWN = ("Misata draws the column's values from that distribution; evalpack draws them evenly between the column's "
+          "min and max (a curve's measure is planned to its targets); remove it and keep min/max")
+MISATA_NOTES = {
+    "domain": "Misata picks realistic value distributions for that business domain; evalpack's values follow each "
+              "column's own declaration; remove it",
+    "preset": "Misata applies that use case's defaults (rows, dates, dirt); evalpack reads only what the spec "
+              "declares; remove it and declare rows and dates on the tables",
+    "locale": "Misata localises names and money with it; evalpack's text is locale-free; remove it",
+    "concentration": "Misata spreads a period's total over its rows with a Dirichlet of that concentration; evalpack "
+                     "spreads it within the column's min and max itself; remove it",
+    "intra_period_pattern": "Misata leans a period's rows towards weekdays or weekends; evalpack spreads them over "
+                            "the month, with rows on its first and last day so that a wrong bound shows; remove it",
+    "probabilities": "Misata draws the choices with those probabilities, which evalpack calls weights; rename "
+                     "`probabilities:` to `weights:` (the same list)",
+    **{key: _DRAWN for key in ("distribution", "mean", "std", "mu", "sigma", "scale", "alpha", "a", "b", "lambda")},
+}
 # Misata's relationship options, each with what to write instead. The value that asks for nothing (false, 0,
 # null, {} or []) is accepted, as it is what evalpack does anyway; any other is refused with this message
 # ({child}: the foreign key, {parent_table}: the parent's table, {value}: the value written).
@@ -135,6 +152,7 @@ class Column:
     end: dt.date | None = None
     text_type: str | None = None
     references: tuple[str, str] | None = None  # a foreign key's `references: table.column`, as written
+    dated: bool = True  # a date/datetime column declared its start or end (else 2025 is its range)
 
 
 @dataclass(frozen=True)
@@ -510,7 +528,8 @@ class _Reader:
                 continue
             kp = path + (key,)
             if key in unsupported:
-                raise self.err(kp, f"`{key}` is not supported by evalpack (line {self.line(kp)}); remove it")
+                note = MISATA_NOTES.get(key, "remove it")
+                raise self.err(kp, f"`{key}` is not supported by evalpack (line {self.line(kp)}){': ' if key in MISATA_NOTES else '; '}{note}")
             close = difflib.get_close_matches(key, allowed, n=1, cutoff=0.5)
             hint = f"; did you mean '{close[0]}'?" if close else f"; valid keys: {', '.join(allowed)}"
             raise self.err(kp, f"unknown {what} '{key}'{hint}")
@@ -678,6 +697,11 @@ def _kind(value: Any) -> str:
     return f"{type(value).__name__} {_number(value) if isinstance(value, (int, float)) else _clip(repr(value), quote=False)}"
 
 
+def _is_number(value: Any) -> bool:
+    """A finite int or float within ±MAX_NUMBER (not a bool)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and abs(value) <= MAX_NUMBER
+
+
 def _number(value: float) -> str:
     """A number for a message: an integer too long to print whole is described by its length."""
     if isinstance(value, int) and abs(value) >= 10**30:
@@ -768,7 +792,9 @@ def _read_column(r: _Reader, name: str, raw: Any, path: tuple, rows: int) -> Col
     elif ctype == "text":
         tt = m.get("text_type", text_type or "word")
         if tt not in TEXT_TYPES:
-            raise r.err(path + ("text_type",), f"unknown text_type '{tt}'; use one of {', '.join(TEXT_TYPES)}")
+            raise r.err(path + ("text_type",), f"unknown text_type {_clip(str(tt))}: Misata draws {_clip(str(tt), quote=False)} "
+                        f"values for it, evalpack's text types are {', '.join(TEXT_TYPES)}; use one of them, or write "
+                        "`type: categorical, choices: [...]` with the values to draw from")
         kw["text_type"] = tt
     elif ctype == "categorical":
         choices = r.sequence(r.required(m, "choices", path), path + ("choices",))
@@ -788,6 +814,7 @@ def _read_column(r: _Reader, name: str, raw: Any, path: tuple, rows: int) -> Col
         if "rate" in m:
             kw["rate"] = r.number(m["rate"], path + ("rate",), lo=0.0, hi=1.0)
     elif ctype in ("date", "datetime"):
+        kw["dated"] = "start" in m or "end" in m
         kw["start"] = r.date(m.get("start", "2025-01-01"), path + ("start",))
         kw["end"] = r.date(m.get("end", "2025-12-31"), path + ("end",))
         if kw["start"] > kw["end"]:
@@ -1168,8 +1195,14 @@ def _read_per_parent(r: _Reader, raw: Any, path: tuple) -> PerParent:
 
 def _read_waterfall(r: _Reader, raw: Any, path: tuple) -> Waterfall:
     keys = ("table", "period_column", "type_column", "amount_column", "starting_value", "points",
-            "inflow_shares", "outflow_shares", "outflow_rate", "description")
-    m = r.mapping(raw, path, keys, ("segment_column", "segment_value"), "waterfall key")
+            "inflow_shares", "outflow_shares", "outflow_rate", "description", "segment_column", "segment_value")
+    m = r.mapping(raw, path, keys, what="waterfall key")
+    for key in ("segment_column", "segment_value"):  # Misata's; null is its default
+        if m.get(key) is not None:
+            raise r.err(path + (key,), f"`{key}` is not supported by evalpack: Misata splits one movements table "
+                        "between several waterfalls, one per segment_value, and writes the segment column; evalpack "
+                        "holds one waterfall per table: give each segment its own movements table and waterfall, and "
+                        f"remove {key}")
     raw_points = r.sequence(r.required(m, "points", path), path + ("points",))
     if not raw_points:
         raise r.err(path + ("points",), "a waterfall needs at least one point")
@@ -1177,18 +1210,32 @@ def _read_waterfall(r: _Reader, raw: Any, path: tuple) -> Waterfall:
     for i, raw_point in enumerate(raw_points):
         pp = path + ("points", i)
         point = r.mapping(raw_point, pp, ("period", "ending_value"), what="waterfall point key")
+        label = r.required(point, "period", pp)
+        if not (isinstance(label, str) and PERIOD_RE.fullmatch(label)):
+            raise r.err(pp + ("period",), f"expected a period 'YYYY-MM', got {_kind(label)}: Misata writes any label "
+                        "as it is given (and asks for running balances only where the labels sort), evalpack places "
+                        "each point on its calendar month; write the month as period: \"2025-01\"")
         points.append(WaterfallPoint(
-            r.month(r.required(point, "period", pp), pp + ("period",)),
+            r.month(label, pp + ("period",)),
             float(r.number(r.required(point, "ending_value", pp), pp + ("ending_value",), lo=0.0)),
             r.line(pp),
         ))
     for i in range(1, len(points)):
         if points[i].month != add_months(points[i - 1].month, 1):
             raise r.err(path + ("points", i), "waterfall points must be consecutive months, one per period")
+    for key in ("inflow_shares", "outflow_shares"):
+        given = m.get(key)
+        if isinstance(given, dict) and given and all(_is_number(v) and v >= 0 for v in given.values()):
+            total = sum(given.values())
+            if total > 0 and abs(total - 1.0) > 1e-9:
+                scaled = ", ".join(f"{k}: {v / total:.12g}" for k, v in given.items())
+                raise r.err(path + (key,), f"shares must sum to 1, they sum to {total:g}: Misata rescales them to 1 "
+                            f"(with a warning), evalpack takes them as written; write {key}: {{{scaled}}}")
+    # without shares, Misata's own defaults: the same spec means the same movements in both tools
     inflow = r.shares(m["inflow_shares"], path + ("inflow_shares",)) if "inflow_shares" in m else (
-        ("new", 0.6), ("expansion", 0.4))
+        ("new", 0.65), ("expansion", 0.35))
     outflow = r.shares(m["outflow_shares"], path + ("outflow_shares",)) if "outflow_shares" in m else (
-        ("contraction", 0.4), ("churn", 0.6))
+        ("churn", 0.7), ("contraction", 0.3))
     overlap = {k for k, _ in inflow} & {k for k, _ in outflow}
     if overlap:
         raise r.err(path + ("outflow_shares",), f"{sorted(overlap)} cannot be both inflow and outflow")
@@ -1385,6 +1432,11 @@ def _check_references(r: _Reader, spec: Spec, rel_paths: list[tuple], pp_paths: 
 
     def in_range(col: Column, month: dt.date, path: tuple) -> None:
         if month < month_start(col.start) or month > col.end:
+            if not col.dated:
+                raise r.err(path, f"{month:%Y-%m} is outside the time column {col.name}'s range, which is 2025 as it "
+                            "declares no start or end: Misata dates the rows inside the declared months; write the "
+                            f"range on the column: start: \"{month_start(month)}\" (or earlier) and an end on or after the last "
+                            "declared month's last day")
             raise r.err(path, f"{month:%Y-%m} is outside the time column's range {col.start} to {col.end}; "
                         "move the point or widen the column's start/end")
 
@@ -1458,18 +1510,33 @@ def _check_references(r: _Reader, spec: Spec, rel_paths: list[tuple], pp_paths: 
                         f"{'per_parent' if p[0] == 'per_parent' else 'min_children'}")
     for i, w in enumerate(spec.waterfalls):
         p = ("waterfalls", i)
-        acol = need(w.table, w.amount_column, p + ("amount_column",), ("float",))
+        acol = need(w.table, w.amount_column, p + ("amount_column",))
+        if acol.type != "float":
+            raise r.err(p + ("amount_column",), f"{w.table}.{w.amount_column} is a {acol.type} column; Misata writes "
+                        "amounts with cents into it whatever its type, evalpack needs a float column: write "
+                        f"`{w.amount_column}: {{type: float, min: 0, decimals: 2}}`")
         _amount(r, w.starting_value, acol, w.table, p + ("starting_value",), "starting_value")
         for j, point in enumerate(w.points):
             _amount(r, point.ending_value, acol, w.table, p + ("points", j, "ending_value"), "ending_value")
-        tcol = need(w.table, w.type_column, p + ("type_column",), ("categorical",))
-        pcol = need(w.table, w.period_column, p + ("period_column",), ("date", "datetime"))
+        tcol = need(w.table, w.type_column, p + ("type_column",))
+        if tcol.type not in ("categorical", "text"):
+            raise r.err(p + ("type_column",), f"{w.table}.{w.type_column} is a {tcol.type} column; Misata writes the "
+                        "movement type labels into it whatever its type, evalpack needs a categorical column (with "
+                        f"the labels as choices) or a text one: write `{w.type_column}: {{type: categorical, choices: "
+                        f"[{', '.join(k for k, _ in w.inflow_shares + w.outflow_shares)}]}}`")
+        pcol = need(w.table, w.period_column, p + ("period_column",))
+        if pcol.type not in ("date", "datetime", "text"):
+            raise r.err(p + ("period_column",), f"{w.table}.{w.period_column} is a {pcol.type} column; Misata writes "
+                        "each point's period label ('2025-01') into it whatever its type, evalpack needs a date or "
+                        "datetime column (rows dated inside their month) or a text one (the 'YYYY-MM' label): write "
+                        f"`{w.period_column}: {{type: text}}`")
         time_axis(w.table, w.period_column, p)
-        missing = [k for k, _ in w.inflow_shares + w.outflow_shares if k not in tcol.choices]
+        missing = [k for k, _ in w.inflow_shares + w.outflow_shares if tcol.type == "categorical" and k not in tcol.choices]
         if missing:
             raise r.err(p, f"movement types {missing} are not choices of {w.table}.{w.type_column}")
         for j, point in enumerate(w.points):
-            in_range(pcol, point.month, p + ("points", j))
+            if pcol.type != "text":
+                in_range(pcol, point.month, p + ("points", j))
         if any(other.table == w.table for other in spec.waterfalls[:i]):
             raise r.err(p, f"table '{w.table}' already holds a waterfall")
         if tables[w.table].column(w.amount_column).nullable:
@@ -1628,7 +1695,11 @@ def parse_spec(text: str, *, file: str = "<spec>", seed: int | None = None, rota
     default_rows = r.integer(top.get("rows", 100), ("rows",), lo=1, hi=MAX_TABLE_ROWS, limit=ROWS_LIMIT)
     name = top.get("name", Path(file).stem)
     if not isinstance(name, str) or not NAME_RE.fullmatch(name):
-        raise r.err(("name",), f"pack name {_clip(str(name))} must match [a-z][a-z0-9_]*")
+        slug = re.sub(r"[^a-z0-9]+", "_", str(name).lower()).strip("_")
+        slug = slug if NAME_RE.fullmatch(slug or "-") else f"pack_{slug}".rstrip("_")
+        raise r.err(("name",), f"pack name {_clip(str(name))} must match [a-z][a-z0-9_]*: Misata takes any display "
+                    "name, evalpack's names the dataset, its files and its Hub repo; write "
+                    f"name: {_clip(slug[:MAX_NAME_LENGTH], quote=False)}")
     if len(name) > MAX_NAME_LENGTH:
         raise r.err(("name",), f"the pack name is {len(name)} characters long; names are limited to "
                     f"{MAX_NAME_LENGTH}; shorten it")

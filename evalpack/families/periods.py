@@ -67,10 +67,13 @@ def _share(w: Words, c: CurveFacts, month: dt.date, run: tuple[dt.date, ...], ki
     return draft, ratio_answer(Fraction(100 * totals[month], total), 2) if total else None  # NULL: 0 / 0
 
 
-def versus_average(w: Words, c: CurveFacts, m: str, defined: str, source: str = "outcome_curve") -> Drafts:
+def versus_average(w: Words, c: CurveFacts, m: str, defined: str, source: str = "outcome_curve",
+                   measure_sql: str | None = None) -> Drafts:
     """Each month's distance from the average month of the whole span (a scalar subquery), for the measure
-    ``m`` (the sum of ``c.column``, defined by ``defined``) of the declaration ``source``."""
+    ``m`` (the sum of ``c.column``, or of ``measure_sql`` when given; defined by ``defined``) of the declaration
+    ``source``."""
     out: Drafts = []
+    summed = measure_sql or c.column
     d, tail = c.decimals, w.rounded(c.decimals)
     whole, totals = c.months, dict(zip(c.months, c.totals))
     n, the_span = len(whole), the_period(whole)
@@ -82,12 +85,12 @@ def versus_average(w: Words, c: CurveFacts, m: str, defined: str, source: str = 
             Wording((f"How far above or below the average month of {the_span} was the {m} of {mon}?{tail}",
                      f"By how much did the {m} of {mon} differ from the monthly average of {the_span}?{tail}",
                      f"Compared with an average month of {the_span}, how much more {m} came in {mon}?{tail}"),
-                    phrasing.join(defined, w.window(c.time_column, month, add_months(month, 1), mon),
-                                  w.window(c.time_column, whole[0], end, the_span),
+                    phrasing.join(defined, w.window(c.time_column, month, add_months(month, 1), mon, c.time_type),
+                                  w.window(c.time_column, whole[0], end, the_span, c.time_type),
                                   f"the average month is the {m} of {the_span} divided by its {n} months; "
                                   f"the answer is {mon} minus that average, negative when below",
                                   w.rounding_evidence(d))),
-            parse(f"SELECT ROUND(SUM({c.column}) - (SELECT SUM({c.column}) / {n} FROM {c.table} "
+            parse(f"SELECT ROUND(SUM({summed}) - (SELECT SUM({summed}) / {n} FROM {c.table} "
                   f"WHERE {window_sql(c, whole[0], end)}), {d}) FROM {c.table} "
                   f"WHERE {window_sql(c, month, add_months(month, 1))}"),
             "number", d, "versus_average", (source, c.table, f"{month:%Y-%m}"), (c.table,)),
@@ -96,9 +99,10 @@ def versus_average(w: Words, c: CurveFacts, m: str, defined: str, source: str = 
 
 
 def month_ranking(w: Words, c: CurveFacts, m: str, defined: str, kind: str = "month_ranking",
-                  source: str = "outcome_curve") -> Drafts:
+                  source: str = "outcome_curve", measure_sql: str | None = None) -> Drafts:
     """The months of each half-year and of the whole span ranked by the measure ``m`` (the sum of
-    ``c.column``), each with its total: a monthly CTE ordered by total, a result set compared in order.
+    ``c.column``, or of ``measure_sql`` when given), each with its total: a monthly CTE ordered by total, a
+    result set compared in order.
 
     Every month of the period is listed, so a wrong bound at either end changes a line of the answer
     (a top three would hide a mistake in a month outside it)."""
@@ -114,11 +118,12 @@ def month_ranking(w: Words, c: CurveFacts, m: str, defined: str, kind: str = "mo
             Wording((f"Rank the months of {named} by {m}, highest first, with each month's {m}.{tail}",
                      f"List every month of {named} with its {m}, from the strongest month to the weakest.{tail}",
                      f"Order the months of {named} from the highest {m} to the lowest, giving each total.{tail}"),
-                    phrasing.join(defined, w.window(c.time_column, run[0], end, named),
+                    phrasing.join(defined, w.window(c.time_column, run[0], end, named, c.time_type),
                                   "a month is a calendar month; one answer line per month: the month as YYYY-MM, "
                                   "then its total", w.rounding_evidence(d))),
-            parse(f"WITH monthly AS (SELECT {month_text(c.time_column)} AS month, SUM({c.column}) AS total "
-                  f"FROM {c.table} WHERE {window_sql(c, run[0], end)} GROUP BY {month_start(c.time_column)}) "
+            parse(f"WITH monthly AS (SELECT {month_text(c.time_column, c.time_type)} AS month, "
+                  f"SUM({measure_sql or c.column}) AS total FROM {c.table} WHERE {window_sql(c, run[0], end)} "
+                  f"GROUP BY {month_start(c.time_column, c.time_type)}) "
                   f"SELECT month, ROUND(total, {d}) AS total FROM monthly ORDER BY total DESC"),
             "rows", d, kind, (source, c.table, f"{run[0]:%Y-%m}", f"{len(run)} months"), (c.table,)),
             [[f"{x:%Y-%m}", money(totals[x], d)] for x in ranked]))

@@ -23,19 +23,22 @@ from evalpack.spec import Spec, add_months
 
 
 def time_literal(day: dt.date, time_type: str) -> str:
-    """A day as a DATE or TIMESTAMP literal matching the time column."""
+    """A day as a DATE or TIMESTAMP literal matching the time column, or (a text period column of 'YYYY-MM'
+    labels, which sort as their months do) its month's label."""
+    if time_type == "text":
+        return f"'{day:%Y-%m}'"
     return f"DATE '{day.isoformat()}'" if time_type == "date" else f"TIMESTAMP '{day.isoformat()} 00:00:00'"
 
 
-def month_start(column: str) -> str:
-    """The first day of ``column``'s month: what monthly questions group by."""
-    return f"DATE_TRUNC('month', {column})"
+def month_start(column: str, time_type: str = "date") -> str:
+    """The first day of ``column``'s month: what monthly questions group by (a text period column: its label)."""
+    return column if time_type == "text" else f"DATE_TRUNC('month', {column})"
 
 
-def month_text(column: str) -> str:
+def month_text(column: str, time_type: str = "date") -> str:
     """``column``'s month as YYYY-MM text, formatted after grouping by :func:`month_start` (formatting every
-    row first is ten times slower)."""
-    return f"STRFTIME({month_start(column)}, '%Y-%m')"
+    row first is ten times slower); a text period column is that text already."""
+    return column if time_type == "text" else f"STRFTIME({month_start(column)}, '%Y-%m')"
 
 
 def window_on(column: str, time_type: str, start: dt.date, end: dt.date) -> str:

@@ -25,10 +25,10 @@ def _monthly(f: WaterfallFacts, start: dt.date, end: dt.date, text: bool = False
     """The first step: the net per month (as YYYY-MM text when ``text``; and per movement type), from
     ``start`` up to ``end`` (excluded)."""
     keys = f"{f.type_column}, " if by_type else ""
-    month = (month_text if text else month_start)(f.period_column)
-    return (f"WITH monthly AS (SELECT {keys}{month} AS month, SUM({f.amount_column}) AS net FROM {f.table} "
+    month = (month_text if text else month_start)(f.period_column, f.period_type)
+    return (f"WITH monthly AS (SELECT {keys}{month} AS month, SUM({f.movement_sql()}) AS net FROM {f.table} "
             f"WHERE {window_on(f.period_column, f.period_type, start, end)} GROUP BY {keys}"
-            f"{month_start(f.period_column)})")
+            f"{month_start(f.period_column, f.period_type)})")
 
 
 def drafts(spec: Spec, key: AnswerKey) -> Drafts:
@@ -43,7 +43,11 @@ def drafts(spec: Spec, key: AnswerKey) -> Drafts:
         opening = from_units(f.starting, d)
         nets = [f.endings[0] - f.starting] + [f.endings[i] - f.endings[i - 1] for i in range(1, len(f.months))]
         signed = (f"amounts are the signed {f.table}.{a} (inflows positive, outflows negative)")
-
+        # every amount stored positive (as Misata writes them): the evidence says how an amount gets its sign
+        sign = "" if f.signed else phrasing.signed_amount(w, a, tc, f.inflows)
+        if not f.signed:
+            signed = sign
+        measure = None if f.signed else f.movement_sql()
 
         for run in quarters(f.months, 3):
             label, end = the_period(run), add_months(run[-1], 1)
@@ -57,7 +61,7 @@ def drafts(spec: Spec, key: AnswerKey) -> Drafts:
                          f"of {label}, month by month.{tail}"),
                         phrasing.join(f"a month's closing balance is {opening} plus the sum of the signed "
                                       f"{f.table}.{a} from the start of {month_words(first)} to the end of that month",
-                                      w.window(p, first, end, "the months read"),
+                                      sign, w.window(p, first, end, "the months read", f.period_type),
                                       "one answer line per month of the quarter: the month as YYYY-MM, then its "
                                       "closing balance", w.rounding_evidence(d))),
                 parse(f"{_monthly(f, first, end, text=True)}, balances AS (SELECT month, {opening} + SUM(net) OVER (ORDER "
@@ -75,7 +79,8 @@ def drafts(spec: Spec, key: AnswerKey) -> Drafts:
                          f"By how much did the month's net {amount} change from {before} to {mon}?{tail}",
                          f"Compare the net {amount} of {mon} with {before}: what is the difference?{tail}"),
                         phrasing.join(f"a month's net {amount} is the sum of the signed {f.table}.{a} of its "
-                                      f"{w.many}", w.window(p, prev, add_months(now, 1), f"{before} and {mon}"),
+                                      f"{w.many}", sign,
+                                      w.window(p, prev, add_months(now, 1), f"{before} and {mon}", f.period_type),
                                       f"the answer is {mon}'s net minus {before}'s", w.rounding_evidence(d))),
                 parse(f"{_monthly(f, prev, add_months(now, 1))}, paired AS (SELECT month, net - LAG(net) OVER "
                       f"(ORDER BY month) AS change FROM monthly) SELECT ROUND(change, {d}) FROM paired "
@@ -83,10 +88,11 @@ def drafts(spec: Spec, key: AnswerKey) -> Drafts:
                 "number", d, "net_change", ("waterfall", f.table, f"{now:%Y-%m}"), (f.table,)),
                 money(nets[i] - nets[i - 1], d)))
         as_curve = CurveFacts(f.table, a, p, f.period_type, d, f.months, tuple(nets), ())
-        out += versus_average(w, as_curve, f"net {amount}", f"a month's net {amount} is the sum of the signed "
-                              f"{f.table}.{a} of its {w.many}", source="waterfall")
-        out += month_ranking(w, as_curve, f"net {amount}", f"a month's net {amount} is the sum of the signed "
-                             f"{f.table}.{a} of its {w.many}", kind="net_month_ranking", source="waterfall")
+        net_is = phrasing.join(f"a month's net {amount} is the sum of the signed {f.table}.{a} of its {w.many}",
+                               sign).removesuffix(".")
+        out += versus_average(w, as_curve, f"net {amount}", net_is, source="waterfall", measure_sql=measure)
+        out += month_ranking(w, as_curve, f"net {amount}", net_is, kind="net_month_ranking", source="waterfall",
+                             measure_sql=measure)
         for run in quarters(f.months, 3):
             label, end = the_period(run), add_months(run[-1], 1)
             start = max(first, run[0].replace(month=1))
@@ -104,7 +110,7 @@ def drafts(spec: Spec, key: AnswerKey) -> Drafts:
                         phrasing.join(f"a {kind_word} is one value of {f.table}.{tc}", signed,
                                       f"a month's {since} total adds up the signed {f.table}.{a} of every month from "
                                       f"{month_words(start)} through that month",
-                                      w.window(p, start, end, "the months read"),
+                                      w.window(p, start, end, "the months read", f.period_type),
                                       f"one answer line per {kind_word} and month of {label}: the {kind_word}, the "
                                       f"month as YYYY-MM, then the total, in any order", w.rounding_evidence(d))),
                 parse(f"{_monthly(f, start, end, text=True, by_type=True)}, running AS (SELECT {tc}, month, SUM(net) "
