@@ -95,6 +95,17 @@ accepted) and an envelope without signatures is refused; without a key (``--publ
 to $EVALPACK_PUBLIC_KEY) a signature is reported as NOT CHECKED, saying anyone could have signed it,
 and an envelope without signatures as UNSIGNED.
 
+Packs made by Misata
+--------------------
+A pack ``misata evalpack`` (Misata 0.9.8) wrote is read too (:func:`pack_source`): its manifest names
+``misata_version``; its database is ``tables/*.csv``, or one per ``rotations/seed-<n>/tables/``. Each CSV file is
+copied into the sandbox with the column types of the manifest's schema where it gives them, else with DuckDB's
+type sniffing, and the report says which per table (:func:`load_csv`). Its questions are scored with the rules
+above. Its attestation is checked as Misata made it (:func:`_inspect_misata`): per database a bare Statement
+whose subjects are that database's tables (re-hashed; every file of its ``tables/`` must be one) and an envelope
+holding the same bytes, unsigned unless someone signed it. It covers the tables only: every report says that the
+pack is Misata's and names the files nothing pins, ``questions.jsonl`` (the gold SQL and answers) first among them.
+
 Exit codes: 0 every question correct (gold mode: every gold SQL verifies), 1 otherwise,
 2 bad input or a pack that fails its integrity check.
 """
@@ -105,6 +116,7 @@ import argparse
 import base64
 import binascii
 import contextlib
+import csv
 import datetime as dt
 import hashlib
 import json
@@ -429,7 +441,9 @@ def _try_set(con: duckdb.DuckDBPyConnection, setting: str) -> None:
         con.execute(f"SET {setting}")
 
 
-def open_sandbox(tables_dir: Path, limits: Limits = Limits(), *, in_place: bool = False) -> duckdb.DuckDBPyConnection:
+def open_sandbox(tables_dir: Path, limits: Limits = Limits(), *, in_place: bool = False,
+                 csv_types: dict[str, dict[str, str]] | None = None,
+                 loaded: dict[str, str] | None = None) -> duckdb.DuckDBPyConnection:
     """An in-memory database with one table per Parquet file of ``tables_dir``, locked down.
 
     After this returns the connection loads no extension, spills nothing to disk and cannot change
@@ -437,6 +451,9 @@ def open_sandbox(tables_dir: Path, limits: Limits = Limits(), *, in_place: bool 
     file at all (for candidate SQL). ``in_place`` makes each table a view over its Parquet file and
     allows reading exactly those files and no other (for the pack's own gold SQL: no copy, and a
     query reads only the columns and row groups it needs).
+
+    ``csv_types`` (a pack made by Misata, whose tables are CSV: :func:`pack_source`) loads one table per
+    CSV file instead, always copied (:func:`load_csv`); ``loaded`` receives how each was typed.
     """
     con = duckdb.connect(":memory:")
     try:
@@ -446,7 +463,14 @@ def open_sandbox(tables_dir: Path, limits: Limits = Limits(), *, in_place: bool 
                         "autoload_known_extensions=false", "allow_community_extensions=false",
                         "allow_persistent_secrets=false", "enable_progress_bar=false"):
             _try_set(con, setting)
-        files = sorted(Path(tables_dir).resolve().glob("*.parquet"))
+        if csv_types is not None:
+            for path in sorted(Path(tables_dir).resolve().glob("*.csv")):
+                how = load_csv(con, path, csv_types.get(path.stem))
+                if loaded is not None:
+                    loaded[path.stem] = how
+            files, in_place = [], False
+        else:
+            files = sorted(Path(tables_dir).resolve().glob("*.parquet"))
         if in_place:
             _try_set(con, "parquet_metadata_cache=true")  # an optimisation: footers are read once
             con.execute("SET allowed_paths=[" + ", ".join(quote_literal(str(path)) for path in files) + "]")
@@ -469,6 +493,39 @@ def open_sandbox(tables_dir: Path, limits: Limits = Limits(), *, in_place: bool 
         con.close()
         raise
     return con
+
+
+SNIFFED = "DuckDB's type sniffing"
+
+
+def load_csv(con: duckdb.DuckDBPyConnection, path: Path, types: dict[str, str] | None) -> str:
+    """Copy one CSV file (header row first) into a table named by its stem; how its columns were typed.
+
+    With ``types`` (column -> DuckDB type, from the schema the pack's producer recorded) the columns the
+    header names get those types and the rest are sniffed; when that read fails (a value the type cannot
+    hold), or without types, DuckDB sniffs every column (``read_csv`` alone, as Misata's own verify.py
+    reads them) and the text says why."""
+    name, source = quote_ident(path.stem), quote_literal(str(path))
+    why = "the producer's schema gives no column types for this table"
+    if types:
+        try:
+            with open(path, encoding="utf-8", newline="") as handle:
+                header = next(csv.reader(handle), [])
+        except (OSError, UnicodeDecodeError, csv.Error) as exc:
+            header, why = [], f"its header cannot be read: {_first_line(exc)}"
+        given = {column: kind for column, kind in types.items() if column in header}
+        if given:
+            spec = "{" + ", ".join(f"{quote_literal(c)}: {quote_literal(t)}" for c, t in given.items()) + "}"
+            try:
+                con.execute(f"CREATE TABLE {name} AS SELECT * FROM read_csv({source}, header=true, types={spec})")
+                rest = len(header) - len(given)
+                return f"typed by the schema ({len(given)} columns{f'; {rest} sniffed' if rest else ''})"
+            except duckdb.Error as exc:
+                why = f"the schema's types do not read it: {_first_line(exc)}"
+        elif header:
+            why = "the schema names none of its columns"
+    con.execute(f"CREATE TABLE {name} AS SELECT * FROM read_csv({source}, header=true)")
+    return f"read with {SNIFFED} ({why})"
 
 
 @dataclass(frozen=True)
@@ -746,15 +803,17 @@ def worker_main(argv: list[str]) -> int:
     if setup is None:
         return 0
     limits = Limits(setup["timeout"], setup["memory_mb"], setup["threads"])
+    loaded: dict[str, str] = {}
     try:
-        con = open_sandbox(Path(setup["tables"]), limits, in_place=setup["in_place"])
+        con = open_sandbox(Path(setup["tables"]), limits, in_place=setup["in_place"], csv_types=setup.get("csv_types"),
+                           loaded=loaded)
         before = catalog_state(con)
     except Exception as exc:  # noqa: BLE001 - reported to the parent, which decides
         _write_frame(replies, {"error": f"{type(exc).__name__}: {_first_line(exc)}"})
         return 1
     cap = _vm_bytes() + (limits.memory_mb + WORKER_OVERHEAD_MB) * 2**20
     _limit(resource.RLIMIT_AS, cap)
-    _write_frame(replies, {"ready": True, "cap_bytes": cap})
+    _write_frame(replies, {"ready": True, "cap_bytes": cap, "loaded": loaded})
     while (request := _read_frame(inbox)) is not None:
         if request.get("finish"):
             _write_frame(replies, {"unchanged": catalog_state(con) == before, "peak_bytes": _vm_bytes(field="VmHWM")})
@@ -780,10 +839,14 @@ def worker_main(argv: list[str]) -> int:
 
 class SandboxWorker:
     """One rotation's sandbox (:func:`open_sandbox`) in a child process; :meth:`run` is :func:`run_query`
-    with the wall clock enforced by killing the child. Use as a context manager."""
+    with the wall clock enforced by killing the child. Use as a context manager. ``csv_types``: the
+    tables are CSV files (a Misata pack), typed as :func:`load_csv` says; ``loaded`` is how each was."""
 
-    def __init__(self, tables_dir: Path, limits: Limits, in_place: bool = False) -> None:
+    def __init__(self, tables_dir: Path, limits: Limits, in_place: bool = False,
+                 csv_types: dict[str, dict[str, str]] | None = None) -> None:
         self.tables_dir, self.limits, self.in_place = Path(tables_dir).resolve(), limits, in_place
+        self.csv_types = csv_types
+        self.loaded: dict[str, str] = {}
         self.proc: subprocess.Popen | None = None
         self.cap_bytes = 0
         self.peak_bytes = 0
@@ -803,7 +866,7 @@ class SandboxWorker:
         try:
             _write_frame(proc.stdin, {"tables": str(self.tables_dir), "in_place": self.in_place,
                                       "timeout": self.limits.timeout, "memory_mb": self.limits.memory_mb,
-                                      "threads": self.limits.threads})
+                                      "threads": self.limits.threads, "csv_types": self.csv_types})
             ready = _read_frame(proc.stdout.fileno())
         except (OSError, ValueError):
             ready = None
@@ -812,6 +875,7 @@ class SandboxWorker:
             why = (ready or {}).get("error", f"it exited with {proc.returncode}")
             raise RuntimeError(f"{self.tables_dir}: the sandbox worker did not start: {why}")
         self.cap_bytes = int(ready["cap_bytes"])
+        self.loaded = dict(ready.get("loaded") or {})
         return proc
 
     def _kill(self, proc: subprocess.Popen) -> None:
@@ -984,6 +1048,14 @@ def scorable(record: dict) -> bool:
         and record.get("expected_answer") is not None
 
 
+def kind_of(record: dict) -> str:
+    """A question's family: its ``kind``, else (a Misata question) its ``source.kind``, else ``?``."""
+    kind = record.get("kind")
+    if kind is None and isinstance(record.get("source"), dict):
+        kind = record["source"].get("kind")
+    return kind if isinstance(kind, str) else "?"
+
+
 def is_unanswerable(record: dict) -> bool:
     """Whether declining is a question's correct answer (``answerable: false``): no SQL on the pack's schema
     answers it, so any SQL is wrong, even SQL that runs."""
@@ -1028,6 +1100,107 @@ def _tables_dir(pack: Path, rotation: str) -> Path:
     return Path(pack) / ROTATIONS_DIR / rotation / TABLES_DIR
 
 
+# --------------------------------------------------------------------------- packs made by Misata
+# `misata evalpack` (Misata 0.9.8, the system evalpack replaces) writes its tables as CSV: one database in
+# tables/, or with --rotations N one per rotations/seed-<n>/tables/. manifest.json names misata_version and
+# holds the schema (column types included). Each database folder holds attestation.intoto.json, a bare in-toto
+# Statement v1 whose subjects are that database's table files only, and attestation.dsse.json, the same
+# Statement in a DSSE envelope that Misata leaves unsigned. Nothing pins questions.jsonl (the gold SQL and the
+# answers), manifest.json, the certificates, README.md or the scripts. evalpack scores such a pack with its own
+# rules (comparison, sandbox, candidates) and every report says whose pack it is and what is not covered.
+
+MANIFEST_FILE = "manifest.json"
+MISATA_ROTATION = re.compile(r"seed-(\d+)")
+MISATA_ENVELOPE = "attestation.dsse.json"
+MISATA_PREDICATE = "https://misata.studio/attestation/certificate/v1"
+# Misata's column types (its schema's canonical names) as DuckDB types; foreign keys take their parent key's
+MISATA_TYPES = {"int": "BIGINT", "float": "DOUBLE", "date": "DATE", "datetime": "TIMESTAMP", "boolean": "BOOLEAN",
+                "text": "VARCHAR", "categorical": "VARCHAR"}
+
+
+@dataclass(frozen=True)
+class PackSource:
+    """Who made a pack and where its databases are (:func:`pack_source`). ``databases``: (rotation name, the
+    folder holding its ``tables/``) in seed order. ``producer`` is ``evalpack`` (Parquet tables) or ``misata``
+    (CSV tables, read with the DuckDB types of ``csv_types``: table -> column -> type, from its manifest)."""
+
+    producer: str
+    version: str | None
+    databases: tuple[tuple[str, Path], ...]
+    csv_types: dict[str, dict[str, str]] | None = None
+
+    def tables_dir(self, rotation: str) -> Path:
+        return dict(self.databases)[rotation] / TABLES_DIR
+
+    @property
+    def label(self) -> str:
+        return f"misata {self.version}" if self.producer == "misata" else "evalpack"
+
+
+def misata_manifest(pack: Path) -> dict[str, Any] | None:
+    """``manifest.json`` of ``pack`` when it names ``misata_version`` (a pack `misata evalpack` wrote), else None."""
+    try:
+        data = json.loads((Path(pack) / MANIFEST_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError, UnicodeDecodeError, RecursionError):
+        return None
+    return data if isinstance(data, dict) and isinstance(data.get("misata_version"), str) else None
+
+
+def misata_column_types(manifest: dict[str, Any]) -> dict[str, dict[str, str]]:
+    """DuckDB types per table and column from a Misata manifest's ``schema`` (MISATA_TYPES; a foreign key
+    gets its parent key's type); columns of other types, and anything malformed, are left to sniffing."""
+    schema = manifest.get("schema")
+    columns = schema.get("columns") if isinstance(schema, dict) else None
+    declared: dict[str, dict[str, str]] = {}
+    for table, cols in (columns.items() if isinstance(columns, dict) else ()):
+        for col in cols if isinstance(cols, list) else ():
+            if isinstance(col, dict) and isinstance(col.get("name"), str) and isinstance(col.get("type"), str):
+                declared.setdefault(str(table), {})[col["name"]] = col["type"]
+    types = {table: {c: MISATA_TYPES[t] for c, t in cols.items() if t in MISATA_TYPES} for table, cols in declared.items()}
+    for rel in schema.get("relationships") or () if isinstance(schema, dict) else ():
+        if not isinstance(rel, dict):
+            continue
+        parent = types.get(str(rel.get("parent_table")), {}).get(str(rel.get("parent_key")))
+        child, key = str(rel.get("child_table")), str(rel.get("child_key"))
+        if parent and declared.get(child, {}).get(key) == "foreign_key":
+            types[child][key] = parent
+    return {table: cols for table, cols in types.items() if cols}
+
+
+def pack_source(pack: Path) -> PackSource:
+    """Where ``pack``'s databases are: ``rotations/seed_<n>/tables/*.parquet`` (evalpack), or a pack Misata wrote
+    (its manifest names ``misata_version``): ``tables/*.csv``, or ``rotations/seed-<n>/tables/*.csv``. InputError
+    when there is none."""
+    pack = Path(pack)
+    manifest = misata_manifest(pack)
+    if manifest is None:
+        root = pack / ROTATIONS_DIR
+        names = rotations(pack) if root.is_dir() else []
+        if names:
+            return PackSource("evalpack", None, tuple((name, root / name) for name in names))
+        if (pack / TABLES_DIR).is_dir() or root.is_dir() and any(MISATA_ROTATION.fullmatch(p.name) for p in root.iterdir()):
+            raise InputError(f"{pack}: laid out like a pack Misata wrote (tables/ or rotations/seed-<n>/), but its "
+                             f"{MANIFEST_FILE} does not name misata_version; pass the folder `misata evalpack -o` wrote, "
+                             "with its manifest")
+        rotations(pack)  # no rotations folder at all: its own error
+        raise InputError(f"{root}: no seed_<n> rotation folders")
+    version = manifest["misata_version"]
+    if (pack / ROTATIONS_DIR).is_dir():
+        found = sorted((int(m.group(1)), p) for p in (pack / ROTATIONS_DIR).iterdir()
+                       if p.is_dir() and (m := MISATA_ROTATION.fullmatch(p.name)))
+        databases = tuple((p.name, p) for _, p in found)
+        if not databases:
+            raise InputError(f"{pack / ROTATIONS_DIR}: a pack misata {version} wrote, without seed-<n> rotation folders")
+    else:
+        seed = manifest.get("seed")
+        databases = ((f"seed-{seed}" if isinstance(seed, int) and not isinstance(seed, bool) else TABLES_DIR, pack),)
+    for _, folder in databases:
+        if not (folder / TABLES_DIR).is_dir():
+            raise InputError(f"{folder / TABLES_DIR}: missing; a pack misata {version} wrote keeps each database's CSV "
+                             "tables there")
+    return PackSource("misata", version, databases, misata_column_types(manifest))
+
+
 # --------------------------------------------------------------------------- integrity
 # The one integrity check of a pack: `python verify.py`, `evalpack score`, `evalpack verify`
 # (evalpack.attest.verify_pack) and `evalpack publish` all run inspect_integrity and differ only
@@ -1066,6 +1239,8 @@ class IntegrityReport:
     signature: str
     files: int
     signature_line: str
+    producer: str = "evalpack"  # or "misata <version>": a pack Misata wrote (:func:`pack_source`)
+    uncovered: tuple[str, ...] = ()  # the files of a Misata pack that no attestation pins
 
     @property
     def problems(self) -> tuple[tuple[str, str], ...]:
@@ -1228,9 +1403,9 @@ def sha256_files(paths: list[Path], hasher: Callable[[Path], str] = sha256_file)
     return [digests[i] for i in range(len(paths))]
 
 
-def read_envelope(pack: Path) -> tuple[dict[str, Any] | None, str | None]:
-    """(the DSSE envelope of ``pack`` as JSON, None) or (None, why it cannot be read)."""
-    path = Path(pack) / ATTESTATION
+def read_envelope(pack: Path, name: str = ATTESTATION) -> tuple[dict[str, Any] | None, str | None]:
+    """(the DSSE envelope of ``pack`` (in its file ``name``) as JSON, None) or (None, why it cannot be read)."""
+    path = Path(pack) / name
     if not path.exists() and not path.is_symlink():
         return None, ("missing, so nothing in this pack is pinned; ask its publisher for the attestation, or pass "
                       "--allow-unattested to use it anyway (every report then says so)")
@@ -1333,6 +1508,65 @@ def signature_verifies(key: Any, signature: bytes, message: bytes) -> bool:
     return True
 
 
+def _signature(data: dict[str, Any], payload: bytes, key: tuple[Any, str | None, str | Path | None], name: str,
+               unsigned_note: str, lines: list[tuple[str, str, str]]) -> tuple[str, str]:
+    """The signature verdict of the DSSE envelope ``data`` (the file ``name``) over ``payload``: (verified | not
+    checked | unsigned | failed, the line that says so), its report line appended to ``lines``. ``key``: (the
+    public key, its algorithm, its file) or Nones; with a key one signature must verify with it."""
+    key, algorithm, public_key = key
+    entries = data["signatures"]
+    signatures = [(e.get("keyid") if isinstance(e.get("keyid"), str) else "", b64decode(e.get("sig")))
+                  for e in entries if isinstance(e, dict)]
+    keyids = ", ".join(keyid[:16] or "(none)" for keyid, _ in signatures)
+    if len(signatures) != len(entries) or any(sig is None for _, sig in signatures):
+        lines.append(("fail", name, "a signature entry is malformed (needs sig as base64 text)"))
+        return "failed", f"a signature entry of {name} is malformed (needs sig as base64 text)"
+    if not signatures and key is not None:
+        lines.append(("fail", name, f"UNSIGNED, but --public-key {public_key} was given: the pack carries no "
+                                    "signature, so nothing shows it comes from that key"))
+        return "failed", f"UNSIGNED, but --public-key {public_key} was given"
+    if not signatures:
+        lines.append(("note", name, unsigned_note))
+        return "unsigned", unsigned_note
+    if key is None:
+        line = (f"NOT CHECKED: {name} is signed but the signature was not checked, so anyone could have "
+                f"signed it (the keyid it names, {keyids}, is the signer's own claim); pass --public-key KEY "
+                f"or set {PUBLIC_KEY_ENV} to check it")
+        lines.append(("note", name, line))
+        return "not checked", line
+    if any(signature_verifies(key, sig, pae(data["payloadType"], payload)) for _, sig in signatures):
+        # DSSE keyids are unauthenticated hints: any signature that verifies with the given key counts
+        line = f"OK signature: {algorithm} key {public_key} signed the statement"
+        lines.append(("ok", name, line))
+        return "verified", line
+    lines.append(("fail", name, f"the signature does not verify with {public_key} ({algorithm} key; envelope keyid "
+                                f"{keyids}): the statement was changed after signing, or another key signed it"))
+    return "failed", f"the signature does not verify with {public_key}"
+
+
+def _read_subjects(subjects: list, statement: str, prefix: str, inside: str, fail: Callable[[str, str], None],
+                   listed: dict[str, str]) -> bool:
+    """Each subject of the statement in the file ``statement`` into ``listed`` (its name after ``prefix`` -> its
+    sha256); a malformed one, a name that is not a relative POSIX path inside ``inside``, or one listed twice is
+    a failure (``fail(name, text)``). Whether every subject was well formed."""
+    well_formed = True
+    for i, entry in enumerate(subjects):
+        name = entry.get("name") if isinstance(entry, dict) else None
+        digest = entry.get("digest") if isinstance(entry, dict) else None
+        sha = digest.get("sha256") if isinstance(digest, dict) else None
+        if not isinstance(name, str) or not isinstance(sha, str) or not _SHA256.fullmatch(sha):
+            fail(statement, f"subject {i} is malformed (needs a name and a lowercase hex sha256 digest)")
+        elif not safe_name(name):
+            fail(statement, f"subject {name!r} is not a relative POSIX path inside {inside}")
+        elif prefix + name in listed:
+            fail(prefix + name, f"listed twice in {statement}")
+        else:
+            listed[prefix + name] = sha
+            continue
+        well_formed = False
+    return well_formed
+
+
 def inspect_integrity(pack: Path, public_key: str | Path | None = None, *,
                       allow_unattested: bool = False) -> IntegrityReport:
     """Check ``pack`` against its attestation and report every problem; raises only InputError for
@@ -1351,6 +1585,8 @@ def inspect_integrity(pack: Path, public_key: str | Path | None = None, *,
     """
     pack = Path(pack)
     key, algorithm = load_public_key(public_key) if public_key else (None, None)
+    if misata_manifest(pack) is not None:
+        return _inspect_misata(pack, (key, algorithm, public_key), allow_unattested)
     lines: list[tuple[str, str, str]] = []
 
     def fail(name: str, text: str) -> None:
@@ -1376,38 +1612,7 @@ def inspect_integrity(pack: Path, public_key: str | Path | None = None, *,
         fail(ATTESTATION, "the payload is not valid base64")
         return IntegrityReport(tuple(lines), "failed", 0, "the payload is not valid base64")
 
-    # the signature
-    entries = data["signatures"]
-    signatures = [(e.get("keyid") if isinstance(e.get("keyid"), str) else "", b64decode(e.get("sig")))
-                  for e in entries if isinstance(e, dict)]
-    keyids = ", ".join(keyid[:16] or "(none)" for keyid, _ in signatures)
-    if len(signatures) != len(entries) or any(sig is None for _, sig in signatures):
-        signature = "failed"
-        line = f"a signature entry of {ATTESTATION} is malformed (needs sig as base64 text)"
-        fail(ATTESTATION, "a signature entry is malformed (needs sig as base64 text)")
-    elif not signatures and key is not None:
-        signature = "failed"
-        line = f"UNSIGNED, but --public-key {public_key} was given"
-        fail(ATTESTATION, f"UNSIGNED, but --public-key {public_key} was given: the pack carries no signature, so "
-                          "nothing shows it comes from that key")
-    elif not signatures:
-        signature, line = "unsigned", UNSIGNED_NOTE
-        lines.append(("note", ATTESTATION, line))
-    elif key is None:
-        signature = "not checked"
-        line = (f"NOT CHECKED: {ATTESTATION} is signed but the signature was not checked, so anyone could have "
-                f"signed it (the keyid it names, {keyids}, is the signer's own claim); pass --public-key KEY "
-                f"or set {PUBLIC_KEY_ENV} to check it")
-        lines.append(("note", ATTESTATION, line))
-    elif any(signature_verifies(key, sig, pae(data["payloadType"], payload)) for _, sig in signatures):
-        # DSSE keyids are unauthenticated hints: any signature that verifies with the given key counts
-        signature, line = "verified", f"OK signature: {algorithm} key {public_key} signed the statement"
-        lines.append(("ok", ATTESTATION, line))
-    else:
-        signature = "failed"
-        line = f"the signature does not verify with {public_key}"
-        fail(ATTESTATION, f"the signature does not verify with {public_key} ({algorithm} key; envelope keyid "
-                          f"{keyids}): the statement was changed after signing, or another key signed it")
+    signature, line = _signature(data, payload, (key, algorithm, public_key), ATTESTATION, UNSIGNED_NOTE, lines)
 
     # the statement
     def done(files: int = 0) -> IntegrityReport:
@@ -1430,22 +1635,7 @@ def inspect_integrity(pack: Path, public_key: str | Path | None = None, *,
         fail(ATTESTATION, "the statement lists no subject")
         return done()
     listed: dict[str, str] = {}
-    well_formed = True
-    for i, entry in enumerate(subjects):
-        name = entry.get("name") if isinstance(entry, dict) else None
-        digest = entry.get("digest") if isinstance(entry, dict) else None
-        sha = digest.get("sha256") if isinstance(digest, dict) else None
-        if not isinstance(name, str) or not isinstance(sha, str) or not _SHA256.fullmatch(sha):
-            fail(ATTESTATION, f"subject {i} is malformed (needs a name and a lowercase hex sha256 digest)")
-        elif not safe_name(name):
-            fail(ATTESTATION, f"subject {name!r} is not a relative POSIX path inside the pack")
-        elif name in listed:
-            fail(name, f"listed twice in {ATTESTATION}")
-        else:
-            listed[name] = sha
-            continue
-        well_formed = False
-    if not well_formed:
+    if not _read_subjects(subjects, ATTESTATION, "", "the pack", fail, listed):
         return done()
 
     # the files
@@ -1482,6 +1672,137 @@ def inspect_integrity(pack: Path, public_key: str | Path | None = None, *,
     return done(len(listed))
 
 
+MISATA_UNSIGNED = ("UNSIGNED: Misata leaves its DSSE envelopes unsigned (attestation.dsse.json); the hashes show the "
+                   "tables are intact, not who made them: anyone could have written them")
+
+
+def _inspect_misata(pack: Path, key: tuple[Any, str | None, str | Path | None],
+                    allow_unattested: bool) -> IntegrityReport:
+    """:func:`inspect_integrity` for a pack Misata wrote (:func:`pack_source`): per database, its Statement
+    (``attestation.intoto.json``: type, subjects re-hashed, every file of its ``tables/`` a subject), its envelope
+    (``attestation.dsse.json``: the Statement's exact bytes; the signature as for evalpack's), no symlink or special
+    file, no folder under ``rotations/`` but the databases; then a note naming every file no Statement covers."""
+    source = pack_source(pack)
+    lines: list[tuple[str, str, str]] = []
+
+    def fail(name: str, text: str) -> None:
+        lines.append(("fail", name, text))
+
+    found = walk_pack(pack)
+    files, refused = dict(found.files), dict(found.refused)
+    if (pack / ATTESTATION).exists() or (pack / ATTESTATION).is_symlink():  # walk_pack sets evalpack's own aside
+        path, why = _pack_file(pack / ATTESTATION, hub_blobs(pack))
+        if path is None:
+            refused[ATTESTATION] = why
+        else:
+            files[ATTESTATION] = path
+    lines.append(("note", MANIFEST_FILE, f"MISATA: {MANIFEST_FILE} says misata {source.version} made this pack; evalpack "
+                  f"reads its {len(source.databases)} database(s) of CSV tables and scores them with evalpack's rules"))
+    for name, why in refused.items():
+        fail(name, why)
+    listed: dict[str, str] = {}
+    own: set[str] = set()  # the attestation files themselves
+    verdicts: list[str] = []
+    for _, root in source.databases:
+        prefix = "" if root == pack else root.relative_to(pack).as_posix() + "/"
+        statement_name, envelope_name = prefix + ATTESTATION, prefix + MISATA_ENVELOPE
+        own.update((statement_name, envelope_name, prefix + "verify_attestation.py"))
+        if statement_name not in files:
+            if allow_unattested:
+                lines.append(("note", statement_name, f"ALLOWED (--allow-unattested): {statement_name} is missing, so "
+                              "nothing pins this database's tables"))
+            elif statement_name not in refused:
+                fail(statement_name, "missing, so nothing pins this database's tables; pass --allow-unattested to use "
+                                     "it anyway (every report then says so)")
+            verdicts.append("unattested")
+            continue
+        try:
+            with _open_regular(files[statement_name]) as handle:
+                raw = handle.read()
+            statement = json.loads(raw)
+        except OSError as exc:
+            fail(statement_name, f"cannot be read ({exc.strerror or exc})")
+            continue
+        except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+            fail(statement_name, f"not a JSON statement ({_first_line(exc)})")
+            continue
+        if not isinstance(statement, dict) or statement.get("_type") != STATEMENT_TYPE:
+            fail(statement_name, f"not an in-toto Statement (_type is not {STATEMENT_TYPE!r})")
+            continue
+        if statement.get("predicateType") != MISATA_PREDICATE:
+            fail(statement_name, f"predicateType is {statement.get('predicateType')!r}, expected Misata's "
+                                 f"{MISATA_PREDICATE!r}")
+        predicate = statement.get("predicate")
+        if isinstance(predicate, dict) and predicate.get("result") not in (None, "PASSED"):
+            lines.append(("note", statement_name, f"Misata's own invariants did not all hold on this database (its "
+                                                  f"result is {predicate.get('result')!r}); evalpack scores it anyway"))
+        subjects = statement.get("subject")
+        if not isinstance(subjects, list) or not subjects:
+            fail(statement_name, "the statement lists no subject")
+            continue
+        _read_subjects(subjects, statement_name, prefix, "its database folder", fail, listed)
+        tables = f"{prefix}{TABLES_DIR}/"
+        for name in files:
+            if name.startswith(tables) and name not in listed:
+                fail(name, f"in {tables} but not in {statement_name} (a table was added; it would be loaded and "
+                           "queried)")
+        if envelope_name not in files:
+            lines.append(("note", envelope_name, f"missing; {statement_name} stands unsigned"))
+            verdicts.append("unsigned")
+            continue
+        envelope, why = read_envelope(pack, envelope_name)
+        if envelope is None:
+            fail(envelope_name, why or "unreadable")
+            continue
+        if envelope["payloadType"] != PAYLOAD_TYPE:
+            fail(envelope_name, f"payloadType is {envelope['payloadType']!r}, expected {PAYLOAD_TYPE!r}")
+        payload = b64decode(envelope["payload"])
+        if payload != raw:
+            fail(envelope_name, f"its payload is not the bytes of {statement_name} (one of them was changed)")
+            continue
+        verdicts.append(_signature(envelope, payload, key, envelope_name, MISATA_UNSIGNED, lines)[0])
+    present = [name for name in listed if name in files]
+    digests = dict(zip(present, sha256_files([files[name] for name in present], pack_digest)))
+    for name, expected in listed.items():
+        if name in refused:
+            continue
+        if name not in files:
+            fail(name, "listed in its database's attestation but missing from the pack")
+        elif not _SHA256.fullmatch(digests[name]):
+            fail(name, digests[name])
+        elif digests[name] != expected:
+            fail(name, f"sha256 {digests[name][:16]}... differs from the attested {expected[:16]}... (the file was "
+                       "changed)")
+    databases = {root.relative_to(pack).as_posix() for _, root in source.databases if root != pack}
+    for name in found.folders:
+        if name.count("/") == 1 and name.startswith(ROTATIONS_DIR + "/") and name not in databases:
+            fail(name, "a folder under rotations/ that is not a seed-<n> database of this pack (an extra rotation "
+                       "would change what is scored)")
+    if listed and not any(state == "fail" for state, _, _ in lines):
+        lines.append(("ok", "", f"OK tables: {len(listed)} table files match Misata's attestations, none missing, "
+                                "none extra"))
+    uncovered = [f"{name} (its gold SQL and answers)" if name == QUESTIONS_FILE else name
+                 for name in sorted(files, key=lambda n: (n != QUESTIONS_FILE, n)) if name not in listed and name not in own]
+    if uncovered:
+        shown = ", ".join(uncovered[:12]) + (f" and {len(uncovered) - 12} more" if len(uncovered) > 12 else "")
+        lines.append(("note", "", f"NOT COVERED by Misata's attestation (it pins the tables only; nothing shows these "
+                                  f"are the files Misata wrote): {shown}"))
+    order = ("failed", "unattested", "unsigned", "not checked", "verified")
+    signature = next((v for v in order if v in verdicts), "failed")
+    bare = verdicts.count("unattested")
+    line = {"unsigned": MISATA_UNSIGNED,
+            "unattested": f"NOT CHECKED: {bare} of {len(source.databases)} databases have no attestation and "
+                          "--allow-unattested was given; nothing shows their tables are the ones Misata wrote",
+            "verified": f"OK signature: every database's envelope is signed by {key[2]}",
+            "not checked": "NOT CHECKED: the envelopes are signed but no --public-key was given, so anyone could have "
+                           "signed them",
+            "failed": "a database's attestation failed its check"}[signature]
+    said = [(state, text) for state, _, text in lines]
+    once = [entry for i, entry in enumerate(lines) if entry[0] != "note" or (entry[0], entry[2]) not in said[:i]]
+    return IntegrityReport(tuple(once), signature, len(listed), line, producer=f"misata {source.version}",
+                           uncovered=tuple(uncovered))
+
+
 def check_integrity(pack: Path, public_key: str | Path | None = None, *, allow_unattested: bool = False) -> Integrity:
     """:func:`inspect_integrity` for the scorer: what was checked, or PackIntegrityError naming each
     bad file (one line each). InputError for a public key that cannot be used."""
@@ -1490,13 +1811,26 @@ def check_integrity(pack: Path, public_key: str | Path | None = None, *, allow_u
     if not report.ok:
         raise PackIntegrityError("\n".join(f"{pack / printable(name)}: {printable(text)}"
                                             for name, text in report.problems))
+    allowed = [text for state, _, text in report.lines if state == "note" and text.startswith("ALLOWED")]
+    extra = f"; {len(allowed)} unattested entries ALLOWED (--allow-unattested)" if allowed else ""
+    if report.producer != "evalpack":
+        return Integrity(report.signature if report.signature != "not checked" else "signed", report.files,
+                         misata_note(report, extra))
     if report.signature == "unattested":
         return Integrity("unattested", 0, UNATTESTED_NOTE)
     status = "signed" if report.signature == "not checked" else report.signature
-    allowed = [text for state, _, text in report.lines if state == "note" and text.startswith("ALLOWED")]
-    extra = f"; {len(allowed)} unattested entries ALLOWED (--allow-unattested)" if allowed else ""
     return Integrity(status, report.files, f"{report.files} files match {ATTESTATION}{extra}; "
                                            f"{report.signature_line}")
+
+
+def misata_note(report: IntegrityReport, extra: str = "") -> str:
+    """What the integrity check of a pack Misata wrote showed, in one line: whose pack it is, what matched, what
+    its attestation does not cover, and the signature."""
+    shown = ", ".join(report.uncovered[:8]) + (f" and {len(report.uncovered) - 8} more" if len(report.uncovered) > 8
+                                               else "")
+    return (f"a pack {report.producer} wrote, scored with evalpack's rules: {report.files} table files match its "
+            f"attestations{extra}; NOT COVERED by them (nothing shows these are Misata's): {shown or 'nothing'}; "
+            f"{report.signature_line}")
 
 
 # --------------------------------------------------------------------------- candidates
@@ -1751,9 +2085,8 @@ def score_pack(pack: Path, sql_by_id: dict[str, str | None], *, rule: str = "spi
     records, key_used = pack_questions(pack, holdout_key)
     questions = [q for q in records if scorable(q) and not is_unanswerable(q)]
     declines = [q for q in records if is_unanswerable(q)]
-    names = rotations(pack)
-    if not names:
-        raise InputError(f"{pack / 'rotations'}: no seed_<n> rotation folders")
+    origin = pack_source(pack)
+    names = [name for name, _ in origin.databases]
     known = {q["id"] for q in records}
     unknown = [i for i in sql_by_id if i not in known]
     if unknown:
@@ -1771,8 +2104,8 @@ def score_pack(pack: Path, sql_by_id: dict[str, str | None], *, rule: str = "spi
     if in_place:
         workers = min(len(names), 2 * (os.cpu_count() or 1))
     else:
-        small = all(sum(p.stat().st_size for p in _tables_dir(pack, r).glob("*.parquet")) < PAIRED_PARQUET_BYTES
-                    for r in names)
+        small = all(sum(p.stat().st_size for p in origin.tables_dir(r).iterdir() if p.suffix in (".parquet", ".csv"))
+                    < PAIRED_PARQUET_BYTES for r in names)
         workers = 2 if small else 1
     # whether a result-set question is compared in order depends on its gold SQL alone: parsed once
     with contextlib.closing(duckdb.connect(":memory:")) as parser:
@@ -1781,7 +2114,7 @@ def score_pack(pack: Path, sql_by_id: dict[str, str | None], *, rule: str = "spi
     deadline = time.monotonic() + limits.run_timeout
     with ThreadPoolExecutor(max_workers=workers) as pool:
         scored_rotations = list(pool.map(
-            lambda rotation: _score_rotation(pack, rotation, questions, sql_by_id, rule, limits, in_place, ordered,
+            lambda rotation: _score_rotation(origin, rotation, questions, sql_by_id, rule, limits, in_place, ordered,
                                              deadline),
             names))
     per_rotation: dict[str, dict[str, dict]] = {q["id"]: {} for q in questions}
@@ -1806,7 +2139,7 @@ def score_pack(pack: Path, sql_by_id: dict[str, str | None], *, rule: str = "spi
             status = "wrong"
         else:
             status = "correct" if all(runs[r]["match"] for r in names) else "wrong"
-        results.append({"id": q["id"], "kind": q.get("kind", "?"), "split": q.get("split", "dev"), "status": status,
+        results.append({"id": q["id"], "kind": kind_of(q), "split": q.get("split", "dev"), "status": status,
                         "answerable": answerable, "answered": answered, "confidence": sure.get(q["id"]),
                         "difficulty": q.get("difficulty") or None, "skills": list(q.get("skills") or ()),
                         "question": q.get("question"), "unanswerable_reason": q.get("unanswerable_reason"),
@@ -1824,6 +2157,10 @@ def score_pack(pack: Path, sql_by_id: dict[str, str | None], *, rule: str = "spi
         "integrity": None if integrity is None else {"status": integrity.status, "files": integrity.files,
                                                      "message": integrity.message},
         "rotations": names,
+        "source": {"producer": origin.producer, "version": origin.version,
+                   "databases": {name: str(folder) for name, folder in origin.databases},
+                   "tables_loaded": {rotation: w.loaded for rotation, (_, _, w) in zip(names, scored_rotations)}
+                   if origin.csv_types is not None else None},
         "summary": summary,
         "unknown_ids": sorted(i for i in sql_by_id if i not in known),
         "not_scored": sorted(unscored),  # without gold SQL or expected answer: imported, or holdout without its key
@@ -1840,15 +2177,15 @@ def score_pack(pack: Path, sql_by_id: dict[str, str | None], *, rule: str = "spi
     }
 
 
-def _score_rotation(pack: Path, rotation: str, questions: list[dict], sql_by_id: dict[str, str | None], rule: str,
-                    limits: Limits, in_place: bool, ordered: dict[str, bool], deadline: float
+def _score_rotation(source: PackSource, rotation: str, questions: list[dict], sql_by_id: dict[str, str | None],
+                    rule: str, limits: Limits, in_place: bool, ordered: dict[str, bool], deadline: float
                     ) -> tuple[dict[str, dict], float, Worked]:
     """Each candidate's entry on one rotation (in its own sandbox, in a worker process), the seconds its
     queries took and what the workers used. ``ordered``: the result-set questions compared in row
     order; ``deadline`` (monotonic): when the whole run's time is spent."""
     entries: dict[str, dict] = {}
     query_seconds = 0.0
-    with SandboxWorker(_tables_dir(pack, rotation), limits, in_place=in_place) as worker:
+    with SandboxWorker(source.tables_dir(rotation), limits, in_place=in_place, csv_types=source.csv_types) as worker:
         for q in questions:
             sql = sql_by_id.get(q["id"])
             if sql is None:
@@ -1868,17 +2205,18 @@ def _score_rotation(pack: Path, rotation: str, questions: list[dict], sql_by_id:
                 entry["match"] = answer_matches(q, expected, outcome.rows, rule, ordered.get(q["id"], False))
                 entry["observed"] = _report_value(observed(outcome.rows), outcome.rows)
             entries[q["id"]] = entry
-    return entries, query_seconds, Worked(worker.cap_bytes, worker.peak_bytes, worker.replaced)
+    return entries, query_seconds, Worked(worker.cap_bytes, worker.peak_bytes, worker.replaced, worker.loaded)
 
 
 @dataclass(frozen=True)
 class Worked:
     """What one rotation's worker processes used: their address-space cap, their peak resident memory and
-    how many were replaced (killed at the time limit, or ended by a query)."""
+    how many were replaced (killed at the time limit, or ended by a query); how CSV tables were typed (:func:`load_csv`)."""
 
     cap_bytes: int
     peak_bytes: int
     replaced: int
+    loaded: dict[str, str] = field(default_factory=dict)
 
 
 def _report_value(seen: Any, rows: list[tuple]) -> Any:
@@ -1923,11 +2261,27 @@ def format_table(summary: dict[str, Any]) -> str:
     return "\n".join(out)
 
 
+def loaded_note(source: dict[str, Any] | None) -> str | None:
+    """How the CSV tables of a pack Misata wrote were read (the report's ``source``), in one line; None for Parquet."""
+    loaded = (source or {}).get("tables_loaded")
+    if not loaded:
+        return None
+    ways: dict[str, list[str]] = {}
+    for rotation, tables in loaded.items():
+        for table, how in tables.items():
+            ways.setdefault(f"{table} {how}", []).append(rotation)
+    parts = [way + ("" if len(seen) == len(loaded) else f" (on {', '.join(seen)})") for way, seen in ways.items()]
+    return ("tables: CSV copied into DuckDB, with the column types of manifest.json's schema where it gives them, "
+            f"else {SNIFFED}: " + "; ".join(parts))
+
+
 def format_report(report: dict[str, Any]) -> str:
     """The candidate report as text: one line per question, then the table and the reliability scores."""
     out = []
     if report.get("integrity"):
         out.append(f"integrity: {report['integrity']['message']}")
+    if loaded_note(report.get("source")):
+        out.append(printable(loaded_note(report["source"])))
     out.append(f"rule: {report['rule']}; rotations: {', '.join(report['rotations'])}; "
                f"time limit {report['limits']['timeout_seconds']:g} s per query")
     for r in report["questions"]:
@@ -2037,6 +2391,8 @@ def run_gold(pack: Path, *, rule: str = "spider", limits: Limits = Limits(),
             bad = ", ".join(f"{rot}={run.get('observed', 'error: ' + str(run.get('error')))!r}"
                             for rot, run in r["rotations"].items() if not run["match"])
             lines.append(printable(f"FAIL {r['id']} {r['kind']}: expected {r['expected']!r}, got {bad}"))
+    if loaded_note(report.get("source")):
+        lines.append(printable(f"NOTE {loaded_note(report['source'])}"))
     declines = report["summary"]["overall"]["unanswerable"]
     if declines:
         lines.append(f"NOTE unanswerable: {declines} questions have no gold SQL (declining is their answer); nothing "

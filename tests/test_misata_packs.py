@@ -1,0 +1,224 @@
+"""Packs that Misata 0.9.8 builds (`misata evalpack`) score with `evalpack score` and check with `evalpack verify`
+(issue 21 point 5): its layouts (one database in tables/, or rotations/seed-<n>/tables/), its CSV tables (read with
+the column types of its manifest's schema, else DuckDB's sniffing, and the report says which), its questions scored
+with evalpack's rules, and every report saying that the pack is Misata's and which files its attestation does not
+cover. A changed or added table is refused (exit 2) as in an evalpack pack.
+
+Misata is installed here, once per session, in its own virtual environment under pytest's temporary folder
+(`pip install misata[evalpack]==0.9.8`: the test needs the package index); EVALPACK_MISATA names a `misata` command
+to use instead. The specs: the one `misata init` writes (Misata's documented starting spec) and the one
+`misata init --story "A SaaS company"` writes (the example of that command's documentation), read from Misata at
+test time; and our Misata-format MRR bridges of tests/test_misata_waterfalls.py (a text period column, positive
+amounts), which evalpack builds too. Nothing Misata wrote is kept in this repository."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from test_misata_waterfalls import DATED_BRIDGE, TEXT_BRIDGE
+
+MISATA_VERSION = "0.9.8"
+MISATA_ENV = "EVALPACK_MISATA"
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="session")
+def misata(tmp_path_factory) -> str:
+    """The `misata` command of Misata 0.9.8: $EVALPACK_MISATA, or one installed in a fresh virtual environment."""
+    command = os.environ.get(MISATA_ENV)
+    if not command:
+        venv = tmp_path_factory.mktemp("misata-venv")
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
+        done = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "--disable-pip-version-check",
+                               "--quiet", f"misata[evalpack]=={MISATA_VERSION}"], capture_output=True, text=True,
+                              timeout=900)
+        assert done.returncode == 0, done.stderr[-3000:]
+        command = str(venv / "bin" / "misata")
+    version = subprocess.run([command, "--version"], capture_output=True, text=True, timeout=120)
+    assert MISATA_VERSION in version.stdout, (version.stdout, version.stderr)
+    return command
+
+
+def run(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(list(args), capture_output=True, text=True, timeout=600, cwd=cwd)
+
+
+def evalpack(*args: str) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k not in ("EVALPACK_SIGNING_KEY", "EVALPACK_PUBLIC_KEY")}
+    return subprocess.run([sys.executable, "-m", "evalpack.cli", *args], capture_output=True, text=True, timeout=600,
+                          env=env, cwd=ROOT)
+
+
+@pytest.fixture(scope="session")
+def packs(misata, tmp_path_factory) -> dict[str, Path]:
+    """Packs `misata evalpack` wrote: name -> folder (read-only: copy one before changing it)."""
+    work = tmp_path_factory.mktemp("misata-packs")
+    specs = {"init": work / "init.yaml", "story": work / "story.yaml", "text_bridge": work / "text_bridge.yaml",
+             "dated_bridge": work / "dated_bridge.yaml"}
+    for args in (["init", "-o", str(specs["init"]), "--force"],
+                 ["init", "--story", "A SaaS company", "-o", str(specs["story"]), "--force"]):
+        done = run(misata, *args, cwd=work)
+        assert done.returncode == 0, done.stderr
+    specs["text_bridge"].write_text(TEXT_BRIDGE, encoding="utf-8")
+    specs["dated_bridge"].write_text(DATED_BRIDGE, encoding="utf-8")
+    rotations = {"init": 3, "story": 1, "text_bridge": 3, "dated_bridge": 1}
+    out = {}
+    for name, spec in specs.items():
+        out[name] = work / f"{name}_pack"
+        done = run(misata, "evalpack", "-c", str(spec), "-o", str(out[name]), "--rotations", str(rotations[name]),
+                   cwd=work)
+        assert done.returncode == 0, (name, done.stdout[-2000:], done.stderr[-2000:])
+        assert (out[name] / "questions.jsonl").read_text(encoding="utf-8").strip(), name
+    return out
+
+
+def questions(pack: Path) -> list[dict]:
+    return [json.loads(line) for line in (pack / "questions.jsonl").read_text(encoding="utf-8").splitlines() if line]
+
+
+def candidates(pack: Path, folder: Path, change: dict[str, str | None] | None = None) -> Path:
+    """The pack's own gold SQL as a candidates file, with ``change`` (id -> SQL, None: declined) applied."""
+    path = folder / f"{pack.name}.candidates.jsonl"
+    lines = []
+    for q in questions(pack):
+        sql = (change or {}).get(q["id"], q["gold_sql"])
+        lines.append(json.dumps({"id": q["id"], "sql": sql}))
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def test_misata_writes_what_evalpack_reads(packs):
+    """The layouts as Misata 0.9.8 writes them: CSV tables, an attestation per database, no evalpack layout."""
+    single, rotated = packs["story"], packs["init"]
+    assert sorted(p.name for p in (single / "tables").iterdir()) and all(
+        p.suffix == ".csv" for p in (single / "tables").iterdir())
+    assert (single / "attestation.intoto.json").is_file() and (single / "attestation.dsse.json").is_file()
+    seeds = sorted(p.name for p in (rotated / "rotations").iterdir())
+    assert seeds == ["seed-42", "seed-43", "seed-44"]
+    assert all((rotated / "rotations" / s / "attestation.intoto.json").is_file() for s in seeds)
+    assert not (rotated / "attestation.intoto.json").exists()
+    manifest = json.loads((rotated / "manifest.json").read_text(encoding="utf-8"))
+    assert manifest["misata_version"] == MISATA_VERSION and "columns" in manifest["schema"]
+
+
+@pytest.mark.parametrize("name", ["init", "story", "text_bridge", "dated_bridge"])
+def test_a_misata_pack_scores_with_evalpack_score(name, packs, tmp_path):
+    pack = packs[name]
+    report = tmp_path / "report.json"
+    done = evalpack("score", str(pack), "--candidates", str(candidates(pack, tmp_path)), "--json", str(report))
+    n = len(questions(pack))
+    assert done.returncode == 0, (done.stdout[-3000:], done.stderr)
+    assert f"{n}/{n} correct, 0 wrong, 0 declined" in done.stdout
+    # whose pack it is, and what its attestation does not cover
+    assert f"integrity: a pack misata {MISATA_VERSION} wrote, scored with evalpack's rules" in done.stdout
+    assert "NOT COVERED by them (nothing shows these are Misata's): questions.jsonl (its gold SQL and answers)" \
+           in done.stdout
+    assert "UNSIGNED: Misata leaves its DSSE envelopes unsigned" in done.stdout
+    # how its CSV tables were read
+    assert "tables: CSV copied into DuckDB, with the column types of manifest.json's schema" in done.stdout
+    data = json.loads(report.read_text(encoding="utf-8"))
+    assert data["source"]["producer"] == "misata" and data["source"]["version"] == MISATA_VERSION
+    loaded = data["source"]["tables_loaded"]
+    assert set(loaded) == set(data["rotations"]) and all(loaded.values())
+    seeds = json.loads((pack / "manifest.json").read_text(encoding="utf-8"))["seeds"]
+    assert data["rotations"] == [f"seed-{s}" for s in seeds]
+    assert data["integrity"]["status"] == "unsigned"
+    kinds = {q["kind"] for q in data["questions"]}
+    assert "?" not in kinds  # Misata's source.kind names each family
+
+
+def test_misata_tables_are_typed_by_its_schema_or_sniffed_and_the_report_says_which(packs, tmp_path):
+    # a text period: every column typed as Misata's schema says
+    typed = evalpack("score", str(packs["text_bridge"]), "--candidates", str(candidates(packs["text_bridge"], tmp_path)))
+    assert typed.returncode == 0, typed.stderr
+    assert "mrr_movements typed by the schema (4 columns)" in typed.stdout
+    # a date period column, into which Misata writes 'YYYY-MM' labels: the schema's DATE cannot read them
+    sniffed = evalpack("score", str(packs["dated_bridge"]), "--candidates",
+                       str(candidates(packs["dated_bridge"], tmp_path)))
+    assert sniffed.returncode == 0, sniffed.stderr
+    assert "mrr_movements read with DuckDB's type sniffing (the schema's types do not read it: Conversion Error" \
+           in sniffed.stdout
+
+
+def test_wrong_and_declined_candidates_on_a_misata_pack(packs, tmp_path):
+    pack = packs["text_bridge"]
+    first, second = questions(pack)[:2]
+    wrong = candidates(pack, tmp_path, {first["id"]: f"SELECT ({first['gold_sql']}) + 0.01", second["id"]: None})
+    done = evalpack("score", str(pack), "--candidates", str(wrong))
+    n = len(questions(pack))
+    assert done.returncode == 1, done.stderr
+    assert f"WRONG    {first['id']}" in done.stdout and f"DECLINED {second['id']}" in done.stdout
+    assert f"{n - 2}/{n} correct, 1 wrong, 1 declined" in done.stdout
+
+
+def test_evalpack_verify_reruns_a_misata_packs_gold_sql_and_says_what_is_not_covered(packs):
+    for name in ("init", "story"):
+        done = evalpack("verify", str(packs[name]))
+        assert done.returncode == 0, (done.stdout, done.stderr)
+        n = len(questions(packs[name]))
+        assert f"MISATA: manifest.json says misata {MISATA_VERSION} made this pack" in done.stdout
+        assert f"OK gold SQL: {n}/{n} questions verify on every rotation" in done.stdout
+        assert "NOT COVERED by Misata's attestation (it pins the tables only; nothing shows these are the files " \
+               "Misata wrote): questions.jsonl (its gold SQL and answers)" in done.stdout
+        assert f"a pack misata {MISATA_VERSION} wrote;" in done.stdout.splitlines()[-1]
+
+
+def test_a_changed_or_added_table_refuses_a_misata_pack(packs, tmp_path):
+    pack = shutil.copytree(packs["init"], tmp_path / "changed")
+    table = next((pack / "rotations" / "seed-43" / "tables").glob("*.csv"))
+    table.write_bytes(table.read_bytes() + b"\n")  # one more byte
+    gold = candidates(packs["init"], tmp_path)
+    done = evalpack("score", str(pack), "--candidates", str(gold))
+    assert done.returncode == 2
+    assert f"{table}: sha256" in done.stderr and "differs from the attested" in done.stderr
+    assert evalpack("verify", str(pack)).returncode == 1
+
+    added = shutil.copytree(packs["init"], tmp_path / "added")
+    extra = added / "rotations" / "seed-42" / "tables" / "extra.csv"
+    extra.write_text("a\n1\n", encoding="utf-8")
+    done = evalpack("score", str(added), "--candidates", str(gold))
+    assert done.returncode == 2
+    assert "extra.csv: in rotations/seed-42/tables/ but not in rotations/seed-42/attestation.intoto.json (a table " \
+           "was added" in done.stderr
+
+
+def test_a_misata_pack_without_its_attestation_needs_allow_unattested(packs, tmp_path):
+    pack = shutil.copytree(packs["story"], tmp_path / "bare")
+    (pack / "attestation.intoto.json").unlink()
+    gold = candidates(packs["story"], tmp_path)
+    refused = evalpack("score", str(pack), "--candidates", str(gold))
+    assert refused.returncode == 2
+    assert "attestation.intoto.json: missing, so nothing pins this database's tables" in refused.stderr
+    allowed = evalpack("score", str(pack), "--candidates", str(gold), "--allow-unattested")
+    assert allowed.returncode == 0, allowed.stderr
+    assert "NOT CHECKED: 1 of 1 databases have no attestation and --allow-unattested was given" in allowed.stdout
+
+
+def test_an_edited_question_is_scored_as_edited_because_nothing_pins_it(packs, tmp_path):
+    """What 'not covered' means: questions.jsonl can be changed and the integrity check cannot see it."""
+    pack = shutil.copytree(packs["story"], tmp_path / "edited")
+    records = questions(pack)
+    records[0]["expected_answer"] = -1
+    (pack / "questions.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    done = evalpack("score", str(pack), "--candidates", str(candidates(packs["story"], tmp_path)))
+    assert done.returncode == 1  # the gold SQL no longer matches the edited answer, and nothing refused the pack
+    assert "NOT COVERED" in done.stdout
+
+
+def test_misata_and_evalpack_agree_on_the_declared_balances_of_the_same_spec(packs, tmp_path):
+    """The MRR bridge with a text period column, built by both tools: the closing balances each asks for are the
+    declared ones."""
+    theirs = sorted(q["expected_answer"] for q in questions(packs["text_bridge"])
+                    if q["source"]["kind"] == "waterfall_balance")
+    spec = tmp_path / "text_bridge.yaml"
+    spec.write_text(TEXT_BRIDGE, encoding="utf-8")
+    built = evalpack("build", str(spec), "-o", str(tmp_path / "ours"), "--jobs", "1")
+    assert built.returncode == 0, built.stderr
+    ours = sorted(q["expected_answer"] for q in questions(tmp_path / "ours") if q["kind"] == "waterfall_ending")
+    assert theirs == ours == [106000.37, 109955.48, 112480.12, 117310.09, 121004.66, 126870.31]
