@@ -222,3 +222,34 @@ def test_misata_and_evalpack_agree_on_the_declared_balances_of_the_same_spec(pac
     assert built.returncode == 0, built.stderr
     ours = sorted(q["expected_answer"] for q in questions(tmp_path / "ours") if q["kind"] == "waterfall_ending")
     assert theirs == ours == [106000.37, 109955.48, 112480.12, 117310.09, 121004.66, 126870.31]
+
+
+def test_the_spec_misata_init_writes_is_refused_key_by_key_until_it_builds(misata, tmp_path):
+    """Misata's documented starting spec (`misata init`) carries keys evalpack cannot honour: each refusal names
+    one, says what Misata does with it and what to write; doing what each says, the spec builds."""
+    spec = tmp_path / "misata.yaml"
+    assert run(misata, "init", "-o", str(spec), "--force", cwd=tmp_path).returncode == 0
+    said = []
+    for _ in range(12):
+        done = evalpack("build", str(spec), "-o", str(tmp_path / "pack"), "--jobs", "1", "--rotations", "1")
+        if done.returncode == 0:
+            break
+        assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+        message = done.stderr.strip()
+        assert "Misata" in message, message
+        said.append(message)
+        line = int(message.split(f"{spec}:", 1)[1].split(":", 1)[0])
+        lines = spec.read_text(encoding="utf-8").splitlines(keepends=True)
+        if "write name: " in message:
+            lines[line - 1] = f"name: {message.rsplit('write name: ', 1)[1]}\n"
+        elif "rename `probabilities:` to `weights:`" in message:
+            lines[line - 1] = lines[line - 1].replace("probabilities:", "weights:")
+        else:
+            assert "; remove it" in message, message
+            del lines[line - 1]
+        spec.write_text("".join(lines), encoding="utf-8")
+    assert done.returncode == 0, done.stderr
+    assert any("`domain` is not supported by evalpack" in m for m in said)
+    assert any("Misata takes any display name" in m for m in said)
+    assert any("rename `probabilities:` to `weights:`" in m for m in said)
+    assert any("Misata draws the column's values from that distribution" in m for m in said)
