@@ -135,7 +135,7 @@ def select_questions(spec: Spec, plans: tuple[RotationPlan, ...], previous: Prev
                      ) -> tuple[tuple[Question, ...], tuple[Question, ...], Selection]:
     """(the questions with gold SQL, the questions to decline, how they were selected)."""
     selected, selection = derive_selected(spec, plans, previous)
-    return selected, derive_declines(spec, plans, sum(n for _, n in selection.chosen)), selection
+    return selected, derive_declines(spec, plans, len(selected)), selection
 
 
 def derive(spec: Spec, plans: tuple[RotationPlan, ...], previous: PreviousSplits | None = None) -> Derived:
