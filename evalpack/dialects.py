@@ -1,0 +1,549 @@
+"""Gold SQL in other SQL dialects: transpiled with sqlglot, run on the real engine, compared by the scorer's rules.
+
+A pack's gold SQL is DuckDB's dialect. :func:`transpile` writes it for SQLite or PostgreSQL with sqlglot and a few
+rewrites of our own where sqlglot's output would not run or would mean something else there (date truncation and
+date parts in SQLite, ROUND of a float and PRINTF in PostgreSQL); what neither can write faithfully raises
+:class:`Untranslatable`. :func:`write_sqlite` writes a rotation's tables as one SQLite file, typed as a SQLite user
+expects. An engine (:class:`DialectEngine`: :class:`SqliteEngine` here, ``evalpack.postgres.PostgresEngine`` for
+PostgreSQL) loads a rotation and runs trusted SQL on it; :func:`verify_in_dialects` runs every translated gold SQL
+on every rotation and keeps, per dialect, the questions that answer exactly as in DuckDB, and the drops with their
+reasons. Nothing is shipped in a dialect unverified; a drop in a dialect changes nothing in the DuckDB pack.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import os
+import re
+import sqlite3
+import tempfile
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from decimal import Decimal
+from pathlib import Path
+from typing import Any, Protocol
+
+import duckdb
+import pyarrow.parquet as pq
+import sqlglot
+from sqlglot import exp
+from sqlglot.errors import ErrorLevel, SqlglotError
+
+from evalpack.errors import EvalpackError
+from evalpack.scoring import (
+    ROWS_TYPE,
+    answer_matches,
+    answer_type_of,
+    cell_key,
+    expected_for,
+    quote_ident,
+    scorable,
+    top_level_order_by,
+)
+
+DIALECTS = ("sqlite", "postgres")
+SQLGLOT_NAMES = {"sqlite": "sqlite", "postgres": "postgres"}
+Run = Callable[[str], list[tuple]]
+
+
+class Untranslatable(Exception):
+    """Gold SQL that cannot be written faithfully in a dialect; its str is the reason."""
+
+
+# --------------------------------------------------------------------------- transpiling
+
+
+def _unit(node: exp.Expression) -> str:
+    unit = node.args.get("unit")
+    return (unit.name if unit is not None else "").upper()
+
+
+def _strftime_int(fmt: str, value: exp.Expression) -> exp.Expression:
+    """CAST(STRFTIME(fmt, value) AS INTEGER): a date part as SQLite computes it from ISO text."""
+    return exp.cast(exp.func("STRFTIME", exp.Literal.string(fmt), value.copy()), exp.DataType.build("INTEGER"))
+
+
+SQLITE_PARTS = {"YEAR": "%Y", "MONTH": "%m", "DAY": "%d", "HOUR": "%H", "MINUTE": "%M"}
+SQLITE_PART_NODES = {exp.Year: "YEAR", exp.Month: "MONTH", exp.Day: "DAY"}
+
+
+def _sqlite_quarter(value: exp.Expression) -> exp.Expression:
+    return exp.Div(this=exp.Paren(this=exp.Add(this=_strftime_int("%m", value), expression=exp.Literal.number(2))),
+                   expression=exp.Literal.number(3), typed=True)
+
+
+def _sqlite_part(part: str, value: exp.Expression) -> exp.Expression:
+    if part == "QUARTER":
+        return _sqlite_quarter(value)
+    if part not in SQLITE_PARTS:
+        raise Untranslatable(f"the date part {part} has no SQLite equivalent here")
+    return _strftime_int(SQLITE_PARTS[part], value)
+
+
+def _sqlite_trunc(node: exp.Expression) -> exp.Expression:
+    """DATE_TRUNC(unit, value) as SQLite's DATE(value, modifiers): the ISO date of the period's first day."""
+    unit, value = _unit(node), node.this
+    if unit == "DAY":
+        return exp.func("DATE", value.copy())
+    if unit in ("MONTH", "YEAR"):
+        return exp.func("DATE", value.copy(), exp.Literal.string(f"start of {unit.lower()}"))
+    if unit == "QUARTER":  # back (month - 1) % 3 months from the month's first day
+        back = exp.Mod(this=exp.Paren(this=exp.Sub(this=_strftime_int("%m", value), expression=exp.Literal.number(1))),
+                       expression=exp.Literal.number(3))
+        shift = exp.func("PRINTF", exp.Literal.string("-%d months"), back)
+        return exp.func("DATE", value.copy(), exp.Literal.string("start of month"), shift)
+    raise Untranslatable(f"DATE_TRUNC to {unit or 'an unknown unit'} has no SQLite equivalent here")
+
+
+# DuckDB constructs that SQLite has no faithful form of (sqlglot writes them anyway)
+SQLITE_REFUSED = {exp.Interval: "interval arithmetic", exp.DateAdd: "date arithmetic", exp.DateSub: "date arithmetic",
+                  exp.DateDiff: "DATEDIFF", exp.IntDiv: "integer division (//)", exp.DayOfWeek: "DAYOFWEEK",
+                  exp.RegexpLike: "regular expressions", exp.Array: "lists", exp.Struct: "structs",
+                  exp.Unnest: "UNNEST", exp.Pivot: "PIVOT"}
+
+
+def decimal_scales(columns: Mapping[str, Mapping[str, str]] | None) -> dict[str, int]:
+    """Column name -> scale of the columns that are DECIMAL in every table that has a column of that name."""
+    scales: dict[str, int] = {}
+    other: set[str] = set()
+    for cols in (columns or {}).values():
+        for name, kind in cols.items():
+            found = re.fullmatch(r"\s*(?:DECIMAL|NUMERIC)\s*\(\s*\d+\s*,\s*(\d+)\s*\)\s*", kind, re.IGNORECASE)
+            if found:
+                scales[name] = max(scales.get(name, 0), int(found.group(1)))
+            else:
+                other.add(name)
+    return {name: scale for name, scale in scales.items() if name not in other}
+
+
+def _decimal_scale(node: exp.Expression, scales: Mapping[str, int]) -> int | None:
+    """The scale of ``node`` when it is exact decimal arithmetic (+, -, unary minus, parentheses) over decimal
+    columns and number literals, with at least one column; else None."""
+    columns = list(node.find_all(exp.Column))
+    if not columns or any(c.name not in scales for c in columns):
+        return None
+    allowed = (exp.Column, exp.Identifier, exp.Literal, exp.Add, exp.Sub, exp.Neg, exp.Paren, exp.Table)
+    if any(not isinstance(n, allowed) or (isinstance(n, exp.Literal) and n.is_string) for n in node.walk()):
+        return None
+    literals = [len(n.this.partition(".")[2]) for n in node.find_all(exp.Literal)]
+    return max([scales[c.name] for c in columns] + literals)
+
+
+def _exact_sums(scales: Mapping[str, int]) -> Callable[[exp.Expression], exp.Expression]:
+    """SUM of decimals as SQLite's REAL sum rounded at the decimals' scale: the exact sum that DuckDB computes,
+    as the nearest REAL (so that HAVING SUM(amount) >= 986115.60 and SUM(debit) <> SUM(credit) mean what they
+    mean in DuckDB)."""
+    def rewrite(node: exp.Expression) -> exp.Expression:
+        # the whole aggregate: SUM(x), SUM(x) FILTER (...), SUM(x) OVER (...), SUM(x) FILTER (...) OVER (...)
+        inner = node
+        while isinstance(inner, (exp.Window, exp.Filter)):
+            inner = inner.this
+        if not isinstance(inner, exp.Sum) or isinstance(node.parent, (exp.Window, exp.Filter, exp.Round)):
+            return node
+        scale = _decimal_scale(inner.this, scales)
+        if scale is None:
+            return node
+        return exp.Round(this=node.copy(), decimals=exp.Literal.number(scale))
+    return rewrite
+
+
+def _sqlite_rewrite(node: exp.Expression) -> exp.Expression:
+    for kind, what in SQLITE_REFUSED.items():
+        if isinstance(node, kind):
+            raise Untranslatable(f"{what} has no faithful SQLite form")
+    if isinstance(node, (exp.TimestampTrunc, exp.DateTrunc)):
+        return _sqlite_trunc(node)
+    for kind, part in SQLITE_PART_NODES.items():
+        if type(node) is kind:
+            return _sqlite_part(part, node.this)
+    if isinstance(node, exp.Quarter):
+        return _sqlite_quarter(node.this)
+    if isinstance(node, exp.Extract):
+        return _sqlite_part(node.this.name.upper(), node.expression)
+    return node
+
+
+def _printf_pieces(fmt: str) -> list[tuple[str, int | None]]:
+    """PRINTF's format as (literal text, None) and (conversion, zero-pad width) pieces: %d, %0Nd, %s and %%."""
+    pieces: list[tuple[str, int | None]] = []
+    i = 0
+    while i < len(fmt):
+        if fmt[i] != "%":
+            j = fmt.find("%", i)
+            j = len(fmt) if j < 0 else j
+            pieces.append((fmt[i:j], None))
+            i = j
+            continue
+        j = i + 1
+        while j < len(fmt) and fmt[j].isdigit():
+            j += 1
+        spec, conv = fmt[i + 1:j], fmt[j] if j < len(fmt) else ""
+        if conv == "%" and not spec:
+            pieces.append(("%", None))
+        elif conv in ("d", "s") and (not spec or (conv == "d" and spec.startswith("0"))):
+            pieces.append((conv, int(spec) if spec else 0))
+        else:
+            raise Untranslatable(f"PRINTF format {fmt!r}: only %d, %0Nd, %s and %% have a PostgreSQL form here")
+        i = j + 1
+    return pieces
+
+
+def _postgres_printf(node: exp.Anonymous) -> exp.Expression:
+    """PRINTF('%04d-%02d', a, b) as LPAD(CAST(a AS TEXT), 4, '0') || '-' || ...: PostgreSQL's FORMAT pads no zeros."""
+    args = list(node.expressions)
+    if not args or not isinstance(args[0], exp.Literal) or not args[0].is_string:
+        raise Untranslatable("PRINTF with a format that is not a literal has no PostgreSQL form here")
+    values = iter(args[1:])
+    parts: list[exp.Expression] = []
+    for text, width in _printf_pieces(args[0].this):
+        if width is None:
+            parts.append(exp.Literal.string(text))
+            continue
+        value = next(values, None)
+        if value is None:
+            raise Untranslatable("PRINTF with fewer values than its format asks for")
+        as_text = exp.cast(value.copy(), exp.DataType.build("TEXT"))
+        parts.append(exp.func("LPAD", as_text, exp.Literal.number(width), exp.Literal.string("0")) if width else as_text)
+    if next(values, None) is not None:
+        raise Untranslatable("PRINTF with more values than its format uses")
+    out = parts[0] if parts else exp.Literal.string("")
+    for part in parts[1:]:
+        out = exp.DPipe(this=out, expression=part, safe=True)
+    return exp.Paren(this=out)
+
+
+def _postgres_rewrite(node: exp.Expression) -> exp.Expression:
+    if isinstance(node, exp.Round) and node.args.get("decimals") is not None:
+        # PostgreSQL rounds to decimals only a NUMERIC (ROUND(double precision, int) does not exist)
+        value = node.this
+        if not (isinstance(value, exp.Cast) and value.to.is_type("decimal")):
+            node.set("this", exp.cast(value.copy(), exp.DataType.build("NUMERIC")))
+        return node
+    if isinstance(node, exp.Anonymous) and str(node.this).upper() == "PRINTF":
+        return _postgres_printf(node)
+    return node
+
+
+REWRITES: dict[str, Callable[[exp.Expression], exp.Expression]] = {"sqlite": _sqlite_rewrite,
+                                                                   "postgres": _postgres_rewrite}
+
+
+def transpile(sql: str, dialect: str, *, columns: Mapping[str, Mapping[str, str]] | None = None) -> str:
+    """``sql`` (DuckDB's dialect, one statement) written in ``dialect`` (one of :data:`DIALECTS`).
+
+    sqlglot transpiles (raising on what it knows it cannot write), after our rewrites of what it would write
+    wrongly or not at all for that engine. ``columns`` (table -> column -> DuckDB type, the manifest's) lets the
+    SQLite form keep sums of decimals exact (:func:`_exact_sums`): SQLite stores them as REAL. Raises
+    :class:`Untranslatable` with the reason, ValueError for an unknown dialect."""
+    if dialect not in DIALECTS:
+        raise ValueError(f"unknown dialect {dialect!r}; use one of {', '.join(DIALECTS)}")
+    try:
+        trees = sqlglot.parse(sql, read="duckdb", error_level=ErrorLevel.RAISE)
+    except SqlglotError as exc:
+        raise Untranslatable(f"sqlglot cannot parse it: {_first_line(exc)}") from None
+    if len(trees) != 1 or trees[0] is None:
+        raise Untranslatable("not exactly one statement")
+    tree = trees[0]
+    if dialect == "sqlite" and decimal_scales(columns):
+        tree = tree.transform(_exact_sums(decimal_scales(columns)))
+    tree = tree.transform(REWRITES[dialect])
+    try:
+        return tree.sql(dialect=SQLGLOT_NAMES[dialect], unsupported_level=ErrorLevel.RAISE)
+    except SqlglotError as exc:
+        raise Untranslatable(f"sqlglot cannot write it for {dialect}: {_first_line(exc)}") from None
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__
+
+
+# --------------------------------------------------------------------------- keys and SQLite files
+
+
+@dataclass(frozen=True)
+class ForeignKey:
+    child_table: str
+    child_column: str
+    parent_table: str
+    parent_column: str
+
+
+@dataclass(frozen=True)
+class Keys:
+    """The keys a pack declares: a primary key column per table (where it has one) and the foreign keys."""
+
+    primary: tuple[tuple[str, str], ...] = ()  # (table, column)
+    foreign: tuple[ForeignKey, ...] = ()
+
+    def primary_of(self, table: str) -> str | None:
+        return dict(self.primary).get(table)
+
+    def foreign_of(self, table: str) -> list[ForeignKey]:
+        return [fk for fk in self.foreign if fk.child_table == table]
+
+
+def keys_of(manifest: Mapping[str, Any]) -> Keys:
+    """The keys ``manifest.json`` declares: ``primary_keys`` (table -> column) and ``declared_links`` (the
+    foreign keys, whose parent columns are unique by the spec's rule). A pack written before ``primary_keys``
+    existed gets the parent columns of its links as primary keys."""
+    links = manifest.get("declared_links") or []
+    foreign = tuple(ForeignKey(str(e["child_table"]), str(e["child_column"]), str(e["parent_table"]),
+                               str(e["parent_column"])) for e in links if isinstance(e, dict))
+    given = manifest.get("primary_keys")
+    if isinstance(given, dict):
+        primary = {str(t): str(c) for t, c in given.items() if isinstance(c, str)}
+    else:
+        primary = {}
+        for fk in foreign:
+            primary.setdefault(fk.parent_table, fk.parent_column)
+    return Keys(tuple(primary.items()), foreign)
+
+
+def sqlite_type(duckdb_type: str) -> str:
+    """The declared SQLite type of a DuckDB column type: INTEGER (integers and booleans as 0/1), REAL (decimals,
+    doubles) or TEXT (text, ISO dates and timestamps)."""
+    t = duckdb_type.upper()
+    if t in ("BOOLEAN", "BOOL") or t.endswith("INT") or t in ("BIGINT", "INTEGER", "SMALLINT", "TINYINT", "HUGEINT",
+                                                               "UBIGINT", "UINTEGER", "USMALLINT", "UTINYINT"):
+        return "INTEGER"
+    if t.startswith(("DECIMAL", "NUMERIC", "DOUBLE", "FLOAT", "REAL")):
+        return "REAL"
+    return "TEXT"
+
+
+def sqlite_value(value: Any) -> Any:
+    """One cell as SQLite stores it: booleans 0/1, decimals as floats, dates 'YYYY-MM-DD', timestamps
+    'YYYY-MM-DD HH:MM:SS' (with microseconds only when there are any), NULL as NULL."""
+    if value is None or isinstance(value, (str, int, float)) and not isinstance(value, bool):
+        return value
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, Decimal):
+        return float(value)
+    if isinstance(value, dt.datetime):
+        return value.isoformat(sep=" ")
+    if isinstance(value, (dt.date, dt.time)):
+        return value.isoformat()
+    return str(value)
+
+
+def sqlite_ddl(table: str, columns: Mapping[str, str], keys: Keys = Keys()) -> str:
+    """CREATE TABLE for one table: SQLite types, the primary key and the foreign keys it declares."""
+    pk = keys.primary_of(table)
+    lines = [f"{quote_ident(c)} {sqlite_type(t)}{' NOT NULL PRIMARY KEY' if c == pk else ''}"
+             for c, t in columns.items()]
+    lines += [f"FOREIGN KEY ({quote_ident(fk.child_column)}) REFERENCES {quote_ident(fk.parent_table)} "
+              f"({quote_ident(fk.parent_column)})" for fk in keys.foreign_of(table)]
+    return f"CREATE TABLE {quote_ident(table)} (\n  " + ",\n  ".join(lines) + "\n)"
+
+
+def load_sqlite(con: sqlite3.Connection, tables_dir: Path, columns: Mapping[str, Mapping[str, str]],
+                keys: Keys = Keys()) -> None:
+    """Create and fill, in ``con``, one table per entry of ``columns`` from ``tables_dir/<table>.parquet``
+    (rows in file order, one transaction)."""
+    with con:
+        for table, cols in columns.items():
+            con.execute(sqlite_ddl(table, cols, keys))
+            names = list(cols)
+            insert = (f"INSERT INTO {quote_ident(table)} ({', '.join(map(quote_ident, names))}) "
+                      f"VALUES ({', '.join('?' * len(names))})")
+            for batch in pq.ParquetFile(Path(tables_dir) / f"{table}.parquet").iter_batches(columns=names):
+                values = [[sqlite_value(v) for v in batch.column(name).to_pylist()] for name in names]
+                con.executemany(insert, zip(*values, strict=True))
+
+
+@contextlib.contextmanager
+def file_into_place(path: Path) -> Iterator[Path]:
+    """Write a file at ``path`` whole or not at all: yields an empty temporary file beside it, which is made
+    readable by all and renamed onto ``path`` when the block ends without an error, and removed otherwise."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        yield Path(name)
+        os.chmod(name, 0o644)
+        os.replace(name, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(name)
+        raise
+
+
+def write_sqlite(tables_dir: Path, columns: dict[str, dict[str, str]], path: Path, *, keys: Keys = Keys()) -> None:
+    """One SQLite file at ``path`` holding a rotation's tables (:func:`load_sqlite`), written beside it and
+    renamed into place only when complete (:func:`file_into_place`). The same input gives the same bytes with the
+    same SQLite version (the file's header records the version that wrote it)."""
+    with file_into_place(path) as name:  # SQLite takes an empty file for an empty database
+        con = sqlite3.connect(name)
+        try:
+            con.execute("PRAGMA page_size=4096")
+            con.execute("PRAGMA journal_mode=OFF")
+            load_sqlite(con, tables_dir, columns, keys)
+        finally:
+            con.close()
+
+
+# --------------------------------------------------------------------------- engines
+
+
+class DialectEngine(Protocol):
+    """A real engine of one dialect, for trusted gold SQL: ``open_rotation`` loads a rotation's tables and yields a
+    ``run(sql) -> rows`` function; leaving the context drops what it loaded."""
+
+    name: str
+
+    def open_rotation(self, tables_dir: Path, columns: dict[str, dict[str, str]]
+                      ) -> contextlib.AbstractContextManager[Callable[[str], list[tuple]]]: ...
+
+
+@dataclass(frozen=True)
+class SqliteEngine:
+    """The standard library's sqlite3, on an in-memory database per rotation."""
+
+    keys: Keys = Keys()
+    name: str = "sqlite"
+
+    @contextlib.contextmanager
+    def open_rotation(self, tables_dir: Path, columns: dict[str, dict[str, str]]) -> Iterator[Run]:
+        con = sqlite3.connect(":memory:")
+        try:
+            load_sqlite(con, tables_dir, columns, self.keys)
+
+            def run(sql: str) -> list[tuple]:
+                return [tuple(row) for row in con.execute(sql).fetchall()]
+
+            yield run
+        finally:
+            con.close()
+
+
+def engine_for(dialect: str, *, postgres_dsn: str | None = None, keys: Keys = Keys()) -> DialectEngine:
+    """The engine of ``dialect``: :class:`SqliteEngine`, or ``evalpack.postgres.PostgresEngine`` on the server at
+    ``postgres_dsn``. Raises EvalpackError for an unknown dialect, a missing DSN or a missing PostgreSQL module."""
+    if dialect == "sqlite":
+        return SqliteEngine(keys)
+    if dialect == "postgres":
+        if not postgres_dsn:
+            raise EvalpackError("the postgres dialect needs a server: give --postgres-dsn (or set "
+                                "EVALPACK_POSTGRES_DSN), e.g. postgresql://user@localhost:5432/evalpack")
+        try:
+            from evalpack.postgres import PostgresEngine
+        except ImportError as exc:
+            raise EvalpackError(f"the postgres dialect is not available in this evalpack ({exc}); "
+                                f"use one of: sqlite") from None
+        return PostgresEngine(postgres_dsn)
+    raise EvalpackError(f"unknown dialect {dialect!r}; use one of {', '.join(DIALECTS)}")
+
+
+# --------------------------------------------------------------------------- verification
+
+
+@dataclass(frozen=True)
+class Drop:
+    """A question left out of one dialect, and why (``untranslatable``, ``error`` or ``mismatch``)."""
+
+    id: str
+    kind: str
+    reason: str
+    rotation: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "drop": self.kind, "rotation": self.rotation, "reason": self.reason}
+
+
+@dataclass(frozen=True)
+class DialectResult:
+    """One dialect's verification: the translated gold SQL of each question that verified on every rotation
+    (in question order), and the drops."""
+
+    dialect: str
+    translated: dict[str, str] = field(default_factory=dict)
+    drops: tuple[Drop, ...] = ()
+
+    @property
+    def checked(self) -> int:
+        return len(self.translated) + len(self.drops)
+
+    @property
+    def drop_rate(self) -> float:
+        return len(self.drops) / self.checked if self.checked else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        """The manifest's ``dialects.<name>`` entry."""
+        return {"checked": self.checked, "verified": len(self.translated), "dropped": len(self.drops),
+                "drop_rate": round(self.drop_rate, 4), "drops": [d.to_dict() for d in self.drops]}
+
+
+def _type_name(value: Any) -> str:
+    return "NULL" if value is None else type(value).__name__
+
+
+def _show(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def first_difference(record: dict, expected: Any, rows: list[tuple]) -> str:
+    """Where ``rows`` first differs from ``expected``: the values and their types (rows in canonical order)."""
+    if answer_type_of(record) != ROWS_TYPE:
+        if len(rows) != 1 or len(rows[0]) != 1:
+            return f"expected one value, got {len(rows)} row(s) of {len(rows[0]) if rows else 0} column(s)"
+        got = rows[0][0]
+        return f"expected {_show(expected)} ({_type_name(expected)}), got {_show(got)} ({_type_name(got)})"
+    if not isinstance(expected, list) or len(expected) != len(rows):
+        return f"expected {len(expected) if isinstance(expected, list) else '?'} row(s), got {len(rows)}"
+    places = record.get("round_decimals")
+
+    def order(table: list) -> list:
+        return sorted(table, key=lambda row: repr([cell_key(v, places) for v in row]))
+
+    for i, (want, got) in enumerate(zip(order(expected), order(rows), strict=True)):
+        if len(want) != len(got):
+            return f"row {i + 1}: expected {len(want)} column(s), got {len(got)}"
+        for j, (a, b) in enumerate(zip(want, got, strict=True)):
+            if cell_key(a, places) != cell_key(b, places):
+                return (f"row {i + 1}, column {j + 1}: expected {_show(a)} ({_type_name(a)}), "
+                        f"got {_show(b)} ({_type_name(b)})")
+    return "the rows differ in order"
+
+
+def verify_in_dialects(records: Iterable[dict], rotations: Mapping[str, Path], columns: dict[str, dict[str, str]],
+                       engines: Iterable[DialectEngine]) -> dict[str, DialectResult]:
+    """Each scorable question of ``records`` (gold SQL in DuckDB's dialect, expected answer per rotation) on each
+    rotation (name -> tables folder) in each engine's dialect: transpiled, run, compared by the scorer's rules
+    (:func:`evalpack.scoring.answer_matches`, in order when the gold SQL orders its result at the top level).
+    Returns per dialect the translated SQL of the questions that matched on every rotation and the drops:
+    untranslatable, an error (its first line) or a mismatch naming the rotation and the first differing value."""
+    questions = [r for r in records if scorable(r)]
+    with duckdb.connect(":memory:") as con:
+        ordered = {r["id"]: top_level_order_by(con, r["gold_sql"]) for r in questions}
+    results = {}
+    for engine in engines:
+        translated: dict[str, str] = {}
+        drops: dict[str, Drop] = {}
+        for r in questions:
+            try:
+                translated[r["id"]] = transpile(r["gold_sql"], engine.name, columns=columns)
+            except Untranslatable as exc:
+                drops[r["id"]] = Drop(r["id"], "untranslatable", str(exc))
+        for rotation, tables_dir in rotations.items():
+            with engine.open_rotation(Path(tables_dir), columns) as run:
+                for r in questions:
+                    qid = r["id"]
+                    if qid in drops:
+                        continue
+                    try:
+                        rows = run(translated[qid])
+                    except Exception as exc:  # the engine's own error, whatever its driver calls it
+                        drops[qid] = Drop(qid, "error", _first_line(exc), rotation)
+                        continue
+                    expected = expected_for(r, rotation)
+                    if not answer_matches(r, expected, rows, ordered=ordered[qid]):
+                        drops[qid] = Drop(qid, "mismatch", first_difference(r, expected, rows), rotation)
+        results[engine.name] = DialectResult(
+            engine.name, {q["id"]: translated[q["id"]] for q in questions if q["id"] not in drops},
+            tuple(drops[q["id"]] for q in questions if q["id"] in drops))
+    return results
