@@ -220,6 +220,19 @@ def cmd_audit(args: argparse.Namespace) -> int:
     return audit_command(args.pack, json_path=args.json)
 
 
+def cmd_serve(args: argparse.Namespace) -> int:
+    from evalpack.scoring import Limits
+    from evalpack.serve import ServeOptions, serve_command
+
+    options = ServeOptions(transport=args.transport, host=args.host, port=args.port, rotation=args.rotation,
+                           episode=args.episode, max_rows=args.max_rows, workers=args.workers,
+                           feedback=not args.no_feedback, rule=args.rule,
+                           limits=Limits(args.timeout, args.memory_mb, args.threads, args.run_timeout),
+                           holdout_key=args.holdout_key, public_key=args.public_key,
+                           allow_unattested=args.allow_unattested)
+    return serve_command(args.pack, options)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="evalpack", description="Evaluation databases with answers fixed in advance.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -292,6 +305,28 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("pack")
     a.add_argument("--json", help="write the findings as JSON to this file")
     a.set_defaults(func=cmd_audit)
+
+    sv = sub.add_parser("serve", help="serve a pack to a data agent over MCP (stdio or streamable HTTP): its tables, "
+                                      "a read-only SQL sandbox, its questions and the grader")
+    sv.add_argument("pack")
+    sv.add_argument("--transport", choices=("stdio", "http"), default="stdio",
+                    help="stdio (default: the client starts the server) or streamable HTTP at http://HOST:PORT/mcp")
+    sv.add_argument("--host", default="127.0.0.1", help="HTTP: a loopback address (default 127.0.0.1)")
+    sv.add_argument("--port", type=int, default=8000, help="HTTP: the port (default 8000; 0: any free port)")
+    sv.add_argument("--rotation", help="the rotation the agent explores (default: the first); answers are graded on "
+                                       "every rotation")
+    sv.add_argument("--episode", metavar="FILE",
+                    help="the episode file, JSON Lines appended to: every call, and each episode's answers and "
+                         "report (default: PACK.episodes.jsonl beside the pack)")
+    sv.add_argument("--max-rows", type=int, default=200, help="rows run_sql returns at most (default 200)")
+    sv.add_argument("--workers", type=int, default=2, help="sandbox processes per rotation (default 2)")
+    sv.add_argument("--no-feedback", action="store_true",
+                    help="submit_answer says only that the answer was recorded, not whether it is correct")
+    sv.add_argument("--rule", choices=("spider", "bird"), default="spider", help="rule for result-set questions")
+    add_integrity_options(sv)
+    add_holdout_option(sv)
+    add_limit_options(sv)
+    sv.set_defaults(func=cmd_serve)
     return parser
 
 

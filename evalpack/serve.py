@@ -1,0 +1,447 @@
+"""``evalpack serve PACK``: an MCP server (the official ``mcp`` SDK) through which a data agent works in a pack.
+
+The agent explores one rotation (``--rotation``, default the first): it lists the tables, describes them and
+runs read-only SQL there, in the scorer's sandbox (:mod:`evalpack.grader`). It reads the questions of a split
+(their text and evidence, never an answer or a gold SQL) and submits an answer per question (SQL, a value, or a
+decline), which is graded at once on every rotation with the scorer's own code; the agent learns correct or
+wrong and nothing else of a holdout question. Each session is an episode (stdio: the one session of the
+process; streamable HTTP: each ``mcp-session-id``), logged call by call to the episode file, and its report,
+the JSON ``evalpack score --json`` writes for the same answers, is logged when it ends: when the agent calls
+``end_episode``, when the HTTP client deletes its session, or when the server stops (stdio: its input closes).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import signal
+import socket
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+
+from evalpack.episode import Episode, EpisodeLog, Episodes, episode_log_beside
+from evalpack.errors import EvalpackError
+from evalpack.grader import Grader, value_sql
+from evalpack.layout import PackLayout
+from evalpack.scoring import (
+    InputError,
+    Limits,
+    check_integrity,
+    jsonable,
+    printable,
+    quote_ident,
+    quote_literal,
+)
+
+SESSION_HEADER = "mcp-session-id"
+STDIO_EPISODE = "stdio"
+CARD_URI = "evalpack://pack/README.md"
+DEFAULT_MAX_ROWS = 200
+SAMPLE_ROWS = 5
+SPLITS = ("dev", "holdout", "all")
+
+
+@dataclass(frozen=True)
+class Column:
+    """A column of a table: its name and DuckDB type."""
+
+    name: str
+    type: str
+
+
+@dataclass(frozen=True)
+class TableList:
+    """The tables of the rotation the agent explores."""
+
+    rotation: str
+    tables: list[str]
+
+
+@dataclass(frozen=True)
+class TableDescription:
+    """One table: its columns with their types, its number of rows and its first rows."""
+
+    rotation: str
+    table: str
+    columns: list[Column]
+    row_count: int
+    sample_rows: list[list[Any]]
+
+
+@dataclass(frozen=True)
+class QueryResult:
+    """A query's result as a table: column names, rows (decimals and dates as text), how many, seconds taken."""
+
+    rotation: str
+    columns: list[str]
+    rows: list[list[Any]]
+    row_count: int
+    seconds: float
+
+
+@dataclass(frozen=True)
+class QuestionText:
+    """What the agent may read of a question: its id, its text and its evidence (definitions, never the answer)."""
+
+    id: str
+    question: str
+    evidence: str | None = None
+
+
+@dataclass(frozen=True)
+class QuestionList:
+    """The questions of one split (``dev``, ``holdout`` or ``all``)."""
+
+    split: str
+    questions: list[QuestionText]
+
+
+@dataclass(frozen=True)
+class Submission:
+    """A recorded answer: ``correct``, ``wrong``, ``declined``, ``not scored`` (the pack does not hold the answer)
+    or ``recorded`` (the server gives no feedback); ``error``: why the SQL failed on the rotation explored (dev
+    questions only)."""
+
+    question_id: str
+    status: str
+    answered_with: str
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class EpisodeSummary:
+    """An ended episode's counts over every question the pack scores (unanswered ones count as declined)."""
+
+    episode: str
+    questions: int
+    correct: int
+    wrong: int
+    declined: int
+    accuracy: float
+    report_in: str
+
+
+@dataclass(frozen=True)
+class ServeOptions:
+    """How ``evalpack serve`` runs: transport (``stdio`` or ``http``), the HTTP address, the rotation explored,
+    the episode file, the row cap of ``run_sql``, sandbox processes per rotation, whether answers get feedback."""
+
+    transport: str = "stdio"
+    host: str = "127.0.0.1"
+    port: int = 8000
+    rotation: str | None = None
+    episode: str | Path | None = None
+    max_rows: int = DEFAULT_MAX_ROWS
+    workers: int = 2
+    feedback: bool = True
+    rule: str = "spider"
+    limits: Limits = field(default_factory=Limits)
+    holdout_key: str | Path | None = None
+    public_key: str | Path | None = None
+    allow_unattested: bool = False
+
+
+class Desk:
+    """What the tools work on: the pack's grader, the rotation explored, the open episodes."""
+
+    def __init__(self, grader: Grader, episodes: Episodes, rotation: str, options: ServeOptions) -> None:
+        self.grader, self.episodes, self.rotation, self.options = grader, episodes, rotation, options
+        self._described: dict[str, TableDescription] = {}
+        self._tables: list[str] | None = None
+
+    # ------------------------------------------------------------------ the tools' work (blocking; run in threads)
+
+    def _query(self, sql: str, max_rows: int) -> list[tuple]:
+        outcome = self.grader.run(self.rotation, sql, max_rows)
+        if outcome.rows is None:
+            raise EvalpackError(printable(outcome.error))
+        return outcome.rows
+
+    def list_tables(self) -> TableList:
+        if self._tables is None:
+            rows = self._query("SELECT table_name FROM information_schema.tables ORDER BY table_name", 10_000)
+            self._tables = [row[0] for row in rows]
+        return TableList(self.rotation, list(self._tables))
+
+    def describe_table(self, table: str) -> TableDescription:
+        tables = self.list_tables().tables
+        if table not in tables:
+            raise EvalpackError(f"table {printable(table)!r}: no such table on {self.rotation}; the tables are "
+                                f"{', '.join(tables)}")
+        if table not in self._described:
+            columns = self._query("SELECT column_name, data_type FROM information_schema.columns WHERE table_name = "
+                                  f"{quote_literal(table)} ORDER BY ordinal_position", 10_000)
+            count = self._query(f"SELECT count(*) FROM {quote_ident(table)}", 1)[0][0]
+            sample = self._query(f"SELECT * FROM {quote_ident(table)} LIMIT {SAMPLE_ROWS}", SAMPLE_ROWS)
+            self._described[table] = TableDescription(self.rotation, table, [Column(n, t) for n, t in columns],
+                                                      int(count), jsonable([list(r) for r in sample]))
+        return self._described[table]
+
+    def run_sql(self, sql: str) -> QueryResult:
+        started = time.perf_counter()
+        outcome = self.grader.run(self.rotation, sql, self.options.max_rows)
+        if outcome.rows is None:
+            hint = "; add a LIMIT or aggregate" if outcome.error.startswith("too many rows") else ""
+            raise EvalpackError(printable(outcome.error) + hint)
+        width = len(outcome.rows[0]) if outcome.rows else None
+        return QueryResult(self.rotation, self._column_names(sql, width), jsonable([list(r) for r in outcome.rows]),
+                           len(outcome.rows), round(time.perf_counter() - started, 6))
+
+    def _column_names(self, sql: str, width: int | None) -> list[str]:
+        """The result's column names, from DuckDB's DESCRIBE of the query (in the sandbox too): it binds the
+        query without running it. ``column_<n>`` where that cannot say."""
+        text = sql.strip().rstrip(";").rstrip()
+        outcome = self.grader.run(self.rotation, f"SELECT column_name FROM (DESCRIBE (\n{text}\n))", 10_000)
+        names = [row[0] for row in outcome.rows or ()]
+        if outcome.rows is None or (width is not None and len(names) != width):
+            return [f"column_{i}" for i in range(1, (width or 0) + 1)]
+        return names
+
+    def list_questions(self, split: str) -> QuestionList:
+        if split not in SPLITS:
+            raise EvalpackError(f"split {printable(split)!r}: use one of {', '.join(SPLITS)}")
+        chosen = [r for r in self.grader.records if split == "all" or r.get("split", "dev") == split]
+        return QuestionList(split, [QuestionText(r["id"], str(r.get("question") or ""), r.get("evidence"))
+                                    for r in chosen])
+
+    def submit_answer(self, episode: Episode, question_id: str, sql: str | None, value: Any,
+                      decline: bool) -> Submission:
+        given = [name for name, v in (("sql", sql), ("value", value), ("decline", decline or None)) if v is not None]
+        if len(given) != 1:
+            raise EvalpackError("give exactly one of sql, value or decline: true"
+                                + (f" (got {', '.join(given)})" if given else ""))
+        record = self.grader.question(question_id)
+        if value is not None:
+            sql = value_sql(value)
+        started = time.perf_counter()
+        graded = self.grader.grade(question_id, None if decline else sql, episode.budget())
+        episode.record(graded, time.perf_counter() - started)
+        if not self.options.feedback:
+            return Submission(question_id, "recorded", given[0])
+        error = None
+        if record.get("split") != "holdout":  # of a holdout question the agent learns correct or wrong, no more
+            error = graded.rotations.get(self.rotation, {}).get("error")
+        return Submission(question_id, graded.status, given[0], error)
+
+    def end_episode(self, episode: Episode) -> EpisodeSummary:
+        report = self.episodes.end(episode.id)
+        if report is None:
+            raise EvalpackError(f"episode {episode.id} has ended already")
+        overall = report["summary"]["overall"]
+        return EpisodeSummary(episode.id, overall["n"], overall["correct"], overall["wrong"], overall["declined"],
+                              overall["accuracy"], str(self.episodes.log.path))
+
+    # ------------------------------------------------------------------ calls
+
+    async def call(self, episode_id: str | None, tool: str, arguments: dict[str, Any],
+                   work: Callable[[Episode], Any]) -> Any:
+        """Run ``work`` for the episode ``episode_id`` in a worker thread and log the call; an input error (or a
+        query's error) is the call's error, raised as the SDK's ToolError for the agent to read."""
+        started = time.perf_counter()
+        error, size = None, 0
+        try:
+            if episode_id is None:
+                raise EvalpackError("this server keeps one episode per session: connect with a session "
+                                    f"(the {SESSION_HEADER} header of streamable HTTP)")
+            episode = self.episodes.open(episode_id)
+            result = await anyio.to_thread.run_sync(work, episode)
+            size = len(json.dumps(asdict(result), ensure_ascii=False, default=str).encode("utf-8", "replace"))
+            return result
+        except InputError as exc:
+            error = str(exc)
+            raise ToolError(error) from None
+        except Exception as exc:
+            error = f"{type(exc).__name__}: {exc}"
+            raise
+        finally:
+            self.episodes.call(episode_id or "-", tool, arguments, time.perf_counter() - started, size, error)
+
+
+def instructions(desk: Desk) -> str:
+    """The server's instructions to the agent: what the pack is and what each tool is for."""
+    grader = desk.grader
+    dev = sum(1 for r in grader.records if r.get("split", "dev") == "dev")
+    return (
+        f"This server holds an evalpack evaluation pack ({grader.pack.name}): {len(grader.records)} questions about "
+        f"the tables of a database ({dev} in the dev split), each with one right answer fixed before the data was "
+        f"made. You work on rotation {desk.rotation}; your answers are graded on every rotation "
+        f"({', '.join(grader.rotations)}), which hold other rows but the same facts, so answer with a query rather "
+        "than a number you saw. Tools: list_tables and describe_table (columns, types, row count, sample rows) to "
+        "learn the schema; run_sql runs one read-only SELECT (DuckDB SQL) on your rotation, with a time limit and "
+        f"at most {desk.options.max_rows} rows; list_questions gives the questions of a split (id, question, "
+        "evidence: definitions to follow); submit_answer records your answer to one question: the SQL that answers "
+        "it (preferred), a value, or decline: true when no query on this schema can answer it (some questions are "
+        "like that; declining them is correct). You may submit again: the last answer counts. end_episode ends "
+        f"your episode and grades it. The dataset card is the resource {CARD_URI}."
+    )
+
+
+def build_server(desk: Desk) -> MCPServer:
+    """The MCP server (``mcp.server.mcpserver.MCPServer``) with the pack's tools and its dataset card."""
+    server = MCPServer("evalpack", title=f"evalpack: {desk.grader.pack.name}", instructions=instructions(desk),
+                       log_level="WARNING")
+
+    def episode_of(ctx: Context) -> str | None:
+        if desk.episodes.transport == "stdio":
+            return STDIO_EPISODE
+        return (ctx.headers or {}).get(SESSION_HEADER)
+
+    @server.tool()
+    async def list_tables(ctx: Context) -> TableList:
+        """The tables of the rotation you explore."""
+        return await desk.call(episode_of(ctx), "list_tables", {}, lambda _: desk.list_tables())
+
+    @server.tool()
+    async def describe_table(table: str, ctx: Context) -> TableDescription:
+        """A table's columns with their types, its number of rows and its first rows."""
+        return await desk.call(episode_of(ctx), "describe_table", {"table": table}, lambda _: desk.describe_table(table))
+
+    @server.tool()
+    async def run_sql(sql: str, ctx: Context) -> QueryResult:
+        """Run one read-only query (a single SELECT or WITH statement, DuckDB SQL) on your rotation; the result as a
+        table. It is stopped at the time limit; a result with more rows than the cap is refused (add a LIMIT)."""
+        return await desk.call(episode_of(ctx), "run_sql", {"sql": sql}, lambda _: desk.run_sql(sql))
+
+    @server.tool()
+    async def list_questions(ctx: Context, split: str = "dev") -> QuestionList:
+        """The questions of a split (dev, holdout or all): id, question and evidence (never an answer)."""
+        return await desk.call(episode_of(ctx), "list_questions", {"split": split},
+                               lambda _: desk.list_questions(split))
+
+    @server.tool()
+    async def submit_answer(question_id: str, ctx: Context, sql: str | None = None, value: Any = None,
+                            decline: bool = False) -> Submission:
+        """Answer one question with exactly one of: ``sql`` (a query whose result is the answer, preferred),
+        ``value`` (the answer itself: a number, a text, or rows as a list of lists), or ``decline: true`` (no query
+        on this schema answers it). Graded at once on every rotation; the last answer to a question counts."""
+        arguments = {"question_id": question_id, "sql": sql, "value": value, "decline": decline}
+        return await desk.call(episode_of(ctx), "submit_answer", arguments,
+                               lambda episode: desk.submit_answer(episode, question_id, sql, value, decline))
+
+    @server.tool()
+    async def end_episode(ctx: Context) -> EpisodeSummary:
+        """End your episode: your answers are final and graded (questions without an answer count as declined)."""
+        return await desk.call(episode_of(ctx), "end_episode", {}, desk.end_episode)
+
+    card = PackLayout(desk.grader.pack).card
+
+    @server.resource(CARD_URI, name="dataset card", description="the pack's dataset card (README.md)",
+                     mime_type="text/markdown")
+    def dataset_card() -> str:
+        return card.read_text(encoding="utf-8")
+
+    return server
+
+
+class _EndOnDelete:
+    """ASGI wrapper: when a client deletes its streamable HTTP session, that session's episode ends."""
+
+    def __init__(self, app, desk: Desk) -> None:
+        self.app, self.desk = app, desk
+
+    async def __call__(self, scope, receive, send) -> None:
+        await self.app(scope, receive, send)
+        if scope.get("type") == "http" and scope.get("method") == "DELETE":
+            session = dict(scope.get("headers") or ()).get(SESSION_HEADER.encode())
+            if session:
+                report = await anyio.to_thread.run_sync(self.desk.episodes.end, session.decode("latin-1"))
+                _announce(self.desk, session.decode("latin-1"), report)
+
+
+def _announce(desk: Desk, episode_id: str, report: dict | None) -> None:
+    if report is not None:
+        o = report["summary"]["overall"]
+        print(printable(f"evalpack serve: episode {episode_id} ended: {o['correct']}/{o['n']} correct, {o['wrong']} "
+                        f"wrong, {o['declined']} declined; report in {desk.episodes.log.path}"), file=sys.stderr,
+              flush=True)
+
+
+def _loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def open_desk(pack: str | Path, options: ServeOptions) -> Desk:
+    """Check the pack (its integrity, as ``evalpack score`` does), open its grader and the episode file; every
+    mistake is an EvalpackError naming the option."""
+    if options.transport not in ("stdio", "http"):
+        raise EvalpackError(f"--transport {options.transport!r}: use stdio or http")
+    if options.transport == "http" and not _loopback(options.host):
+        raise EvalpackError(f"--host {options.host}: evalpack serve listens on the loopback address only "
+                            "(127.0.0.1, ::1 or localhost)")
+    if not 0 <= options.port <= 65535:
+        raise EvalpackError(f"--port {options.port}: use a port from 1 to 65535 (0: any free port)")
+    if options.max_rows < 1 or options.workers < 1:
+        raise EvalpackError("--max-rows and --workers must be at least 1")
+    folder = Path(pack)
+    if not folder.is_dir():
+        raise EvalpackError(f"{pack}: not a pack folder; pass the folder `evalpack build -o` wrote")
+    limits = options.limits.checked()
+    integrity = check_integrity(folder, options.public_key, allow_unattested=options.allow_unattested)
+    grader = Grader(folder, rule=options.rule, limits=limits, holdout_key=options.holdout_key,
+                    integrity=integrity, workers=options.workers)
+    rotation = options.rotation or grader.rotations[0]
+    if rotation not in grader.rotations:
+        raise EvalpackError(f"--rotation {rotation}: the pack's rotations are {', '.join(grader.rotations)}")
+    log = EpisodeLog(options.episode or episode_log_beside(folder))
+    return Desk(grader, Episodes(grader, log, rotation, options.transport), rotation, options)
+
+
+def serve_command(pack: str | Path, options: ServeOptions) -> int:
+    """``evalpack serve``: serve the pack until the client goes (stdio) or the server is stopped (HTTP); every
+    open episode ends (its report logged) and every sandbox process ends before this returns."""
+    desk = open_desk(pack, options)
+    server = build_server(desk)
+    previous = signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        if options.transport == "stdio":
+            anyio.run(server.run_stdio_async)
+        else:
+            anyio.run(_serve_http, server, desk)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        for episode_id, report in desk.episodes.end_all():
+            _announce(desk, episode_id, report)
+        desk.episodes.log.close()
+        for problem in desk.grader.close():
+            print(printable(f"evalpack serve: {problem}"), file=sys.stderr)
+    return 0
+
+
+def _interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt
+
+
+async def _serve_http(server, desk: Desk) -> None:
+    import uvicorn
+
+    options = desk.options
+    app = _EndOnDelete(server.streamable_http_app(host=options.host), desk)
+    family = socket.AF_INET6 if ":" in options.host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((options.host, options.port))
+    except OSError as exc:
+        sock.close()
+        raise EvalpackError(f"--port {options.port}: cannot listen on {options.host} ({exc.strerror or exc}); "
+                            "choose another port (0: any free one)") from None
+    host, port = sock.getsockname()[:2]
+    print(f"evalpack serve: {desk.grader.pack} on http://{host if family == socket.AF_INET else f'[{host}]'}:{port}/mcp "
+          f"(rotation {desk.rotation}; episodes in {desk.episodes.log.path})", file=sys.stderr, flush=True)
+    config = uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=5)
+    await uvicorn.Server(config).serve(sockets=[sock])
