@@ -258,6 +258,10 @@ def write_pack_files(folder: Path, spec: Spec, derived: Derived, verdicts: tuple
                     declines=derived.declines)
     if made.get("changelog") and derived.previous.folder:  # the full diff against the version it continues
         made["changelog"]["diff"] = changes_since(derived.previous.folder, list(sealed.public), made)
+    if spec.exports:  # `exports:` written into the pack, verified in their dialects (evalpack.exports), attested with it
+        from evalpack.exports import build_exports
+
+        made["dialects"] = build_exports(folder, spec.exports, list(sealed.public), made)
     assemble_pack(folder, list(sealed.public), certificate(verdicts, [p.rotation for p in derived.plans]), made)
     write_key(folder, spec, sealed)
 

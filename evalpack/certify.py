@@ -126,6 +126,20 @@ def semantics(spec: Spec) -> dict:
     }
 
 
+def primary_keys(spec: Spec) -> dict[str, str]:
+    """Each table's primary key column, where it has one: the parent column its declared links point at, else its
+    first unique int column that is never null (`evalpack export` and the exports declare them)."""
+    keys = {}
+    for r in spec.relationships:
+        keys.setdefault(r.parent_table, r.parent_column)
+    for t in spec.tables:
+        linked = {r.child_column for r in spec.relationships if r.child_table == t.name}
+        found = [c.name for c in t.columns if c.type == "int" and c.unique and not c.nullable and c.name not in linked]
+        if t.name not in keys and found:
+            keys[t.name] = found[0]
+    return {t.name: keys[t.name] for t in spec.tables if t.name in keys}
+
+
 CHANGELOG_BASIS = ("question identities (`key`) and splits against the version continued, as its questions.jsonl "
                    "and manifest.json give them; answers, tables and the near-miss study are compared by "
                    "`evalpack diff OLD_PACK NEW_PACK`")
@@ -194,6 +208,7 @@ def manifest(spec: Spec, plans: tuple[RotationPlan, ...], verdicts: tuple[Verdic
                                    "commitment": COMMITMENT_RULE, "salt": SALT_RULE} if private else None},
         "changelog": changelog(previous, [v.question for v in shipped] + list(declines)),
         "hashes": HASHES,
+        "primary_keys": primary_keys(spec),
         "declared_links": [{"child_table": r.child_table, "child_column": r.child_column,
                             "parent_table": r.parent_table, "parent_column": r.parent_column}
                            for r in spec.relationships],

@@ -233,6 +233,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return serve_command(args.pack, options)
 
 
+def cmd_export(args: argparse.Namespace) -> int:
+    from evalpack.exports import export_command
+
+    return export_command(args.pack, args.format, args.output, postgres_dsn=args.postgres_dsn)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="evalpack", description="Evaluation databases with answers fixed in advance.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -327,6 +333,17 @@ def build_parser() -> argparse.ArgumentParser:
     add_holdout_option(sv)
     add_limit_options(sv)
     sv.set_defaults(func=cmd_serve)
+
+    ex = sub.add_parser("export", help="write a pack where people already evaluate: a SQLite database or PostgreSQL "
+                                       "dump per rotation, or the BIRD or Spider layout (gold SQL verified there)")
+    ex.add_argument("pack")
+    ex.add_argument("--format", required=True, choices=("sqlite", "postgres", "bird", "spider"),
+                    help="sqlite | postgres | bird | spider")
+    ex.add_argument("-o", "--output", required=True, help="folder to create (new or empty)")
+    ex.add_argument("--postgres-dsn", metavar="DSN",
+                    help="PostgreSQL server that verifies the postgres format's gold SQL (default "
+                         "$EVALPACK_POSTGRES_DSN; without one the dumps are written and no SQL is)")
+    ex.set_defaults(func=cmd_export)
     return parser
 
 

@@ -342,7 +342,7 @@ def sqlite_ddl(table: str, columns: Mapping[str, str], keys: Keys = Keys()) -> s
 def load_sqlite(con: sqlite3.Connection, tables_dir: Path, columns: Mapping[str, Mapping[str, str]],
                 keys: Keys = Keys()) -> None:
     """Create and fill, in ``con``, one table per entry of ``columns`` from ``tables_dir/<table>.parquet``
-    (rows in file order, one transaction)."""
+    (rows in file order, one transaction), and index each foreign key column."""
     with con:
         for table, cols in columns.items():
             con.execute(sqlite_ddl(table, cols, keys))
@@ -352,6 +352,10 @@ def load_sqlite(con: sqlite3.Connection, tables_dir: Path, columns: Mapping[str,
             for batch in pq.ParquetFile(Path(tables_dir) / f"{table}.parquet").iter_batches(columns=names):
                 values = [[sqlite_value(v) for v in batch.column(name).to_pylist()] for name in names]
                 con.executemany(insert, zip(*values, strict=True))
+        for fk in keys.foreign:  # a join or NOT EXISTS on a foreign key would scan the child table per parent row
+            if fk.child_table in columns:
+                con.execute(f"CREATE INDEX {quote_ident(f'{fk.child_table}_{fk.child_column}')} ON "
+                            f"{quote_ident(fk.child_table)} ({quote_ident(fk.child_column)})")
 
 
 @contextlib.contextmanager

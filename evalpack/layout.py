@@ -32,6 +32,7 @@ TABLES = "tables"
 ROTATION_PREFIX = "seed_"
 ROTATION_NAME = re.compile(rf"{ROTATION_PREFIX}(\d+)")
 FORMATS = ("parquet", "csv")
+EXPORTS = "exports"  # exports/<format>/...: the spec's `exports:` built with the pack (evalpack.exports)
 
 
 def rotation_name(seed: int) -> str:
@@ -100,6 +101,10 @@ class PackLayout:
 
     def table(self, rotation: str | int, table: str, fmt: str = "parquet") -> Path:
         return self.root / table_path(rotation, table, fmt)
+
+    def export(self, fmt: str) -> Path:
+        """The folder of one export format built with the pack (``exports/sqlite``, ``exports/bird``, ...)."""
+        return self.root / EXPORTS / fmt
 
     def rotations(self) -> list[str]:
         """The rotation folders on disk, in seed order. Raises EvalpackError when there is none."""

@@ -343,6 +343,7 @@ class Spec:
     repo: str | None = None  # `repo:` OWNER/NAME on the Hub, named by the card (evalpack.card)
     gate: str = "block"  # the release gate's policy (evalpack.diff.gate): block | warn | off
     gate_margin: float = 1.0  # percentage points the near-miss survival rate may rise by before the gate
+    exports: tuple[str, ...] = ()  # `exports:` formats built inside the pack (evalpack.exports), in EXPORT_FORMATS order
     path: str = ""
     sha256: str = ""
     source: str = field(default="", repr=False)
@@ -724,8 +725,10 @@ TOP_KEYS = (
     "name", "version", "description", "license", "seed", "rotations", "answers", "holdout", "gate",
     "gate_margin", "rows", "tables", "relationships", "outcome_curves", "rate_curves", "group_shares",
     "waterfalls", "time_grids", "constraints", "semantics", "questions", "repo", "segment_shares", "per_parent",
+    "exports",
 )
 GATE_POLICIES = ("block", "warn", "off")  # evalpack.diff.POLICIES
+EXPORT_FORMATS = ("sqlite", "postgres", "bird", "spider")  # evalpack.exports writes them
 QUESTIONS_KEYS = ("include", "exclude", "max", "difficulty", "unanswerable")
 SEMANTICS_KEYS = ("tables", "columns", "measures", "currency", "synonyms")
 TABLE_KEYS = ("rows", "columns", "constraints", "description")
@@ -1670,6 +1673,20 @@ def _read_repo(r: _Reader, value: Any) -> str | None:
     return value
 
 
+def _read_exports(r: _Reader, value: Any) -> tuple[str, ...]:
+    """``exports:``, the formats built inside the pack (a list of EXPORT_FORMATS, each once), in that order."""
+    if value is None:
+        return ()
+    given = r.sequence(value, ("exports",))
+    for i, fmt in enumerate(given):
+        if fmt not in EXPORT_FORMATS:
+            raise r.err(("exports", i), f"export format {_kind(fmt) if not isinstance(fmt, str) else _clip(fmt)} is "
+                        f"not one evalpack writes; use some of: {', '.join(EXPORT_FORMATS)}")
+        if fmt in given[:i]:
+            raise r.err(("exports", i), f"export format {fmt} is listed twice; list each format once")
+    return tuple(f for f in EXPORT_FORMATS if f in given)
+
+
 def load_spec(path: str | Path, *, seed: int | None = None, rotations: int | None = None) -> Spec:
     """Read, validate and return the spec at ``path``; ``seed``/``rotations`` override the file.
 
@@ -1780,6 +1797,7 @@ def parse_spec(text: str, *, file: str = "<spec>", seed: int | None = None, rota
         semantics=_read_semantics(r, top.get("semantics"), table_map),
         questions=_read_questions(r, top.get("questions")),
         repo=_read_repo(r, top.get("repo")),
+        exports=_read_exports(r, top.get("exports")),
         path=file,
         sha256=hashlib.sha256(text.encode("utf-8")).hexdigest(),
         source=text,

@@ -1,0 +1,368 @@
+"""A pack where people already evaluate: SQLite databases, PostgreSQL dumps, and the BIRD and Spider layouts.
+
+``evalpack export PACK --format F -o DIR`` writes one format of a finished pack; a spec's ``exports:`` builds the
+same files inside the pack (``exports/<format>/``), attested with it, their verification in the manifest's
+``dialects`` section. Either way every question goes through :func:`evalpack.dialects.verify_in_dialects` first: its
+gold SQL, translated, must return the pack's answer on every rotation in the dialect's real engine, or the
+question is left out of that format with the reason. Only public questions are exported: a holdout question has
+no public gold SQL or answer, and a question to decline (``"answerable": false``) has no gold SQL to export.
+
+Formats (``DIR`` is the ``-o`` folder, or ``PACK/exports/<format>``):
+
+* ``sqlite``: ``<rotation>.sqlite`` per rotation (:func:`evalpack.dialects.write_sqlite`) and ``questions.jsonl``,
+  the verified questions with their SQLite gold SQL (``gold_sql``; DuckDB's in ``duckdb_sql``).
+* ``postgres``: ``<rotation>.sql`` per rotation, a plain dump that ``psql -f`` restores
+  (``evalpack.postgres.write_dump``), and, when a server verified them, ``questions.jsonl`` with PostgreSQL gold SQL.
+* ``bird``: ``dev.json`` (question_id, db_id, question, evidence, SQL, difficulty), ``dev_tables.json``,
+  ``dev.sql`` (``SQL<TAB>db_id`` per line, BIRD's gold file) and ``dev_databases/<db_id>/<db_id>.sqlite``.
+* ``spider``: ``dev.json`` (db_id, question, query), ``tables.json`` (column names, types, primary and foreign
+  keys), ``dev_gold.sql`` and ``database/<db_id>/<db_id>.sqlite``.
+
+One db_id per rotation (``<pack>_<rotation>``): with rotated answers a question's answer differs per rotation, so
+each question appears once per db_id. ``evalpack export`` also writes ``export.json``, what was exported and what was
+left out and why; the build records the same in ``manifest.json``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sqlite3
+import sys
+import tempfile
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from evalpack.certify import dumps
+from evalpack.dialects import (
+    DIALECTS,
+    DialectEngine,
+    DialectResult,
+    Keys,
+    engine_for,
+    keys_of,
+    verify_in_dialects,
+    write_sqlite,
+)
+from evalpack.errors import EvalpackError
+from evalpack.layout import PackLayout
+from evalpack.scoring import check_integrity, is_unanswerable, scorable
+from evalpack.spec import EXPORT_FORMATS
+
+FORMATS = EXPORT_FORMATS
+DIALECT_OF = {"sqlite": "sqlite", "bird": "sqlite", "spider": "sqlite", "postgres": "postgres"}
+DSN_ENV = "EVALPACK_POSTGRES_DSN"
+REPORT = "export.json"
+QUESTIONS = "questions.jsonl"
+VERIFICATION_RULE = (
+    "Each public question's gold SQL is translated from DuckDB's dialect with sqlglot (and evalpack.dialects' "
+    "rewrites), run on every rotation in the dialect's engine (SQLite: the standard library's sqlite3 on the "
+    "rotation's tables as the exported database holds them; PostgreSQL: a server) and compared with the pack's "
+    "answer by the scorer's rules (rule spider, in order when the gold SQL orders its result). A question that "
+    "cannot be translated, fails or differs on any rotation is dropped from that dialect only, with the reason; "
+    "the DuckDB pack is unchanged. Holdout questions are not exported (no public gold SQL or answer).")
+SPIDER_TYPES = {"INTEGER": "number", "REAL": "number"}
+
+
+@dataclass(frozen=True)
+class Source:
+    """What an export reads: the pack's name, its public question records, rotation name -> tables folder, the
+    tables' DuckDB column types (manifest.json's ``tables``), the declared keys and the column meanings."""
+
+    name: str
+    records: tuple[dict, ...]
+    rotations: tuple[tuple[str, Path], ...]
+    columns: dict[str, dict[str, str]]
+    keys: Keys
+    semantics: dict
+
+    @classmethod
+    def of(cls, folder: Path, records: Iterable[dict], manifest: Mapping[str, Any]) -> Source:
+        """The source of the pack (built or being built) in ``folder`` with these records and manifest."""
+        layout = PackLayout(folder)
+        tables = manifest.get("tables") or {}
+        columns = {t: dict(info["columns"]) for t, info in tables.items()}
+        return cls(str(manifest.get("pack")), tuple(records),
+                   tuple((r, layout.tables(r)) for r in layout.rotations()), columns, keys_of(manifest),
+                   dict(manifest.get("semantics") or {}))
+
+    def db_id(self, rotation: str) -> str:
+        """The BIRD/Spider database id of a rotation (``retail_seed_42``)."""
+        return f"{self.name}_{rotation}"
+
+
+def left_out(record: dict) -> str | None:
+    """Why a question record is not exported at all, or None: ``holdout`` (no public gold SQL or answer),
+    ``unanswerable`` (declining is its answer: no gold SQL), ``no gold SQL`` (an imported criteria-only item)."""
+    if record.get("split") == "holdout":
+        return "holdout"
+    if is_unanswerable(record):
+        return "unanswerable"
+    if not scorable(record):
+        return "no gold SQL"
+    return None
+
+
+def dialects_needed(formats: Iterable[str]) -> tuple[str, ...]:
+    """The dialects the formats are written in, in DIALECTS order."""
+    wanted = {DIALECT_OF[f] for f in formats}
+    return tuple(d for d in DIALECTS if d in wanted)
+
+
+def engines(dialects: Iterable[str], keys: Keys, postgres_dsn: str | None) -> list[DialectEngine]:
+    """One engine per dialect that can be verified: PostgreSQL only with a DSN."""
+    return [engine_for(d, postgres_dsn=postgres_dsn, keys=keys) for d in dialects
+            if d != "postgres" or postgres_dsn]
+
+
+def verify(source: Source, formats: Iterable[str], postgres_dsn: str | None) -> dict[str, DialectResult]:
+    """The exportable questions of ``source`` verified in the dialects of ``formats`` (PostgreSQL only with a DSN)."""
+    records = [r for r in source.records if left_out(r) is None]
+    return verify_in_dialects(records, dict(source.rotations), source.columns,
+                              engines(dialects_needed(formats), source.keys, postgres_dsn))
+
+
+def engine_name(dialect: str) -> str:
+    return f"SQLite {sqlite3.sqlite_version} (Python's sqlite3)" if dialect == "sqlite" else "PostgreSQL"
+
+
+# --------------------------------------------------------------------------- the formats
+
+
+def _verified(source: Source, result: DialectResult) -> list[dict]:
+    """The records that verified in ``result``'s dialect, in question order."""
+    return [r for r in source.records if r["id"] in result.translated]
+
+
+def _questions_jsonl(source: Source, result: DialectResult, path: Path) -> None:
+    lines = []
+    for r in _verified(source, result):
+        record = {**r, "gold_sql": result.translated[r["id"]], "duckdb_sql": r["gold_sql"], "dialect": result.dialect}
+        lines.append(json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n")
+    path.write_text("".join(lines), encoding="utf-8")
+
+
+def _databases(source: Source, folder: Path, place: str) -> None:
+    """One SQLite database per rotation at ``folder/<place>`` (``{db_id}``, ``{rotation}`` filled in)."""
+    for rotation, tables in source.rotations:
+        target = folder / place.format(db_id=source.db_id(rotation), rotation=rotation)
+        write_sqlite(tables, source.columns, target, keys=source.keys)
+
+
+def write_sqlite_format(source: Source, result: DialectResult, folder: Path) -> None:
+    """``<rotation>.sqlite`` per rotation and ``questions.jsonl`` (the verified questions in SQLite)."""
+    _databases(source, folder, "{rotation}.sqlite")
+    _questions_jsonl(source, result, folder / QUESTIONS)
+
+
+def write_postgres_format(source: Source, result: DialectResult | None, folder: Path) -> None:
+    """``<rotation>.sql`` per rotation (a plain dump), and ``questions.jsonl`` when a server verified them."""
+    from evalpack.postgres import write_dump
+
+    for rotation, tables in source.rotations:
+        write_dump(tables, source.columns, folder / f"{rotation}.sql", primary_keys=dict(source.keys.primary),
+                   links=source.keys.foreign)
+    if result is not None:
+        _questions_jsonl(source, result, folder / QUESTIONS)
+
+
+def column_name(source: Source, table: str, column: str) -> str:
+    """A column in words, as Spider's ``column_names`` gives it: the pack's meaning up to its first colon."""
+    meaning = (source.semantics.get("tables", {}).get(table, {}).get("columns", {}).get(column))
+    if isinstance(meaning, str) and ":" in meaning:
+        return meaning.split(":", 1)[0].strip()
+    return column.replace("_", " ")
+
+
+def table_name(source: Source, table: str) -> str:
+    row = source.semantics.get("tables", {}).get(table, {}).get("row")
+    return row if isinstance(row, str) and row else table.replace("_", " ")
+
+
+def tables_entry(source: Source, rotation: str) -> dict[str, Any]:
+    """One database of Spider's ``tables.json`` (BIRD's ``dev_tables.json``): tables, columns (index 0 is ``*``),
+    types, primary keys and foreign keys as column indexes."""
+    from evalpack.dialects import sqlite_type
+
+    originals, names, types, index = [[-1, "*"]], [[-1, "*"]], ["text"], {}
+    for t, (table, cols) in enumerate(source.columns.items()):
+        for column, kind in cols.items():
+            index[(table, column)] = len(originals)
+            originals.append([t, column])
+            names.append([t, column_name(source, table, column)])
+            upper = kind.upper()
+            types.append("boolean" if upper == "BOOLEAN" else "time" if upper.startswith(("DATE", "TIMESTAMP"))
+                         else SPIDER_TYPES.get(sqlite_type(kind), "text"))
+    primary = [index[(t, c)] for t, c in source.keys.primary if (t, c) in index]
+    foreign = [[index[(fk.child_table, fk.child_column)], index[(fk.parent_table, fk.parent_column)]]
+               for fk in source.keys.foreign
+               if (fk.child_table, fk.child_column) in index and (fk.parent_table, fk.parent_column) in index]
+    return {"db_id": source.db_id(rotation), "table_names_original": list(source.columns),
+            "table_names": [table_name(source, t) for t in source.columns], "column_names_original": originals,
+            "column_names": names, "column_types": types, "primary_keys": primary, "foreign_keys": foreign}
+
+
+def _one_line(sql: str) -> str:
+    return " ".join(sql.split())
+
+
+def _write_json(path: Path, data: Any) -> None:
+    path.write_bytes(dumps(data))
+
+
+def write_bird_format(source: Source, result: DialectResult, folder: Path) -> None:
+    """BIRD's dev layout: ``dev.json``, ``dev_tables.json``, ``dev.sql`` and ``dev_databases/<db_id>/<db_id>.sqlite``."""
+    entries, gold = [], []
+    for rotation, _ in source.rotations:
+        for r in _verified(source, result):
+            sql = _one_line(result.translated[r["id"]])
+            entries.append({"question_id": len(entries), "db_id": source.db_id(rotation), "question": r["question"],
+                            "evidence": r.get("evidence") or "", "SQL": sql, "difficulty": r.get("difficulty"),
+                            "evalpack_id": r["id"]})
+            gold.append(f"{sql}\t{source.db_id(rotation)}\n")
+    _write_json(folder / "dev.json", entries)
+    _write_json(folder / "dev_tables.json", [tables_entry(source, rotation) for rotation, _ in source.rotations])
+    (folder / "dev.sql").write_text("".join(gold), encoding="utf-8")
+    _databases(source, folder, "dev_databases/{db_id}/{db_id}.sqlite")
+
+
+def write_spider_format(source: Source, result: DialectResult, folder: Path) -> None:
+    """Spider's layout: ``dev.json``, ``tables.json``, ``dev_gold.sql`` and ``database/<db_id>/<db_id>.sqlite``."""
+    entries, gold = [], []
+    for rotation, _ in source.rotations:
+        for r in _verified(source, result):
+            sql = _one_line(result.translated[r["id"]])
+            entries.append({"db_id": source.db_id(rotation), "question": r["question"], "query": sql,
+                            "question_toks": r["question"].split(), "evalpack_id": r["id"]})
+            gold.append(f"{sql}\t{source.db_id(rotation)}\n")
+    _write_json(folder / "dev.json", entries)
+    _write_json(folder / "tables.json", [tables_entry(source, rotation) for rotation, _ in source.rotations])
+    (folder / "dev_gold.sql").write_text("".join(gold), encoding="utf-8")
+    _databases(source, folder, "database/{db_id}/{db_id}.sqlite")
+
+
+def write_format(fmt: str, source: Source, results: Mapping[str, DialectResult], folder: Path) -> None:
+    """Write format ``fmt`` of ``source`` into ``folder`` (created), from the verification ``results``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    result = results.get(DIALECT_OF[fmt])
+    if fmt == "postgres":
+        write_postgres_format(source, result, folder)
+        return
+    {"sqlite": write_sqlite_format, "bird": write_bird_format, "spider": write_spider_format}[fmt](
+        source, result, folder)
+
+
+# --------------------------------------------------------------------------- reports
+
+
+def left_out_counts(source: Source) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for r in source.records:
+        why = left_out(r)
+        if why:
+            counts[why] = counts.get(why, 0) + 1
+    return counts
+
+
+def dialect_entry(dialect: str, result: DialectResult | None) -> dict[str, Any]:
+    """A dialect's verification as the manifest and export.json record it."""
+    if result is None:
+        return {"engine": engine_name(dialect), "verified_on_engine": False,
+                "note": f"not verified: no PostgreSQL server was given (--postgres-dsn or ${DSN_ENV}); the dumps are "
+                        "written, no translated gold SQL is"}
+    return {"engine": engine_name(dialect), "verified_on_engine": True, **result.to_dict()}
+
+
+def dialects_section(source: Source, formats: Iterable[str], results: Mapping[str, DialectResult]) -> dict[str, Any]:
+    """The manifest's ``dialects`` section: the rule, what was left out of every export, each dialect's result."""
+    return {"rule": VERIFICATION_RULE, "formats": list(formats), "left_out": left_out_counts(source),
+            **{d: dialect_entry(d, results.get(d)) for d in dialects_needed(formats)}}
+
+
+# --------------------------------------------------------------------------- the build and the CLI
+
+
+def postgres_dsn_from(given: str | None) -> str | None:
+    """The DSN given, else ``$EVALPACK_POSTGRES_DSN``, else None."""
+    return given or os.environ.get(DSN_ENV) or None
+
+
+def build_exports(folder: Path, formats: Iterable[str], records: Iterable[dict], manifest: Mapping[str, Any],
+                  postgres_dsn: str | None = None) -> dict[str, Any]:
+    """The spec's ``exports:`` of a pack being built in ``folder``, written to ``exports/<format>/``; returns the
+    manifest's ``dialects`` section. Nothing is shipped unverified: the ``postgres`` format needs a server
+    (``postgres_dsn``, default ``$EVALPACK_POSTGRES_DSN``), else EvalpackError."""
+    formats = [f for f in FORMATS if f in set(formats)]
+    dsn = postgres_dsn_from(postgres_dsn)
+    if "postgres" in formats and not dsn:
+        raise EvalpackError(f"exports: postgres: a pack ships only what was verified, and its PostgreSQL gold SQL "
+                            f"needs a server: set {DSN_ENV} (postgresql://USER@HOST:PORT/DB) or remove postgres from "
+                            "exports (`evalpack export PACK --format postgres` writes the dumps without one)")
+    source = Source.of(folder, records, manifest)
+    results = verify(source, formats, dsn)
+    for fmt in formats:
+        write_format(fmt, source, results, PackLayout(folder).export(fmt))
+    return dialects_section(source, formats, results)
+
+
+def _check_out(out: Path) -> None:
+    if os.path.lexists(out) and (out.is_symlink() or not out.is_dir() or any(out.iterdir())):
+        raise EvalpackError(f"{out}: already exists and is not an empty folder; choose another -o or remove it")
+
+
+def export_pack(pack: str | Path, fmt: str, out: str | Path, *, postgres_dsn: str | None = None) -> dict[str, Any]:
+    """Write format ``fmt`` of the attested pack at ``pack`` into the new folder ``out`` (written beside it and renamed
+    into place when complete), with its report ``export.json``; returns the report. Raises EvalpackError (exit 2)
+    for an unknown format, a pack that fails its integrity check or an ``out`` that exists and is not empty."""
+    pack, out = Path(pack), Path(out)
+    if fmt not in FORMATS:
+        raise EvalpackError(f"--format {fmt}: not a format evalpack writes; use one of {', '.join(FORMATS)}")
+    _check_out(out)
+    integrity = check_integrity(pack)
+    layout = PackLayout(pack)
+    manifest = layout.read_manifest()
+    if (manifest.get("tool") or {}).get("name") != "evalpack" or not manifest.get("tables"):
+        raise EvalpackError(f"{pack}: not a pack evalpack built (manifest.json names no evalpack tool or tables); "
+                            "export packs that `evalpack build` wrote")
+    dsn = postgres_dsn_from(postgres_dsn)
+    source = Source.of(pack, layout.read_records(), manifest)
+    results = verify(source, [fmt], dsn)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.export-", dir=out.parent))
+    try:
+        write_format(fmt, source, results, staging)
+        dialect = DIALECT_OF[fmt]
+        report = {"pack": source.name, "version": manifest.get("version"), "format": fmt, "dialect": dialect,
+                  "integrity": integrity.status, "verification": VERIFICATION_RULE,
+                  "questions": {"public": len(source.records) - left_out_counts(source).get("holdout", 0),
+                                "exported": len(results[dialect].translated) if dialect in results else 0,
+                                "left_out": left_out_counts(source)},
+                  "databases": {rotation: source.db_id(rotation) for rotation, _ in source.rotations},
+                  dialect: dialect_entry(dialect, results.get(dialect))}
+        _write_json(staging / REPORT, report)
+        staging.chmod(0o755)
+        if os.path.lexists(out):
+            out.rmdir()  # empty (checked above)
+        staging.rename(out)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return report
+
+
+def export_command(pack: str | Path, fmt: str, out: str | Path, *, postgres_dsn: str | None = None) -> int:
+    """``evalpack export``: write the format, print what was dropped per dialect on stderr and a summary on stdout."""
+    report = export_pack(pack, fmt, out, postgres_dsn=postgres_dsn)
+    dialect = report[report["dialect"]]
+    for d in dialect.get("drops", []):
+        print(f"evalpack: export: {report['dialect']}: {d['id']} dropped ({d['drop']}"
+              f"{' on ' + d['rotation'] if d['rotation'] else ''}: {d['reason']})", file=sys.stderr)
+    left = ", ".join(f"{n} {why}" for why, n in report["questions"]["left_out"].items()) or "none"
+    verified = (f"{dialect['verified']} of {dialect['checked']} verified on {dialect['engine']}, "
+                f"{dialect['dropped']} dropped" if dialect.get("verified_on_engine") else dialect["note"])
+    print(f"exported {report['pack']} as {fmt} to {out}: {report['questions']['exported']} questions x "
+          f"{len(report['databases'])} rotations; {verified}; left out: {left} (see {Path(out) / REPORT})")
+    return 0
