@@ -167,10 +167,12 @@ def changelog(previous: PreviousSplits | None, shipped: list[Question]) -> dict 
 
 def pack_warnings(spec: Spec, plans: tuple[RotationPlan, ...], verdicts: tuple[Verdict, ...],
                   more: list[str] | None = None) -> list[str]:
-    """What a build warns of, once each: the plans' warnings, ``more``, and the shipped questions whose answer is
-    the same on every rotation of a rotated pack. The manifest records them and the CLI prints them."""
+    """What a build warns of, once each: the spec's notes (Misata keys read and not used), the plans' warnings,
+    ``more``, and the shipped questions whose answer is the same on every rotation of a rotated pack. The manifest
+    records them and the CLI prints them."""
     shipped = [v.question for v in verdicts if v.ships]
-    return list(dict.fromkeys([w for p in plans for w in p.warnings] + list(more or []) + fixed_answers(spec, shipped)))
+    return list(dict.fromkeys([*spec.notes, *(w for p in plans for w in p.warnings), *(more or []),
+                               *fixed_answers(spec, shipped)]))
 
 
 def manifest(spec: Spec, plans: tuple[RotationPlan, ...], verdicts: tuple[Verdict, ...],

@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime as dt
 import math
 from collections.abc import Iterator
+from dataclasses import replace
 
 import numpy as np
 import pyarrow as pa
@@ -28,7 +29,7 @@ from evalpack.plan import (
     rng_for,
     stable_int,
 )
-from evalpack.spec import Column, Spec, Table, add_months
+from evalpack.spec import Branch, Column, Distribution, Spec, Table, add_months
 from evalpack.textgen import text_values
 from evalpack.units import allocate, from_units, to_units
 
@@ -117,6 +118,41 @@ def _plain_range(col: Column, width: int) -> tuple[int, int]:
     if hi is None:
         hi = (max(lo, 0) if col.type == "int" else lo) + width
     return lo, hi
+
+
+def draw_distribution(rng: np.random.Generator, dist: Distribution, n: int, lo: int, hi: int,
+                      decimals: int) -> np.ndarray:
+    """``n`` values of the shape ``dist`` as whole units of ``decimals`` within [lo, hi] units (values beyond an
+    end are held at it, as Misata does). Parameters left out are set from the range: a normal is centred on it
+    with a sixth of it as its deviation; the others start at min and reach about a fifth of the range at their
+    median; a pareto starts at min (SPEC_FORMAT.md, "distribution")."""
+    unit = 10 ** decimals
+    low, span = lo / unit, max(hi - lo, 1) / unit
+
+    def given(name: str, default: float) -> float:
+        value = dist.param(name)
+        return default if value is None else value
+
+    if dist.shape == "normal":
+        values = rng.normal(given("mean", low + span / 2), given("std", span / 6), n)
+    elif dist.shape == "lognormal" and dist.param("mean") is not None:
+        mean = given("mean", 1.0)
+        sigma2 = math.log1p((given("std", mean / 2) / mean) ** 2)
+        values = rng.lognormal(math.log(mean) - sigma2 / 2, math.sqrt(sigma2), n)
+    elif dist.shape == "lognormal" and (dist.param("mu") is not None or dist.param("sigma") is not None):
+        values = rng.lognormal(given("mu", 0.0), given("sigma", 0.8), n)
+    elif dist.shape == "lognormal":
+        values = low + rng.lognormal(0.0, 0.8, n) * span / 5
+    elif dist.shape == "exponential":
+        values = low + rng.exponential(given("scale", span / 5), n)
+    elif dist.shape == "gamma":
+        values = low + rng.gamma(given("shape", 2.0), given("scale", span / 10), n)
+    elif dist.shape == "beta":
+        values = low + rng.beta(given("a", 2.0), given("b", 5.0), n) * span
+    else:  # pareto: scale / U**(1/alpha), from scale (min, or one unit) up, as Misata's power_law
+        alpha = dist.param("alpha") or dist.param("a") or 1.5
+        values = given("scale", max(low, 1 / unit)) * np.power(1.0 - rng.random(n), -1.0 / alpha)
+    return np.clip(np.rint(values * unit), lo, hi).astype(np.int64)
 
 
 def _null_mask(rng: np.random.Generator, n: int, rate: float) -> np.ndarray | None:
@@ -258,18 +294,53 @@ class _TableGen:
 
     # ---- plain columns
 
-    def plain(self, col: Column, n: int, k: int, offset: int) -> pa.Array:
+    @staticmethod
+    def numbers(rng: np.random.Generator, col: Column, n: int) -> np.ndarray:
+        """A plain int or float column's ``n`` values in units: its declared distribution, else even between its
+        min and max (an open end: see _plain_range; a shaped column's open max lies 10**6 above its min)."""
+        width = 1000 if col.distribution is None else 10**6
+        lo, hi = _plain_range(col, to_units(width, col.decimals))
+        if col.distribution is None:
+            return rng.integers(lo, hi + 1, size=n)
+        return draw_distribution(rng, col.distribution, n, lo, hi, col.decimals)
+
+    def dependent_units(self, col: Column, n: int, k: int, labels: pa.Array) -> np.ndarray:
+        """A ``depends_on`` column's ``n`` values in units: each mapped label's rows drawn from its branch (a stream
+        of its own per label), the other rows (NULL labels included) from ``default`` or the column's own."""
+        labels = labels.to_numpy(zero_copy_only=False)
+        units = np.empty(n, dtype=np.int64)
+        rest = np.ones(n, dtype=bool)
+        own = Branch(min=col.min, max=col.max, distribution=col.distribution)
+        for label, branch in (*col.mapping, (None, col.default or own)):
+            rows = rest.copy() if label is None else labels == label
+            rest &= ~rows
+            if branch.value is not None:
+                units[rows] = to_units(branch.value, col.decimals)
+            else:
+                shaped = replace(col, min=col.min if branch.min is None else branch.min,
+                                 max=col.max if branch.max is None else branch.max, distribution=branch.distribution)
+                units[rows] = self.numbers(self.rng(f"{col.name}={label or ''}", k), shaped, int(rows.sum()))
+        return units
+
+    def plain_columns(self, arrays: dict[str, pa.Array], n: int, k: int, offset: int) -> None:
+        """Fill ``arrays`` with every column not yet in it: the independent ones, then the ``depends_on`` ones
+        (which read their label column's values)."""
+        for col in sorted(self.table.columns, key=lambda c: c.depends_on is not None):
+            if col.name not in arrays:
+                arrays[col.name] = self.plain(col, n, k, offset, arrays.get(col.depends_on or ""))
+
+    def plain(self, col: Column, n: int, k: int, offset: int, labels: pa.Array | None = None) -> pa.Array:
         rng = self.rng(col.name, k)
         valid = _null_mask(rng, n, col.nullable)
         typ = arrow_type(self.spec, self.table, col)
         if col.type == "int":
             if col.unique:
                 return self.key_values(self.table, col, np.arange(offset, offset + n), self.deleted.get(col.name, ()))
-            lo, hi = _plain_range(col, 1000)
-            return pa.array(rng.integers(lo, hi + 1, size=n), pa.int64(), mask=None if valid is None else ~valid)
+            units = self.numbers(rng, col, n) if labels is None else self.dependent_units(col, n, k, labels)
+            return pa.array(units, pa.int64(), mask=None if valid is None else ~valid)
         if col.type == "float":
-            lo, hi = _plain_range(col, to_units(1000, col.decimals))
-            return _decimal(rng.integers(lo, hi + 1, size=n), col.decimals, valid)
+            units = self.numbers(rng, col, n) if labels is None else self.dependent_units(col, n, k, labels)
+            return _decimal(units, col.decimals, valid)
         if col.type == "text":
             # a unique text column's values are its keys: the same stream as key_values(), so that the
             # foreign keys of child tables match them
@@ -352,9 +423,7 @@ class _TableGen:
                     special |= arrays[col.name].is_null().to_numpy(zero_copy_only=False)
             for name in self.rates:
                 arrays[name] = self.flags(chunk, k, boundary, special)
-        for col in self.table.columns:
-            if col.name not in arrays:
-                arrays[col.name] = self.plain(col, n, k, chunk.offset)
+        self.plain_columns(arrays, n, k, chunk.offset)
         return pa.RecordBatch.from_arrays([arrays[f.name] for f in self.schema], schema=self.schema)
 
     def measure(self, chunk: Chunk, k: int, order: np.ndarray | None = None) -> pa.Array:
@@ -552,12 +621,9 @@ class _TableGen:
             arrays[group_col.name] = values.take(pa.array(row_group))
         empty = Chunk("block", None, n, offset)
         for col in self.table.columns:
-            if col.name in arrays:
-                continue
-            if col.type == "foreign_key":
+            if col.name not in arrays and col.type == "foreign_key":
                 arrays[col.name] = self.foreign_keys(col, n, empty, k)
-            else:
-                arrays[col.name] = self.plain(col, n, k, offset)
+        self.plain_columns(arrays, n, k, offset)
         return pa.RecordBatch.from_arrays([arrays[f.name] for f in self.schema], schema=self.schema)
 
     def batches(self) -> Iterator[pa.RecordBatch]:

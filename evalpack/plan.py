@@ -636,7 +636,17 @@ class _Planner:
                                 orphans=tuple((n, v[1]) for n, v in orphan_split.items() if v[1])))
             offset += after_rows
         plan = TablePlan(table.name, offset, tuple(chunks), time_column, measure, group_column, sign_by_label)
+        self.unshaped(table, (measure,), "its plan sets its values to the declared totals")
         return plan, curves, rates, falls
+
+    def unshaped(self, table: Table, planned: tuple[str | None, ...], why: str) -> None:
+        """Warn of a planned column's ``distribution`` or ``depends_on``, which its plan leaves unused."""
+        for name in planned:
+            col = table.column(name) if name else None
+            keys = [k for k, given in (("distribution", col and col.distribution), ("depends_on", col and col.depends_on))
+                    if given]
+            if keys:
+                self.warnings.append(f"{table.name}.{name}: {' and '.join(keys)} read and not used: {why}")
 
     def segment_cells(self, table: Table, declared: SegmentShares, path: tuple[Relationship, ...],
                       months: list[dt.date], month_cells: list[list[Cell]], orphans: np.ndarray, nulls: np.ndarray,
@@ -845,6 +855,7 @@ class _Planner:
         if ledger:
             facts = LedgerFacts(ledger.name, table.name, ledger.group_by[0], ledger.debit_column,
                                 ledger.credit_column, ledger.decimals)
+            self.unshaped(table, (ledger.debit_column, ledger.credit_column), "the ledger plans its amounts to balance")
         return TablePlan(table.name, table.rows, tuple(chunks), ledger=facts)
 
     def deleted_keys(self, plans: dict[str, TablePlan], keys: list[KeyFacts]) -> dict[str, TablePlan]:

@@ -62,30 +62,39 @@ UNSUPPORTED_TOP = (
     "scd2", "stock_flows", "lifecycles", "graph_motifs", "events", "retention", "missingness",
     "late_arrivals", "duplicates", "event_logs", "processes", "outliers", "typos", "bitemporal",
     "dag_edges", "closures", "degradations", "joint_distributions", "noise", "noise_config",
-    "realism", "vocabularies", "domain", "preset", "locale", "generation_mode",
+    "realism", "vocabularies", "preset", "generation_mode",
 )
+# Misata keys that shape only what no declared fact touches: evalpack reads them, does without them and says so
+# in the build's warnings (the manifest's `warnings`), so that a Misata spec builds unchanged.
+NOTED_TOP = {
+    "domain": "Misata picks realistic value distributions for that business domain; evalpack's values follow each "
+              "column's own declaration",
+    "locale": "Misata localises names and money with it; evalpack's text is locale-free",
+}
+NOTED_CURVE = {
+    "concentration": "Misata spreads a period's total over its rows with a Dirichlet of that concentration; evalpack "
+                     "spreads it within the column's min and max itself, to the same exact total",
+    "intra_period_pattern": "Misata leans a period's rows towards weekdays or weekends; evalpack spreads them over "
+                            "the month, with rows on its first and last day so that a wrong bound shows",
+}
 UNSUPPORTED_TABLE = ("scd2", "correlations", "inline_data", "is_reference")
-UNSUPPORTED_COLUMN = (
-    "distribution", "mean", "std", "mu", "sigma", "scale", "alpha", "a", "b", "lambda",
-    "formula", "pattern", "values", "probabilities",
-)
+UNSUPPORTED_COLUMN = ("lambda", "formula", "pattern", "values")
+# A plain int or float column's `distribution:` (Misata's shapes and parameter names), drawn within its min and
+# max (evalpack.generate.draw_distribution); the parameters each shape reads.
+DISTRIBUTIONS = {
+    "uniform": (), "normal": ("mean", "std"), "lognormal": ("mu", "sigma", "mean", "std"),
+    "exponential": ("scale",), "gamma": ("shape", "scale"), "beta": ("a", "b"), "pareto": ("alpha", "a", "scale"),
+}
+DISTRIBUTION_ALIASES = {"log_normal": "lognormal", "power_law": "pareto", "zipf": "pareto"}
+DISTRIBUTION_KEYS = ("distribution", "mean", "std", "mu", "sigma", "scale", "shape", "alpha", "a", "b")
+DEPENDENT_KEYS = ("depends_on", "mapping", "default")  # Misata's per-label values of a numeric column
 UNSUPPORTED_COLUMN_TYPES = ("time", "json", "array", "object")
 # What Misata does with a key evalpack refuses by name, and what to write instead (appended to the refusal).
-_DRAWN = ("Misata draws the column's values from that distribution; evalpack draws them evenly between the column's "
-          "min and max (a curve's measure is planned to its targets); remove it and keep min/max")
 MISATA_NOTES = {
-    "domain": "Misata picks realistic value distributions for that business domain; evalpack's values follow each "
-              "column's own declaration; remove it",
     "preset": "Misata applies that use case's defaults (rows, dates, dirt); evalpack reads only what the spec "
               "declares; remove it and declare rows and dates on the tables",
-    "locale": "Misata localises names and money with it; evalpack's text is locale-free; remove it",
-    "concentration": "Misata spreads a period's total over its rows with a Dirichlet of that concentration; evalpack "
-                     "spreads it within the column's min and max itself; remove it",
-    "intra_period_pattern": "Misata leans a period's rows towards weekdays or weekends; evalpack spreads them over "
-                            "the month, with rows on its first and last day so that a wrong bound shows; remove it",
-    "probabilities": "Misata draws the choices with those probabilities, which evalpack calls weights; rename "
-                     "`probabilities:` to `weights:` (the same list)",
-    **{key: _DRAWN for key in ("distribution", "mean", "std", "mu", "sigma", "scale", "alpha", "a", "b", "lambda")},
+    "lambda": "Misata draws an exponential of that rate; evalpack's exponential reads Misata's other name for it, "
+              "`scale` (1/lambda); write scale: 1/lambda instead",
 }
 # Misata's relationship options, each with what to write instead. The value that asks for nothing (false, 0,
 # null, {} or []) is accepted, as it is what evalpack does anyway; any other is refused with this message
@@ -134,6 +143,31 @@ MAX_MONTHS = (LAST_DATE.year - FIRST_DATE.year + 1) * 12  # a curve point's `mon
 
 
 @dataclass(frozen=True)
+class Distribution:
+    """A plain numeric column's shape (``distribution:`` and its parameters, Misata's names), drawn within the
+    column's min and max."""
+
+    shape: str
+    params: tuple[tuple[str, float], ...] = ()
+
+    def param(self, name: str) -> float | None:
+        """The parameter called ``name``, or None when not given."""
+        return next((v for k, v in self.params if k == name), None)
+
+
+@dataclass(frozen=True)
+class Branch:
+    """What a ``depends_on`` column holds on the rows of one label (``mapping:``) or of the others (``default:``):
+    a constant ``value``, or values between ``min`` and ``max`` (the column's own where left out) drawn with
+    ``distribution`` (evenly when None)."""
+
+    value: float | None = None
+    min: float | None = None
+    max: float | None = None
+    distribution: Distribution | None = None
+
+
+@dataclass(frozen=True)
 class Column:
     """One declared column. ``decimals`` is the number of fractional digits of numbers."""
 
@@ -153,6 +187,10 @@ class Column:
     text_type: str | None = None
     references: tuple[str, str] | None = None  # a foreign key's `references: table.column`, as written
     dated: bool = True  # a date/datetime column declared its start or end (else 2025 is its range)
+    distribution: Distribution | None = None  # a plain int/float column's shape (None: even between min and max)
+    depends_on: str | None = None  # a categorical column of the same table whose label picks the branch
+    mapping: tuple[tuple[str, Branch], ...] = ()  # label -> what the rows of that label hold
+    default: Branch | None = None  # the rows of the other labels (None: the column's own min, max, distribution)
 
 
 @dataclass(frozen=True)
@@ -347,6 +385,7 @@ class Spec:
     path: str = ""
     sha256: str = ""
     source: str = field(default="", repr=False)
+    notes: tuple[str, ...] = ()  # Misata keys read and done without, each saying so (build warnings)
 
     def table(self, name: str) -> Table:
         """The table called ``name`` (validated to exist)."""
@@ -513,6 +552,15 @@ def _clip(text: str, limit: int = 60, quote: bool = True) -> str:
 class _Reader:
     def __init__(self, doc: _Doc) -> None:
         self.doc = doc
+        self.notes: list[str] = []
+
+    def note_misata(self, m: dict, path: tuple, noted: dict[str, str]) -> None:
+        """Record each of ``noted``'s keys present in ``m`` (a Misata key evalpack does without) as a note naming
+        its line and what Misata does with it."""
+        for key, what in noted.items():
+            if key in m:
+                kp = path + (key,)
+                self.notes.append(f"{self.doc.file}:{self.line(kp)}: {_fmt(kp)}: read and not used: {what}")
 
     def err(self, path: tuple, message: str) -> SpecError:
         return self.doc.error(path, message)
@@ -734,8 +782,10 @@ SEMANTICS_KEYS = ("tables", "columns", "measures", "currency", "synonyms")
 TABLE_KEYS = ("rows", "columns", "constraints", "description")
 COLUMN_KEYS = (
     "type", "unique", "min", "max", "decimals", "nullable", "choices", "weights", "rate", "start",
-    "end", "text_type", "description", "primary_key",
+    "end", "text_type", "description", "primary_key", "probabilities", "probability", *DISTRIBUTION_KEYS,
+    *DEPENDENT_KEYS,
 )
+BRANCH_KEYS = ("value", "min", "max", "decimals", *DISTRIBUTION_KEYS)
 CONSTRAINT_KEYS = ("name", "type", "table", "group_by", "debit_column", "credit_column", "decimals", "description")
 
 
@@ -758,11 +808,11 @@ def _read_column(r: _Reader, name: str, raw: Any, path: tuple, rows: int) -> Col
 
     kw: dict[str, Any] = {"name": name, "type": ctype, "line": r.line(path), "references": references}
     allowed_by_type = {
-        "int": {"unique", "min", "max", "nullable"},
-        "float": {"min", "max", "decimals", "nullable"},
+        "int": {"unique", "min", "max", "nullable", *DISTRIBUTION_KEYS, *DEPENDENT_KEYS},
+        "float": {"min", "max", "decimals", "nullable", *DISTRIBUTION_KEYS, *DEPENDENT_KEYS},
         "text": {"unique", "text_type", "nullable"},
-        "categorical": {"choices", "weights", "nullable"},
-        "boolean": {"rate", "nullable"},
+        "categorical": {"choices", "weights", "probabilities", "nullable"},
+        "boolean": {"rate", "probability", "nullable"},
         "date": {"start", "end", "nullable"},
         "datetime": {"start", "end", "nullable"},
         "foreign_key": {"nullable"},
@@ -787,6 +837,8 @@ def _read_column(r: _Reader, name: str, raw: Any, path: tuple, rows: int) -> Col
         if kw.get("min") is not None and kw.get("max") is not None and kw["min"] > kw["max"]:
             raise r.err(path + ("min",), f"min {kw['min']} is greater than max {kw['max']}; swap or fix them")
         _representable_bounds(r, kw, path)
+        kw["distribution"] = _read_distribution(r, m, path, unique=bool(kw.get("unique")))
+        kw.update(_read_dependent(r, m, path, kw))
         if ctype == "int" and kw.get("unique"):
             lo, hi = kw.get("min", 1), kw.get("max")
             if hi is not None and hi - lo + 1 < rows:
@@ -806,16 +858,24 @@ def _read_column(r: _Reader, name: str, raw: Any, path: tuple, rows: int) -> Col
         kw["choices"] = tuple(str(c) for c in choices)
         if len(set(kw["choices"])) != len(choices):
             raise r.err(path + ("choices",), "choices repeat a label; list each once")
-        if "weights" in m:
-            weights = r.sequence(m["weights"], path + ("weights",))
+        if "weights" in m and "probabilities" in m:
+            raise r.err(path + ("probabilities",), "give `weights:` or Misata's `probabilities:`, not both; "
+                        "they are the same list")
+        key = "probabilities" if "probabilities" in m else "weights"
+        if key in m:
+            weights = r.sequence(m[key], path + (key,))
             if len(weights) != len(choices):
-                raise r.err(path + ("weights",), f"{len(weights)} weights for {len(choices)} choices; give one per choice")
-            kw["weights"] = tuple(r.number(w, path + ("weights", i), lo=0.0) for i, w in enumerate(weights))
+                raise r.err(path + (key,), f"{len(weights)} {key} for {len(choices)} choices; give one per choice")
+            kw["weights"] = tuple(r.number(w, path + (key, i), lo=0.0) for i, w in enumerate(weights))
             if sum(kw["weights"]) <= 0:
-                raise r.err(path + ("weights",), "weights sum to zero")
+                raise r.err(path + (key,), f"{key} sum to zero")
     elif ctype == "boolean":
-        if "rate" in m:
-            kw["rate"] = r.number(m["rate"], path + ("rate",), lo=0.0, hi=1.0)
+        if "rate" in m and "probability" in m:
+            raise r.err(path + ("probability",), "give `rate:` or Misata's `probability:`, not both; they are the "
+                        "same share of true values")
+        key = "probability" if "probability" in m else "rate"
+        if key in m:
+            kw["rate"] = r.number(m[key], path + (key,), lo=0.0, hi=1.0)
     elif ctype in ("date", "datetime"):
         kw["dated"] = "start" in m or "end" in m
         kw["start"] = r.date(m.get("start", "2025-01-01"), path + ("start",))
@@ -823,6 +883,110 @@ def _read_column(r: _Reader, name: str, raw: Any, path: tuple, rows: int) -> Col
         if kw["start"] > kw["end"]:
             raise r.err(path + ("start",), f"start {kw['start']} is after end {kw['end']}")
     return Column(**kw)
+
+
+def _read_distribution(r: _Reader, m: dict, path: tuple, unique: bool) -> Distribution | None:
+    """A numeric column's ``distribution:`` with the parameters its shape reads (DISTRIBUTIONS); a parameter
+    without a shape, or one the shape does not read, is refused naming it."""
+    given = [k for k in DISTRIBUTION_KEYS if k in m and k != "distribution"]
+    if "distribution" not in m:
+        if given:
+            raise r.err(path + (given[0],), f"`{given[0]}` is a parameter of a distribution; add `distribution:` "
+                        f"({', '.join(DISTRIBUTIONS)}) or remove it")
+        return None
+    raw = m["distribution"]
+    shape = DISTRIBUTION_ALIASES.get(raw, raw) if isinstance(raw, str) else raw
+    if shape not in DISTRIBUTIONS:
+        raise r.err(path + ("distribution",), f"distribution {_clip(str(raw))} is not one evalpack draws; use one of "
+                    f"{', '.join(DISTRIBUTIONS)} (Misata's {', '.join(DISTRIBUTION_ALIASES)} are read too), or remove "
+                    "it to draw evenly between min and max")
+    if unique:
+        raise r.err(path + ("distribution",), "a unique int column's values are its keys, numbered in order; "
+                    "remove `distribution`")
+    params = []
+    for key in given:
+        if key not in DISTRIBUTIONS[shape]:
+            reads = ", ".join(DISTRIBUTIONS[shape]) or "no parameter"
+            raise r.err(path + (key,), f"a {shape} distribution does not read `{key}` (it reads {reads}); remove it")
+        positive = key not in ("mean", "mu") or (shape, key) == ("lognormal", "mean")
+        value = r.number(m[key], path + (key,), lo=0.0 if positive else None)
+        if positive and value <= 0:
+            raise r.err(path + (key,), f"`{key}` must be greater than 0")
+        params.append((key, float(value)))
+    return None if shape == "uniform" else Distribution(shape, tuple(params))  # None: even between min and max
+
+
+def _read_dependent(r: _Reader, m: dict, path: tuple, kw: dict[str, Any]) -> dict[str, Any]:
+    """A numeric column's ``depends_on:`` with its ``mapping:`` (label -> branch) and ``default:`` branch, as the
+    Column's keyword arguments; the labels are checked against the column named once the table is read
+    (:func:`_check_dependents`)."""
+    given = [k for k in DEPENDENT_KEYS if k in m]
+    if not given:
+        return {}
+    if "depends_on" not in m:
+        raise r.err(path + (given[0],), f"`{given[0]}` needs `depends_on:` naming the categorical column whose "
+                    "label picks the values; add it or remove this key")
+    if kw.get("unique"):
+        raise r.err(path + ("depends_on",), "a unique int column's values are its keys, numbered in order; "
+                    "remove `depends_on`")
+    raw_map = m.get("mapping", {})
+    if not isinstance(raw_map, dict) or not raw_map:
+        raise r.err(path + ("mapping",), "expected a mapping of label -> {value: ...} or {distribution: ..., "
+                    "min: ..., max: ...}")
+    mapping = tuple((str(label), _read_branch(r, raw, path + ("mapping", label), kw)) for label, raw in raw_map.items())
+    default = _read_branch(r, m["default"], path + ("default",), kw) if m.get("default") is not None else None
+    return {"depends_on": r.string(m["depends_on"], path + ("depends_on",)), "mapping": mapping, "default": default}
+
+
+def _read_branch(r: _Reader, raw: Any, path: tuple, column: dict[str, Any]) -> Branch:
+    """One label's values of a ``depends_on`` column: ``value:`` or a range with a distribution, at most the
+    column's decimals and within its bounds."""
+    b = r.mapping(raw, path, BRANCH_KEYS, what="mapping key")
+    d = column["decimals"]
+    if "decimals" in b and r.integer(b["decimals"], path + ("decimals",), 0, 6) > d:
+        raise r.err(path + ("decimals",), f"the column holds {d} decimals; write decimals: {d} or fewer here, or "
+                    "raise the column's own")
+    if "value" in b:
+        extra = [k for k in b if k not in ("value", "decimals")]
+        if extra:
+            raise r.err(path + (extra[0],), "a branch holds either `value:` or a range with a distribution; "
+                        f"remove `{extra[0]}` or `value`")
+        value = r.number(b["value"], path + ("value",))
+        if round(value * 10 ** d) != value * 10 ** d:
+            raise r.err(path + ("value",), f"{_number(value)} has more than the column's {d} decimals")
+        return Branch(value=float(value))
+    bounds = {"decimals": d, **{k: r.number(b[k], path + (k,)) for k in ("min", "max") if k in b}}
+    if bounds.get("min") is not None and bounds.get("max") is not None and bounds["min"] > bounds["max"]:
+        raise r.err(path + ("min",), f"min {bounds['min']} is greater than max {bounds['max']}; swap or fix them")
+    _representable_bounds(r, bounds, path)
+    for key in ("min", "max"):
+        outer = column.get(key)
+        inner = bounds.get(key)
+        if outer is not None and inner is not None and (inner < outer if key == "min" else inner > outer):
+            raise r.err(path + (key,), f"{key} {_number(inner)} lies outside the column's {key} {_number(outer)}; "
+                        "keep each branch within the column's bounds")
+    return Branch(min=bounds.get("min"), max=bounds.get("max"), distribution=_read_distribution(r, b, path, False))
+
+
+def _check_dependents(r: _Reader, columns: tuple[Column, ...], path: tuple) -> None:
+    """Each ``depends_on`` names a categorical column of the same table (itself independent), and each of its
+    mapping's labels is one of that column's choices."""
+    by_name = {c.name: c for c in columns}
+    for col in columns:
+        if col.depends_on is None:
+            continue
+        cp = path + (col.name, "depends_on")
+        parent = by_name.get(col.depends_on)
+        if parent is None or parent.type != "categorical":
+            what = f"is a {parent.type} column" if parent else "is not a column of this table"
+            raise r.err(cp, f"{_clip(col.depends_on)} {what}; `depends_on` names a categorical column of the same "
+                        "table (Misata picks the values by its label)")
+        if parent.depends_on is not None:
+            raise r.err(cp, f"{col.depends_on} depends on another column itself; name an independent one")
+        for label, _ in col.mapping:
+            if label not in parent.choices:
+                raise r.err(path + (col.name, "mapping", label), f"{_clip(label)} is not one of {col.depends_on}'s "
+                            f"choices ({', '.join(parent.choices)}); fix the label or remove it")
 
 
 def _representable_bounds(r: _Reader, kw: dict[str, Any], path: tuple) -> None:
@@ -1061,15 +1225,24 @@ def _curve_month(r: _Reader, point: dict, path: tuple, start: dt.date | None) ->
     return r.month(point["period"], path + ("period",))
 
 
+def _monthly(r: _Reader, m: dict, path: tuple, what: str) -> None:
+    """Refuse a curve's ``time_unit`` other than month, saying what Misata does with it and what to write."""
+    unit = m.get("time_unit", "month")
+    if unit != "month":
+        raise r.err(path + ("time_unit",), f"time_unit {_clip(str(unit))} is not supported by evalpack: Misata holds "
+                    f"the curve's {what} per {_clip(str(unit), quote=False)}, evalpack plans and asks them per month; "
+                    "write time_unit: month (each point's month then holds its value exactly)")
+
+
 def _read_outcome_curve(r: _Reader, raw: Any, path: tuple, tables: dict[str, Table]) -> OutcomeCurve:
     keys = ("table", "column", "time_column", "start_date", "curve_points", "avg_transaction_value",
             "min_transactions_per_period", "max_transactions_per_period", "time_unit", "value_mode", "pattern_type",
             "description")
-    m = r.mapping(raw, path, keys, ("intra_period_pattern", "concentration"), "outcome curve key")
+    m = r.mapping(raw, path, keys + tuple(NOTED_CURVE), what="outcome curve key")
+    r.note_misata(m, path, NOTED_CURVE)
     table = r.string(r.required(m, "table", path), path + ("table",))
     time_column = r.string(m.get("time_column", "date"), path + ("time_column",))
-    if m.get("time_unit", "month") != "month":
-        raise r.err(path + ("time_unit",), f"time_unit `{m['time_unit']}` is not supported by evalpack; use month")
+    _monthly(r, m, path, "totals")
     if m.get("value_mode", "absolute") not in ("absolute", "auto"):
         raise r.err(path + ("value_mode",), f"value_mode `{m['value_mode']}` is not supported by evalpack; "
                     "give absolute totals")
@@ -1111,8 +1284,7 @@ def _read_outcome_curve(r: _Reader, raw: Any, path: tuple, tables: dict[str, Tab
 def _read_rate_curve(r: _Reader, raw: Any, path: tuple) -> RateCurve:
     keys = ("table", "column", "time_column", "rate_points", "time_unit", "true_value", "interpolate", "description")
     m = r.mapping(raw, path, keys, what="rate curve key")
-    if m.get("time_unit", "month") != "month":
-        raise r.err(path + ("time_unit",), f"time_unit `{m['time_unit']}` is not supported by evalpack; use month")
+    _monthly(r, m, path, "rates")
     if m.get("true_value", True) is not True:
         raise r.err(path + ("true_value",), "evalpack rate curves count `true` on a boolean column; remove true_value")
     if m.get("interpolate", True) is not True:
@@ -1708,15 +1880,18 @@ def parse_spec(text: str, *, file: str = "<spec>", seed: int | None = None, rota
     """Validate spec ``text`` (named ``file`` in messages) into a Spec."""
     doc = _Doc(file, text)
     r = _Reader(doc)
-    top = r.mapping(doc.root, (), TOP_KEYS, UNSUPPORTED_TOP)
+    top = r.mapping(doc.root, (), TOP_KEYS + tuple(NOTED_TOP), UNSUPPORTED_TOP)
+    r.note_misata(top, (), NOTED_TOP)
     default_rows = r.integer(top.get("rows", 100), ("rows",), lo=1, hi=MAX_TABLE_ROWS, limit=ROWS_LIMIT)
     name = top.get("name", Path(file).stem)
     if not isinstance(name, str) or not NAME_RE.fullmatch(name):
         slug = re.sub(r"[^a-z0-9]+", "_", str(name).lower()).strip("_")
-        slug = slug if NAME_RE.fullmatch(slug or "-") else f"pack_{slug}".rstrip("_")
-        raise r.err(("name",), f"pack name {_clip(str(name))} must match [a-z][a-z0-9_]*: Misata takes any display "
-                    "name, evalpack's names the dataset, its files and its Hub repo; write "
-                    f"name: {_clip(slug[:MAX_NAME_LENGTH], quote=False)}")
+        slug = (slug if NAME_RE.fullmatch(slug or "-") else f"pack_{slug}".rstrip("_"))[:MAX_NAME_LENGTH]
+        if not isinstance(name, str) or not name.strip():
+            raise r.err(("name",), f"pack name {_clip(str(name))} must match [a-z][a-z0-9_]*; write name: {slug}")
+        r.notes.append(f"{file}:{r.line(('name',))}: name: {_clip(name)} is a display name (Misata takes any); "
+                       f"evalpack names the dataset, its files and its Hub repo {slug}: write name: {slug} to say so")
+        name = slug
     if len(name) > MAX_NAME_LENGTH:
         raise r.err(("name",), f"the pack name is {len(name)} characters long; names are limited to "
                     f"{MAX_NAME_LENGTH}; shorten it")
@@ -1754,6 +1929,7 @@ def parse_spec(text: str, *, file: str = "<spec>", seed: int | None = None, rota
             r.ident(cn, tp + ("columns", cn), "column")
             _unique_ignoring_case(r, cn, seen_columns, tp + ("columns", cn), "column", tp + ("columns",))
         cols = tuple(_read_column(r, cn, cv, tp + ("columns", cn), rows) for cn, cv in raw_cols.items())
+        _check_dependents(r, cols, tp + ("columns",))
         tables.append(Table(tname, rows, cols, r.line(tp), rows_line=r.line(tp + ("rows",))))
         for i, raw_c in enumerate(r.sequence(tm.get("constraints", []), tp + ("constraints",))):
             ledgers.append(_read_ledger(r, raw_c, tp + ("constraints", i), tname))
@@ -1801,6 +1977,7 @@ def parse_spec(text: str, *, file: str = "<spec>", seed: int | None = None, rota
         path=file,
         sha256=hashlib.sha256(text.encode("utf-8")).hexdigest(),
         source=text,
+        notes=tuple(r.notes),
     )
     if spec.rotations < 1:
         raise SpecError(file, None, "rotations", "at least one rotation is needed")

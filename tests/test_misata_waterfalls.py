@@ -255,41 +255,47 @@ REFUSALS = (
             ("waterfalls[0]:", "does not fit", "Misata writes a waterfall's amounts whatever the column's min and max",
              "raise rows or widen min/max"),
             ("min: 50,", "min: 0,")),
-    Refusal("name", edit("name: mrr_bridge", "name: MRR Bridge (2026)", base=TEXT_BRIDGE),
-            ("name:", "Misata takes any display name", "write name: mrr_bridge_2026"),
-            ("name: MRR Bridge (2026)", "name: mrr_bridge_2026")),
-    Refusal("domain", "domain: saas\n" + TEXT_BRIDGE,
-            ("domain:", "`domain` is not supported by evalpack (line 1): Misata picks realistic value distributions",
-             "remove it"),
-            ("domain: saas\n", "")),
-    Refusal("distribution", edit("amount: {type: float, min: 0, decimals: 2}",
-                                 "amount: {type: float, min: 0, decimals: 2, distribution: lognormal}", base=TEXT_BRIDGE),
-            ("tables.mrr_movements.columns.amount.distribution:", "Misata draws the column's values from that "
-             "distribution", "remove it and keep min/max"),
-            (", distribution: lognormal", "")),
     Refusal("text_type", edit("movement_type: {type: text}", "movement_type: {type: text}\n      country: {type: text, "
                               "text_type: country}", base=TEXT_BRIDGE),
             ("tables.mrr_movements.columns.country.text_type:", "Misata draws country values for it",
              "write `type: categorical, choices: [...]`"),
             ("country: {type: text, text_type: country}", "country: {type: categorical, choices: [DE, FR]}")),
-    Refusal("probabilities", edit("movement_type: {type: text}", "movement_type: {type: text}\n      plan: {type: "
-                                  "categorical, choices: [free, pro], probabilities: [0.8, 0.2]}", base=TEXT_BRIDGE),
-            ("tables.mrr_movements.columns.plan.probabilities:", "Misata draws the choices with those probabilities",
-             "rename `probabilities:` to `weights:`"),
-            ("probabilities: [0.8, 0.2]", "weights: [0.8, 0.2]")),
     Refusal("undated_time_column", edit(DATED, "ordered_on: {type: date}", base=CURVE),
             ("outcome_curves[0].curve_points[0]:", "declares no start or end: Misata dates the rows inside the declared "
              "months", 'start: "2024-01-01" (or earlier)'),
             ("ordered_on: {type: date}", DATED)),
-    Refusal("concentration", edit(START, START + "    concentration: 2.0\n", base=CURVE),
-            ("outcome_curves[0].concentration:", "Misata spreads a period's total over its rows with a Dirichlet",
-             "remove it"),
-            ("    concentration: 2.0\n", "")),
-    Refusal("intra_period_pattern", edit(START, START + "    intra_period_pattern: weekday_heavy\n", base=CURVE),
-            ("outcome_curves[0].intra_period_pattern:", "Misata leans a period's rows towards weekdays or weekends",
-             "remove it"),
-            ("    intra_period_pattern: weekday_heavy\n", "")),
 )
+
+
+# Misata keys evalpack reads: the spec builds as written, and what evalpack does without is a warning naming it.
+READ = (
+    ("name", edit("name: mrr_bridge", "name: MRR Bridge (2026)", base=TEXT_BRIDGE),
+     "name: 'MRR Bridge (2026)' is a display name (Misata takes any); evalpack names the dataset, its files and its "
+     "Hub repo mrr_bridge_2026"),
+    ("domain", "domain: saas\n" + TEXT_BRIDGE, ":1: domain: read and not used: Misata picks realistic value"),
+    ("distribution", edit("amount: {type: float, min: 0, decimals: 2}",
+                          "amount: {type: float, min: 0, decimals: 2, distribution: lognormal}", base=TEXT_BRIDGE),
+     "mrr_movements.amount: distribution read and not used: its plan sets its values to the declared totals"),
+    ("probabilities", edit("movement_type: {type: text}", "movement_type: {type: text}\n      plan: {type: "
+                           "categorical, choices: [free, pro], probabilities: [0.8, 0.2]}", base=TEXT_BRIDGE), None),
+    ("concentration", edit(START, START + "    concentration: 2.0\n", base=CURVE),
+     "outcome_curves[0].concentration: read and not used: Misata spreads a period's total over its rows"),
+    ("intra_period_pattern", edit(START, START + "    intra_period_pattern: weekday_heavy\n", base=CURVE),
+     "outcome_curves[0].intra_period_pattern: read and not used: Misata leans a period's rows towards weekdays"),
+)
+
+
+@pytest.mark.parametrize("key, text, warning", READ, ids=[r[0] for r in READ])
+def test_a_misata_key_evalpack_reads_builds_and_says_what_it_did_without(key, text, warning, tmp_path: Path,
+                                                                         capsys) -> None:
+    code, out, err, pack = build(text, tmp_path, capsys, key)
+    assert code == 0, err
+    warnings = json.loads((pack / "manifest.json").read_text(encoding="utf-8"))["warnings"]
+    if warning is not None:
+        assert any(warning in w for w in warnings), warnings
+        assert warning in out
+    else:
+        assert not [w for w in warnings if key in w], warnings
 
 
 @pytest.mark.parametrize("refusal", REFUSALS, ids=[r.id for r in REFUSALS])
