@@ -61,7 +61,7 @@ def _unit(node: exp.Expression) -> str:
 
 def _strftime_int(fmt: str, value: exp.Expression) -> exp.Expression:
     """CAST(STRFTIME(fmt, value) AS INTEGER): a date part as SQLite computes it from ISO text."""
-    return exp.cast(exp.func("STRFTIME", exp.Literal.string(fmt), value.copy()), exp.DataType.build("INTEGER"))
+    return exp.cast(_sqlite_call("STRFTIME", exp.Literal.string(fmt), value.copy()), exp.DataType.build("INTEGER"))
 
 
 SQLITE_PARTS = {"YEAR": "%Y", "MONTH": "%m", "DAY": "%d", "HOUR": "%H", "MINUTE": "%M"}
@@ -81,18 +81,23 @@ def _sqlite_part(part: str, value: exp.Expression) -> exp.Expression:
     return _strftime_int(SQLITE_PARTS[part], value)
 
 
+def _sqlite_call(name: str, *args: exp.Expression) -> exp.Expression:
+    """A call of SQLite's own function ``name``, written as is (sqlglot's builder would check another arity)."""
+    return exp.Anonymous(this=name, expressions=list(args))
+
+
 def _sqlite_trunc(node: exp.Expression) -> exp.Expression:
-    """DATE_TRUNC(unit, value) as SQLite's DATE(value, modifiers): the ISO date of the period's first day."""
+    """DATE_TRUNC(unit, value) as SQLite's DATETIME(value, modifiers): the period's first moment as ISO text,
+    'YYYY-MM-DD 00:00:00', which is what DuckDB's TIMESTAMP result reads as (DuckDB truncates a DATE to a
+    TIMESTAMP too)."""
     unit, value = _unit(node), node.this
-    if unit == "DAY":
-        return exp.func("DATE", value.copy())
-    if unit in ("MONTH", "YEAR"):
-        return exp.func("DATE", value.copy(), exp.Literal.string(f"start of {unit.lower()}"))
+    if unit in ("DAY", "MONTH", "YEAR"):
+        return _sqlite_call("DATETIME", value.copy(), exp.Literal.string(f"start of {unit.lower()}"))
     if unit == "QUARTER":  # back (month - 1) % 3 months from the month's first day
         back = exp.Mod(this=exp.Paren(this=exp.Sub(this=_strftime_int("%m", value), expression=exp.Literal.number(1))),
                        expression=exp.Literal.number(3))
-        shift = exp.func("PRINTF", exp.Literal.string("-%d months"), back)
-        return exp.func("DATE", value.copy(), exp.Literal.string("start of month"), shift)
+        shift = _sqlite_call("PRINTF", exp.Literal.string("-%d months"), back)
+        return _sqlite_call("DATETIME", value.copy(), exp.Literal.string("start of month"), shift)
     raise Untranslatable(f"DATE_TRUNC to {unit or 'an unknown unit'} has no SQLite equivalent here")
 
 
