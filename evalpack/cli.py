@@ -174,6 +174,10 @@ def cmd_score(args: argparse.Namespace) -> int:
     def render(report: dict) -> None:  # the page sees the report as the JSON report states it
         write_html(args.html, score_html(json.loads(json.dumps(report, default=str))))
 
+    if args.dialect != "duckdb":  # the candidates run on SQLite or PostgreSQL; the rest is score_command's
+        from evalpack.dialect_scoring import score_arguments
+
+        return score_arguments(args, on_report=render if args.html else None)
     return score_command(args.pack, args.candidates, json_path=args.json, rule=args.rule,
                          public_key=args.public_key, timeout=args.timeout, memory_mb=args.memory_mb,
                          threads=args.threads, run_timeout=args.run_timeout,
@@ -209,7 +213,8 @@ def cmd_import(args: argparse.Namespace) -> int:
 
     _check_output(args.output, args.force, [args.questions, args.data])
     return import_command(args.questions, data=args.data, output=args.output, force=args.force,
-                          holdout=args.holdout, signing_key=args.signing_key or os.environ.get("EVALPACK_SIGNING_KEY"))
+                          holdout=args.holdout, signing_key=args.signing_key or os.environ.get("EVALPACK_SIGNING_KEY"),
+                          links=tuple(args.link or ()))
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
@@ -268,6 +273,12 @@ def build_parser() -> argparse.ArgumentParser:
     add_integrity_options(s)
     add_holdout_option(s)
     add_limit_options(s)
+    s.add_argument("--dialect", choices=("duckdb", "sqlite", "postgres"), default="duckdb",
+                   help="the engine the candidates' SQL is written for and runs on (default duckdb); sqlite: the "
+                        "rotation's SQLite database, read-only; postgres: a read-only role on --postgres-dsn")
+    s.add_argument("--postgres-dsn", metavar="DSN",
+                   help="the PostgreSQL server for --dialect postgres (default $EVALPACK_POSTGRES_DSN), as "
+                        "postgresql://USER@HOST:PORT/DB with a role that may create databases and roles")
     s.set_defaults(func=cmd_score)
 
     r = sub.add_parser("report", help="write a pack's report as one self-contained HTML page (questions, "
@@ -303,6 +314,9 @@ def build_parser() -> argparse.ArgumentParser:
     i.add_argument("--force", action="store_true",
                    help="replace an existing pack (only a folder evalpack wrote, or an empty one)")
     i.add_argument("--holdout", type=float, default=0.0, help="fraction frozen into the holdout split")
+    i.add_argument("--link", action="append", metavar="CHILD.COL=PARENT.COL",
+                   help="a link the orphan check follows (repeatable), before the database's foreign keys and "
+                        "inference, e.g. --link orders.customer_id=customers.customer_id")
     i.add_argument("--signing-key", help="private key (PEM) to sign the attestation")
     i.set_defaults(func=cmd_import)
 

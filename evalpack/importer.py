@@ -53,7 +53,8 @@ Import verifies what it writes: the pack is assembled and attested in a staging 
 disagree, a query that fails) is not written: :class:`ImportRefused` (exit 1) names each problem, and
 nothing at ``-o`` changes.
 
-Links for the orphan check: the database's own foreign keys (DuckDB, SQLite), then links inferred
+Links for the orphan check: those declared with ``--link`` first, then the database's own foreign keys (DuckDB,
+SQLite) for the columns they leave, then links inferred
 by :func:`evalpack.audit.infer_links` (a name that names another table's unique key, the same type,
 the values found there), each listed in ``manifest.json -> relationships`` with its ``source`` and
 ``inferred`` and, for inferred ones, its evidence and orphan rate, and printed in the report.
@@ -111,6 +112,7 @@ from evalpack.scoring import (
     Limits,
     SandboxWorker,
     answer_type_of,
+    printable,
     quote_ident,
     scorable,
     sha256_file,
@@ -833,7 +835,8 @@ def link_lines(relationships: list[dict]) -> list[str]:
     if not relationships:
         return []
     sources = Counter(e.get("source") for e in relationships)
-    parts = [f"{sources['foreign_key']} from the database's foreign keys" if sources["foreign_key"] else "",
+    parts = [f"{sources['declared']} declared with --link" if sources["declared"] else "",
+             f"{sources['foreign_key']} from the database's foreign keys" if sources["foreign_key"] else "",
              f"{sources['inferred']} inferred" if sources["inferred"] else ""]
     head = f"links the orphan check follows ({', '.join(p for p in parts if p)}):"
     return [head] + [f"  {describe_link(e)}" for e in relationships]
@@ -934,9 +937,44 @@ def certificate(classified: list[Classified]) -> dict:
     }
 
 
+LINK_RE = re.compile(r"\s*([^.\s=>-]+)\.([^.\s=>-]+)\s*(?:=|->)\s*([^.\s=>-]+)\.([^.\s=>-]+)\s*")
+
+
+def parse_link(text: str) -> Link:
+    """A ``--link`` of ``evalpack import``: ``child_table.column=parent_table.column`` (or ``->``)."""
+    match = LINK_RE.fullmatch(text)
+    if not match:
+        raise EvalpackError(f"--link {printable(text)}: write it as child_table.column=parent_table.column, e.g. "
+                            "--link orders.customer_id=customers.customer_id")
+    link = Link(*match.groups())
+    if link.child_table == link.parent_table:
+        raise EvalpackError(f"--link {printable(text)}: links a table to itself; a link joins a child table's column "
+                            "to another table's key")
+    return link
+
+
+def check_links(con: duckdb.DuckDBPyConnection, links: tuple[Link, ...]) -> None:
+    """Refuse a declared link whose table or column the database lacks, naming the ones it has."""
+    columns: dict[str, list[str]] = {}
+    for table, column in con.execute("SELECT table_name, column_name FROM information_schema.columns "
+                                     "WHERE table_schema = 'main' ORDER BY table_name, ordinal_position").fetchall():
+        columns.setdefault(table, []).append(column)
+    for link in links:
+        for table, column in ((link.child_table, link.child_column), (link.parent_table, link.parent_column)):
+            shown = f"--link {link.child_table}.{link.child_column}={link.parent_table}.{link.parent_column}"
+            if table not in columns:
+                raise EvalpackError(f"{shown}: the database has no table {printable(table)}; its tables are "
+                                    f"{', '.join(sorted(columns))}")
+            if column not in columns[table]:
+                raise EvalpackError(f"{shown}: {printable(table)} has no column {printable(column)}; its columns are "
+                                    f"{', '.join(columns[table])}")
+
+
 def import_pack(questions: str | Path, *, data: str | Path, output: str | Path, force: bool = False,
-                holdout: float = 0.0, signing_key: str | Path | None = None) -> ImportResult:
-    """Make the pack ``output`` from the questions file and the database ``data``. Raises EvalpackError (exit 2)
+                holdout: float = 0.0, signing_key: str | Path | None = None,
+                links: tuple[str, ...] = ()) -> ImportResult:
+    """Make the pack ``output`` from the questions file and the database ``data``; ``links`` are declared links
+    (:func:`parse_link`), followed before the database's foreign keys and inference. Raises EvalpackError (exit 2)
     on bad input, and ImportRefused (exit 1) when ``evalpack verify`` would reject the pack: nothing is written."""
     from evalpack.attest import attest, now_utc, verify_pack
 
@@ -944,6 +982,7 @@ def import_pack(questions: str | Path, *, data: str | Path, output: str | Path, 
     questions, output = Path(questions), Path(output)
     if not 0.0 <= holdout <= 1.0:
         raise EvalpackError(f"--holdout {holdout}: a fraction between 0 and 1")
+    declared_links = tuple(parse_link(text) for text in links)
     try:
         raw = questions.read_bytes()
     except OSError as exc:
@@ -962,10 +1001,13 @@ def import_pack(questions: str | Path, *, data: str | Path, output: str | Path, 
         (staging / RECEIVED).mkdir()
         (staging / RECEIVED / questions.name).write_bytes(raw)
         # the questions' SQL comes from outside: it runs like a candidate's, in a sandbox worker process;
-        # this connection runs only the link counts evalpack writes. Links: the database's own foreign keys
-        # first, then inference for the columns they leave (audit.infer_links)
+        # this connection runs only the link counts evalpack writes. Links: --link first, the database's own
+        # foreign keys on the columns those leave, then inference for the rest (audit.infer_links)
         with rotation_connection(tables_dir) as con, SandboxWorker(tables_dir, Limits()) as worker:
-            declared = counted(con, [(lk, "foreign_key") for lk in source.foreign_keys])
+            check_links(con, declared_links)
+            given = {(lk.child_table, lk.child_column) for lk in declared_links}
+            declared = counted(con, [(lk, "declared") for lk in declared_links] + [
+                (lk, "foreign_key") for lk in source.foreign_keys if (lk.child_table, lk.child_column) not in given])
             inferred = infer_links(con, tuple(lc.link for lc in declared))
             links = declared + counted(con, [(link_of(e), "inferred") for e in inferred])
             classified = [classify(con, case, links, worker_runner(worker)) for case in cases]
@@ -1048,12 +1090,12 @@ def _manifest(name: str, file_name: str, received: Received, file_sha: str, size
 
 
 def import_command(questions: str | Path, *, data: str | Path, output: str | Path, force: bool = False,
-                   holdout: float = 0.0, signing_key: str | Path | None = None) -> int:
+                   holdout: float = 0.0, signing_key: str | Path | None = None, links: tuple[str, ...] = ()) -> int:
     """``evalpack import``: make the pack and print the report. 0 on success; 2 (EvalpackError) on bad input; 1
     (ImportRefused, after the report is printed) when the pack would not pass ``evalpack verify``."""
     try:
         result = import_pack(questions, data=data, output=output, force=force, holdout=holdout,
-                             signing_key=signing_key)
+                             signing_key=signing_key, links=links)
     except ImportRefused as exc:
         print(f"not imported: {Path(questions).name} with {Path(data).name}")
         for line in exc.report:

@@ -203,3 +203,34 @@ def test_the_databases_own_foreign_keys_come_first(tpch, tmp_path, capsys):
     assert "links the orphan check follows (2 from the database's foreign keys, 7 inferred):" in out
     assert ("  supplier.s_nationkey -> nation.n_nationkey: a foreign key of the database; every row has its parent"
             in out.splitlines())
+
+
+def test_links_declared_with_link_come_before_the_databases_and_inference(tpch, tmp_path, capsys):
+    """--link declares a link: it is followed as declared, before any foreign key or inference on that column; a
+    declared link the data contradicts shows as orphans in the report (declared links are never second-guessed)."""
+    questions, pack = tpch["root"] / "tpch_sf001.jsonl", tmp_path / "pack"
+    assert main(["import", str(questions), "--data", str(tpch["tables"]), "-o", str(pack),
+                 "--link", "orders.o_custkey=customer.c_custkey", "--link", "supplier.s_nationkey -> region.r_regionkey"
+                 ]) == 0
+    out = capsys.readouterr().out
+    rels = {(r["child"], r["parent"]): r for r in json.loads((pack / "manifest.json").read_text())["relationships"]}
+    assert rels[("orders.o_custkey", "customer.c_custkey")]["source"] == "declared"
+    wrong = rels[("supplier.s_nationkey", "region.r_regionkey")]
+    assert wrong["source"] == "declared" and wrong["orphan_rows"] > 0
+    assert ("supplier.s_nationkey", "nation.n_nationkey") not in rels  # the declared link took the column
+    assert "links the orphan check follows (2 declared with --link, 7 inferred):" in out
+
+
+@pytest.mark.parametrize("link, says", [
+    ("orders.o_custkey", "write it as child_table.column=parent_table.column"),
+    ("orders.o_custkey=orders.o_orderkey", "links a table to itself"),
+    ("orders.o_custkey=customers.c_custkey", "the database has no table customers; its tables are customer,"),
+    ("orders.o_customer=customer.c_custkey", "orders has no column o_customer; its columns are o_orderkey,"),
+])
+def test_a_wrong_link_is_refused_naming_it_and_writes_nothing(link, says, tpch, tmp_path, capsys):
+    pack = tmp_path / "pack"
+    code = main(["import", str(tpch["root"] / "tpch_sf001.jsonl"), "--data", str(tpch["tables"]), "-o", str(pack),
+                 "--link", link])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "--link " in err and says in err, err
+    assert not pack.exists() and not list(tmp_path.glob(".*pack*"))
