@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from pg import postgres_dsn  # noqa: F401 - the session's private PostgreSQL server, a fixture
 
 from evalpack.build import build_pack
 from evalpack.cache import CACHE_ENV

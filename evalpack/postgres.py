@@ -1,0 +1,584 @@
+"""A pack's rotations in PostgreSQL: a plain-SQL dump per rotation, an engine for trusted gold SQL, a sandbox for
+candidate SQL.
+
+* :func:`write_dump` writes one rotation as a plain-SQL file that ``psql -f`` restores into an empty database: a
+  CREATE TABLE per table with PostgreSQL types mapped from the manifest's DuckDB types (:func:`pg_type`), the rows
+  as ``COPY ... FROM stdin`` read from the rotation's Parquet files, then the primary keys and the foreign keys the
+  pack declares (:func:`evalpack.dialects.keys_of`). A declared link whose rotation holds orphans by design (child
+  rows pointing at no parent) is added ``NOT VALID``: PostgreSQL keeps it for new rows and does not check the
+  existing ones. No server is needed and the same tables give the same bytes.
+* :class:`PostgresEngine` (a libpq DSN) loads a rotation into a fresh schema of its own, yields ``run(sql) -> rows``
+  for the pack's own gold SQL (translated by :func:`evalpack.dialects.transpile`) and drops the schema at the end.
+* :func:`open_postgres_sandbox` is where untrusted candidate SQL runs (``evalpack score --dialect postgres``, through
+  :func:`postgres_sandboxes`). Per rotation it creates a database and a login role of its own (see
+  :class:`PostgresSandbox`); each candidate runs in a ``READ ONLY`` transaction as a cursor (``DECLARE ... CURSOR
+  FOR``: the server takes exactly one query, SELECT/VALUES/WITH without data-modifying parts), under
+  ``statement_timeout``, fetched in chunks up to the row and byte caps, then rolled back; the database and the role
+  are dropped at the end. Values come back as the scorer compares them: NUMERIC as Decimal, DATE as date,
+  TIMESTAMP as datetime, integers as int, DOUBLE PRECISION as float.
+
+The driver is psycopg 3. The DSN names a role that may create databases, schemas and roles (a superuser in the
+tests' private server, ``tests/pg.py``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import math
+import re
+import secrets
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from psycopg import sql as pgsql
+from psycopg.conninfo import make_conninfo
+
+from evalpack.dialects import ForeignKey, file_into_place
+from evalpack.errors import EvalpackError
+from evalpack.scoring import (
+    KILL_GRACE,
+    MAX_FETCH_ROWS,
+    MAX_RESULT_BYTES,
+    InputError,
+    Limits,
+    Outcome,
+    _first_line,
+    fetch_capped,
+    pack_source,
+    query_outcome,
+    quote_ident,
+    sql_refused,
+)
+
+# DuckDB type -> PostgreSQL type, for the types without parameters
+PG_TYPES = {
+    "BIGINT": "BIGINT", "INT8": "BIGINT", "LONG": "BIGINT",
+    "INTEGER": "INTEGER", "INT": "INTEGER", "INT4": "INTEGER", "SIGNED": "INTEGER",
+    "SMALLINT": "SMALLINT", "INT2": "SMALLINT", "SHORT": "SMALLINT", "TINYINT": "SMALLINT", "INT1": "SMALLINT",
+    "UTINYINT": "SMALLINT", "USMALLINT": "INTEGER", "UINTEGER": "BIGINT", "UBIGINT": "NUMERIC(20,0)",
+    "HUGEINT": "NUMERIC(39,0)", "UHUGEINT": "NUMERIC(39,0)",
+    "DOUBLE": "DOUBLE PRECISION", "FLOAT8": "DOUBLE PRECISION", "FLOAT": "REAL", "FLOAT4": "REAL", "REAL": "REAL",
+    "BOOLEAN": "BOOLEAN", "BOOL": "BOOLEAN",
+    "DATE": "DATE", "TIME": "TIME", "TIMESTAMP": "TIMESTAMP", "DATETIME": "TIMESTAMP",
+    "TIMESTAMP WITH TIME ZONE": "TIMESTAMPTZ", "TIMESTAMPTZ": "TIMESTAMPTZ", "INTERVAL": "INTERVAL",
+    "VARCHAR": "TEXT", "TEXT": "TEXT", "STRING": "TEXT", "CHAR": "TEXT", "BPCHAR": "TEXT",
+    "UUID": "UUID", "BLOB": "BYTEA", "BYTEA": "BYTEA", "JSON": "JSONB",
+}
+_DECIMAL = re.compile(r"(?:DECIMAL|NUMERIC)\s*\(\s*(\d+)\s*,\s*(\d+)\s*\)")
+_COPY_ESCAPES = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})
+CURSOR = "evalpack_candidate"
+QUERY_WORDS = ("SELECT", "WITH", "VALUES", "TABLE")  # what DECLARE ... CURSOR FOR takes
+# large-object functions: they write inside the database; revoked from PUBLIC in each sandbox database
+LARGE_OBJECT_FUNCTIONS = r"^(lo_.*|lo(read|write|open|close|creat|unlink))$"
+RECONNECT_SECONDS = 10.0  # how long a sandbox waits for its role's single connection slot to free up
+DEFAULT_LIMITS = Limits()
+
+
+# --------------------------------------------------------------------------- types and values
+
+
+def pg_type(duckdb_type: str) -> str:
+    """The PostgreSQL type of a DuckDB column type (``DECIMAL(18,2)`` -> ``NUMERIC(18,2)``, ``VARCHAR`` -> ``TEXT``).
+    EvalpackError for a type with no PostgreSQL column type here."""
+    name = " ".join(str(duckdb_type).upper().split())
+    if name in PG_TYPES:
+        return PG_TYPES[name]
+    match = _DECIMAL.fullmatch(name)
+    if match:
+        return f"NUMERIC({match.group(1)},{match.group(2)})"
+    if name in ("DECIMAL", "NUMERIC"):
+        return "NUMERIC(18,3)"  # DuckDB's default precision and scale
+    raise EvalpackError(f"manifest.json: column type {duckdb_type!r} has no PostgreSQL type here; the pack's "
+                        f"tables must use {', '.join(sorted(set(PG_TYPES)))} or DECIMAL(p,s)")
+
+
+def copy_value(value: Any) -> str:
+    """One cell in COPY's text format: ``\\N`` for NULL, ``t``/``f``, ISO dates and timestamps, exact decimals,
+    floats by their shortest repr, text with backslash, tab, newline and carriage return escaped."""
+    if value is None:
+        return "\\N"
+    if isinstance(value, bool):
+        return "t" if value else "f"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, Decimal):
+        return format(value, "f")
+    if isinstance(value, float):
+        if math.isnan(value):
+            return "NaN"
+        return ("Infinity" if value > 0 else "-Infinity") if math.isinf(value) else repr(value)
+    if isinstance(value, dt.datetime):
+        return value.isoformat(sep=" ")
+    if isinstance(value, (dt.date, dt.time)):
+        return value.isoformat()
+    if isinstance(value, dt.timedelta):
+        return f"{value.days} days {value.seconds} seconds {value.microseconds} microseconds"
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return "\\\\x" + bytes(value).hex()
+    if isinstance(value, uuid.UUID):
+        return str(value)
+    if isinstance(value, (dict, list)):
+        import json
+
+        return json.dumps(value, sort_keys=True).translate(_COPY_ESCAPES)
+    return str(value).translate(_COPY_ESCAPES)
+
+
+def copy_lines(tables_dir: Path, table: str, columns: Iterable[str]) -> Iterator[str]:
+    """The rows of ``tables_dir/<table>.parquet`` (the given columns, in file order) as COPY text lines."""
+    names = list(columns)
+    path = Path(tables_dir) / f"{table}.parquet"
+    if not path.is_file():
+        raise EvalpackError(f"{path}: no such table file; manifest.json lists the table {table!r} for this rotation")
+    for batch in pq.ParquetFile(path).iter_batches(columns=names):
+        cells = [[copy_value(v) for v in batch.column(name).to_pylist()] for name in names]
+        for row in zip(*cells, strict=True):
+            yield "\t".join(row) + "\n"
+
+
+def create_table_sql(table: str, columns: Mapping[str, str]) -> str:
+    """CREATE TABLE for one table, with the PostgreSQL types of its DuckDB types."""
+    body = ",\n".join(f"    {quote_ident(name)} {pg_type(kind)}" for name, kind in columns.items())
+    return f"CREATE TABLE {quote_ident(table)} (\n{body}\n);\n"
+
+
+def copy_sql(table: str, columns: Iterable[str]) -> str:
+    """``COPY table (columns) FROM stdin`` (the data follows in COPY's text format)."""
+    return f"COPY {quote_ident(table)} ({', '.join(map(quote_ident, columns))}) FROM stdin"
+
+
+# --------------------------------------------------------------------------- keys
+
+
+def _links(links: Iterable[ForeignKey | Mapping[str, str]]) -> list[ForeignKey]:
+    return [link if isinstance(link, ForeignKey) else ForeignKey(**{k: str(link[k]) for k in (
+        "child_table", "child_column", "parent_table", "parent_column")}) for link in links]
+
+
+def orphan_count(tables_dir: Path, link: ForeignKey) -> int:
+    """How many child rows of ``link`` (non-null keys) point at no parent row in this rotation."""
+    def column(table: str, name: str):
+        return pq.read_table(Path(tables_dir) / f"{table}.parquet", columns=[name]).column(name)
+
+    child = pc.drop_null(column(link.child_table, link.child_column))
+    parents = column(link.parent_table, link.parent_column).combine_chunks()
+    return int(len(child) - pc.sum(pc.is_in(child, value_set=parents)).as_py()) if len(child) else 0
+
+
+def key_statements(tables_dir: Path, columns: Mapping[str, Mapping[str, str]], primary_keys: Mapping[str, str],
+                   links: Iterable[ForeignKey | Mapping[str, str]]) -> list[str]:
+    """The ALTER TABLE statements adding the declared keys (tables and links outside ``columns`` are skipped): a
+    primary key per table that has one, a UNIQUE constraint on a link's parent column that is not its table's
+    primary key, and each foreign key, ``NOT VALID`` (with a comment saying why) where the rotation holds orphans."""
+    out = []
+    for table, column in sorted(primary_keys.items()):
+        if column in columns.get(table, {}):
+            out.append(f"ALTER TABLE ONLY {quote_ident(table)} ADD CONSTRAINT {quote_ident(f'{table}_pkey')} "
+                       f"PRIMARY KEY ({quote_ident(column)});\n")
+    for link in _links(links):
+        if link.child_column not in columns.get(link.child_table, {}) or \
+                link.parent_column not in columns.get(link.parent_table, {}):
+            continue
+        if primary_keys.get(link.parent_table) != link.parent_column:
+            name = f"{link.parent_table}_{link.parent_column}_key"
+            unique = (f"ALTER TABLE ONLY {quote_ident(link.parent_table)} ADD CONSTRAINT {quote_ident(name)} "
+                      f"UNIQUE ({quote_ident(link.parent_column)});\n")
+            if unique not in out:
+                out.append(unique)
+        orphans = orphan_count(tables_dir, link)
+        note = (f"-- {orphans} row(s) of {link.child_table}.{link.child_column} point at no {link.parent_table} row "
+                "(orphans the pack declares): the key holds for new rows, the existing ones are not checked\n"
+                if orphans else "")
+        out.append(f"{note}ALTER TABLE ONLY {quote_ident(link.child_table)} ADD CONSTRAINT "
+                   f"{quote_ident(f'{link.child_table}_{link.child_column}_fkey')} FOREIGN KEY "
+                   f"({quote_ident(link.child_column)}) REFERENCES {quote_ident(link.parent_table)} "
+                   f"({quote_ident(link.parent_column)}){' NOT VALID' if orphans else ''};\n")
+    return out
+
+
+# --------------------------------------------------------------------------- the dump
+
+
+def write_dump(tables_dir: Path, columns: dict[str, dict[str, str]], path: Path, *,
+               primary_keys: Mapping[str, str] | None = None,
+               links: Iterable[ForeignKey | Mapping[str, str]] = ()) -> None:
+    """A plain-SQL dump of one rotation at ``path``, for ``psql -f`` into an empty database (one transaction).
+
+    ``columns`` is manifest.json's ``tables[name]["columns"]`` (table -> column -> DuckDB type); the rows come from
+    ``tables_dir/<table>.parquet``. ``primary_keys`` (table -> column) and ``links`` (foreign keys, as
+    :func:`evalpack.dialects.keys_of` reads them from the manifest, or ``declared_links`` entries) are added after
+    the data. The file is written beside ``path`` and renamed into place when complete; same input, same bytes."""
+    with file_into_place(path) as temporary, open(temporary, "w", encoding="utf-8", newline="\n") as out:
+        out.write("-- A rotation of an evalpack pack, for PostgreSQL: psql -v ON_ERROR_STOP=1 -f THIS_FILE "
+                  "(into an empty database)\n"
+                  "SET client_encoding = 'UTF8';\nSET standard_conforming_strings = on;\n"
+                  "SET client_min_messages = warning;\nSET check_function_bodies = false;\n"
+                  "SET search_path = public;\nBEGIN;\n\n")
+        for table, cols in columns.items():
+            out.write(create_table_sql(table, cols))
+            out.write(copy_sql(table, cols) + ";\n")
+            for line in copy_lines(tables_dir, table, cols):
+                out.write(line)
+            out.write("\\.\n\n")
+        for statement in key_statements(tables_dir, columns, primary_keys or {}, links):
+            out.write(statement)
+        out.write("\nCOMMIT;\nANALYZE;\n")
+
+
+# --------------------------------------------------------------------------- loading into a server
+
+
+def load_tables(conn: psycopg.Connection, tables_dir: Path, columns: Mapping[str, Mapping[str, str]]) -> None:
+    """Create and fill one table per entry of ``columns`` in the connection's current schema (COPY from the
+    rotation's Parquet files, the same text :func:`write_dump` writes), then ANALYZE them."""
+    for table, cols in columns.items():
+        conn.execute(create_table_sql(table, cols).encode())
+        with conn.cursor().copy(copy_sql(table, cols).encode()) as copy:
+            chunk: list[str] = []
+            for line in copy_lines(tables_dir, table, cols):
+                chunk.append(line)
+                if len(chunk) >= 4096:
+                    copy.write("".join(chunk))
+                    chunk = []
+            if chunk:
+                copy.write("".join(chunk))
+        conn.execute(f"ANALYZE {quote_ident(table)}".encode())
+
+
+def _name(prefix: str) -> str:
+    return f"{prefix}_{secrets.token_hex(8)}"
+
+
+def connect(dsn: str, **options: Any) -> psycopg.Connection:
+    """An autocommit connection to ``dsn``; EvalpackError naming the server when it cannot be reached."""
+    try:
+        return psycopg.connect(dsn, autocommit=True, **options)
+    except psycopg.Error as exc:
+        raise EvalpackError(f"cannot connect to PostgreSQL ({_first_line(exc)}); check --postgres-dsn "
+                            "(a libpq DSN or postgresql:// URI of a role that may create databases and roles)") from None
+
+
+class PostgresEngine:
+    """PostgreSQL for trusted gold SQL (:class:`evalpack.dialects.DialectEngine`): each rotation in a fresh schema
+    on the server at ``dsn``, dropped when the rotation's block ends."""
+
+    name = "postgres"
+
+    def __init__(self, dsn: str) -> None:
+        self.dsn = dsn
+
+    @contextlib.contextmanager
+    def open_rotation(self, tables_dir: Path, columns: dict[str, dict[str, str]]
+                      ) -> Iterator[Callable[[str], list[tuple]]]:
+        """Load the rotation in ``tables_dir`` into a schema of its own; yield ``run(sql) -> rows``."""
+        schema = _name("evalpack_rotation")
+        with connect(self.dsn) as conn:
+            conn.execute(pgsql.SQL("CREATE SCHEMA {}").format(pgsql.Identifier(schema)))
+            try:
+                conn.execute(pgsql.SQL("SET search_path TO {}").format(pgsql.Identifier(schema)))
+                load_tables(conn, tables_dir, columns)
+
+                def run(sql: str) -> list[tuple]:
+                    with conn.cursor() as cur:
+                        try:
+                            cur.execute(sql.encode(), binary=True)  # extended protocol: exactly one statement
+                            return [tuple(row) for row in cur.fetchall()] if cur.description else []
+                        except psycopg.Error:
+                            if conn.info.transaction_status == psycopg.pq.TransactionStatus.INERROR:
+                                conn.execute("ROLLBACK")
+                            raise
+
+                yield run
+            finally:
+                conn.execute(pgsql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(pgsql.Identifier(schema)))
+
+
+# --------------------------------------------------------------------------- the sandbox for candidate SQL
+
+
+class PostgresSandbox:
+    """One rotation's sandbox on a PostgreSQL server, for untrusted SQL; use as a context manager.
+
+    Entering it, with the DSN's role (which must be able to create databases and roles):
+
+    * a database of its own (from ``template0``) holds the rotation's tables (:func:`load_tables`) in ``public``;
+      CONNECT, CREATE and TEMPORARY on it are revoked from PUBLIC, and so is every privilege on its ``public``
+      schema; other rotations' sandboxes are other databases, whose tables and catalogs cannot be reached
+      (PostgreSQL has no cross-database queries);
+    * a login role of its own: NOSUPERUSER NOCREATEDB NOCREATEROLE NOINHERIT NOREPLICATION NOBYPASSRLS, member of
+      no role (so none of pg_read_server_files, pg_write_server_files, pg_execute_server_program, pg_read_all_data),
+      CONNECTION LIMIT 1, a random password; it may CONNECT to that database, USAGE its ``public`` schema and
+      SELECT its tables, nothing else. Its defaults: ``default_transaction_read_only`` on, ``statement_timeout``
+      the limit per query, ``lock_timeout``, ``idle_in_transaction_session_timeout``, ``work_mem`` from the working
+      memory, no parallel workers, ``temp_file_limit`` (when the DSN's role is a superuser, which that setting
+      needs). Entering checks these hold and refuses to run anything otherwise.
+
+    :meth:`run` takes one candidate: text refused by :func:`evalpack.scoring.sql_refused` never reaches the server;
+    otherwise ``BEGIN READ ONLY``, ``SET LOCAL statement_timeout`` to the time left, ``DECLARE evalpack_candidate
+    NO SCROLL CURSOR FOR`` + the SQL (sent with the extended protocol, which carries exactly one statement; a cursor
+    is only a SELECT, VALUES or WITH query without INSERT/UPDATE/DELETE in it), ``FETCH`` of 256 rows at a time up
+    to the row cap + 1 and the byte cap, each under the time left, then ROLLBACK: nothing a candidate sets or
+    creates outlives it. A client-side watchdog cancels the query at the limit plus KILL_GRACE if the server has
+    not. A candidate that ends its own session is that candidate's error; the next one gets a new connection
+    (counted in ``replaced``). Leaving drops the database (``WITH (FORCE)``: its sessions end) and the role, and
+    raises RuntimeError when a table's rows or the database's relations changed while candidates ran.
+    """
+
+    def __init__(self, dsn: str, tables_dir: Path, columns: Mapping[str, Mapping[str, str]],
+                 limits: Limits = DEFAULT_LIMITS) -> None:
+        self.dsn, self.tables_dir, self.columns, self.limits = dsn, Path(tables_dir), columns, limits
+        self.database = self.role = _name("evalpack_sandbox")
+        self.password = secrets.token_urlsafe(24)
+        self.conn: psycopg.Connection | None = None
+        self.before: tuple | None = None
+        self.created: list[str] = []
+        # what evalpack.scoring.score_pack reads from a worker: no process of ours runs the SQL
+        self.cap_bytes = self.peak_bytes = self.replaced = 0
+        self.loaded: dict[str, str] = {}
+
+    # ----------------------------------------------------------------- setup and teardown
+
+    def __enter__(self) -> PostgresSandbox:
+        try:
+            self._create()
+            self.conn = self._connect()
+        except BaseException:
+            self._drop()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _admin(self, database: str | None = None) -> psycopg.Connection:
+        return connect(make_conninfo(self.dsn, dbname=database) if database else self.dsn)
+
+    def _create(self) -> None:
+        db, role = pgsql.Identifier(self.database), pgsql.Identifier(self.role)
+        timeout_ms = max(1, int(self.limits.timeout * 1000))
+        with self._admin() as admin:
+            admin.execute(pgsql.SQL("CREATE DATABASE {} TEMPLATE template0 ENCODING 'UTF8'").format(db))
+            self.created.append("database")
+            admin.execute(pgsql.SQL("REVOKE ALL ON DATABASE {} FROM PUBLIC").format(db))
+            admin.execute(pgsql.SQL("CREATE ROLE {} LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOINHERIT NOREPLICATION "
+                                    "NOBYPASSRLS CONNECTION LIMIT 1 PASSWORD {}").format(role,
+                                                                                         pgsql.Literal(self.password)))
+            self.created.append("role")
+            admin.execute(pgsql.SQL("GRANT CONNECT ON DATABASE {} TO {}").format(db, role))
+            settings = {"default_transaction_read_only": "on", "statement_timeout": f"{timeout_ms}",
+                        "lock_timeout": f"{timeout_ms}", "idle_in_transaction_session_timeout": f"{timeout_ms * 4 + 60000}",
+                        "work_mem": f"{max(4, int(self.limits.memory_mb) // 4)}MB",
+                        "max_parallel_workers_per_gather": "0", "search_path": "public"}
+            if admin.info.parameter_status("is_superuser") == "on":
+                settings["temp_file_limit"] = f"{max(64, int(self.limits.memory_mb))}MB"
+            for name, value in settings.items():
+                admin.execute(pgsql.SQL("ALTER ROLE {} IN DATABASE {} SET {} = {}").format(
+                    role, db, pgsql.Identifier(name), pgsql.Literal(value)))
+        with self._admin(self.database) as admin:
+            admin.execute("REVOKE ALL ON SCHEMA public FROM PUBLIC")
+            for (function,) in admin.execute("SELECT oid::regprocedure::text FROM pg_proc WHERE proname ~ %s",
+                                             [LARGE_OBJECT_FUNCTIONS]).fetchall():
+                admin.execute(f"REVOKE EXECUTE ON FUNCTION {function} FROM PUBLIC".encode())
+            admin.execute("SET search_path TO public")
+            load_tables(admin, self.tables_dir, self.columns)
+            admin.execute(pgsql.SQL("GRANT USAGE ON SCHEMA public TO {}").format(role))
+            admin.execute(pgsql.SQL("GRANT SELECT ON ALL TABLES IN SCHEMA public TO {}").format(role))
+            self._check_role(admin)
+            self.before = self.state(admin)
+
+    def _check_role(self, admin: psycopg.Connection) -> None:
+        """RuntimeError unless the role is what the docstring says: no superuser, no predefined role, no privilege
+        but SELECT on this rotation's tables."""
+        row = admin.execute(
+            "SELECT rolsuper OR rolcreatedb OR rolcreaterole OR rolreplication OR rolbypassrls OR rolinherit, "
+            "rolconnlimit, (SELECT count(*) FROM pg_auth_members WHERE member = r.oid) FROM pg_roles r "
+            "WHERE rolname = %s", [self.role]).fetchone()
+        grants = admin.execute(
+            "SELECT DISTINCT privilege_type FROM information_schema.role_table_grants WHERE grantee = %s",
+            [self.role]).fetchall()
+        if row is None or row[0] or row[1] != 1 or row[2] != 0 or {g[0] for g in grants} != {"SELECT"}:
+            raise RuntimeError("the PostgreSQL sandbox role is not read-only as required; refusing to run "
+                               "untrusted SQL")
+
+    def _connect(self) -> psycopg.Connection:
+        """The role's single connection (retried while an ended session still holds the slot)."""
+        deadline = time.monotonic() + RECONNECT_SECONDS
+        info = make_conninfo(self.dsn, user=self.role, password=self.password, dbname=self.database)
+        while True:
+            try:
+                conn = psycopg.connect(info, autocommit=True)
+                break
+            except psycopg.OperationalError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
+        settings = conn.execute("SELECT current_setting('default_transaction_read_only'), "
+                                "current_setting('is_superuser'), current_setting('statement_timeout')").fetchone()
+        if settings[0] != "on" or settings[1] != "off":
+            conn.close()
+            raise RuntimeError("the PostgreSQL sandbox session is not read-only; refusing to run untrusted SQL")
+        return conn
+
+    def state(self, admin: psycopg.Connection) -> tuple:
+        """What a candidate could have changed, as the DSN's role sees it in the sandbox database: every relation
+        outside the system schemas, every large object, and each table's row count and content digest."""
+        relations = admin.execute(
+            "SELECT n.nspname, c.relname, c.relkind FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "WHERE n.nspname NOT IN ('pg_catalog', 'information_schema', 'pg_toast') ORDER BY 1, 2").fetchall()
+        objects = admin.execute("SELECT count(*) FROM pg_largeobject_metadata").fetchone()
+        digests = [admin.execute(pgsql.SQL("SELECT count(*), md5(coalesce(string_agg(md5(t::text), '' ORDER BY "
+                                           "md5(t::text)), '')) FROM {} t").format(pgsql.Identifier(table))).fetchone()
+                   for table in self.columns]
+        return tuple(relations), objects, tuple(digests)
+
+    def close(self) -> None:
+        """Drop the database and the role; RuntimeError when the tables changed while candidates ran."""
+        conn, self.conn = self.conn, None
+        if conn is not None:
+            conn.close()
+        changed = False
+        if self.before is not None and "database" in self.created:
+            with contextlib.suppress(psycopg.Error), self._admin(self.database) as admin:
+                changed = self.state(admin) != self.before
+        self._drop()
+        if changed:
+            raise RuntimeError(f"{self.tables_dir}: the PostgreSQL sandbox database changed while candidates ran; "
+                               "scores from this run cannot be trusted")
+
+    def _drop(self) -> None:
+        if not self.created:
+            return
+        with self._admin() as admin:
+            if "database" in self.created:
+                admin.execute(pgsql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
+                    pgsql.Identifier(self.database)))
+            if "role" in self.created:
+                admin.execute(pgsql.SQL("DROP ROLE IF EXISTS {}").format(pgsql.Identifier(self.role)))
+        self.created = []
+
+    # ----------------------------------------------------------------- candidates
+
+    def run(self, sql: str, timeout: float | None = None, max_rows: int = MAX_FETCH_ROWS,
+            max_bytes: int = MAX_RESULT_BYTES) -> Outcome:
+        """One untrusted query, as :func:`evalpack.scoring.run_query` runs one on DuckDB: an Outcome with its rows
+        (at most ``max_rows``), or its error; ``timed_out`` when it was stopped after ``timeout`` seconds."""
+        refused = sql_refused(sql)
+        if refused:
+            return Outcome(None, refused, 0.0)
+        if "\x00" in sql:
+            return Outcome(None, "rejected: the SQL holds a NUL character", 0.0)
+        timeout = self.limits.timeout if timeout is None else timeout
+        if self.conn is None or self.conn.closed or self.conn.broken:
+            with contextlib.suppress(Exception):
+                if self.conn is not None:
+                    self.conn.close()
+            self.conn = self._connect()
+            self.replaced += 1
+        conn = self.conn
+        started = time.monotonic()
+        deadline = started + timeout
+        fired = threading.Event()
+
+        def cancel() -> None:
+            fired.set()
+            with contextlib.suppress(Exception):
+                conn.cancel_safe(timeout=KILL_GRACE)
+
+        watchdog = threading.Timer(timeout + KILL_GRACE, cancel)
+        watchdog.daemon = True
+        watchdog.start()
+        rows: list[tuple] | None = None
+        error, timed_out = None, False
+        try:
+            with conn.cursor() as cur:
+                conn.execute("BEGIN READ ONLY")
+                self._time_left(conn, deadline)
+                cur.execute(f"DECLARE {CURSOR} NO SCROLL CURSOR FOR\n{sql}".encode(), binary=True)
+
+                def fetchmany(want: int) -> list[tuple]:
+                    self._time_left(conn, deadline)
+                    cur.execute(f"FETCH FORWARD {int(want)} FROM {CURSOR}".encode())
+                    return [tuple(row) for row in cur.fetchall()]
+
+                rows, error = fetch_capped(fetchmany, max_rows, max_bytes)
+        except (psycopg.errors.QueryCanceled, TimeoutError):
+            timed_out = True
+        except psycopg.Error as exc:
+            error = _explained(exc, sql)
+        except Exception as exc:  # noqa: BLE001 - a value Python cannot hold (a date out of range, ...)
+            error = f"cannot read the result: {type(exc).__name__}: {_first_line(exc)}"
+        finally:
+            watchdog.cancel()
+            watchdog.join()
+            with contextlib.suppress(Exception):
+                if not conn.broken:
+                    conn.execute("ROLLBACK")
+        if timed_out:
+            error = "canceled at the time limit"
+        return query_outcome(rows, error, time.monotonic() - started, timeout, timed_out or fired.is_set(), max_rows)
+
+    @staticmethod
+    def _time_left(conn: psycopg.Connection, deadline: float) -> None:
+        left = int((deadline - time.monotonic()) * 1000)
+        if left <= 0:
+            raise TimeoutError
+        conn.execute(f"SET LOCAL statement_timeout = {left}".encode())
+
+
+def _explained(exc: psycopg.Error, sql: str) -> str:
+    """The first line of a server error, said as the scorer says it where the cursor wrapping changes its words: a
+    statement that is not a query, or more than one statement."""
+    text = _first_line(exc)
+    if "cannot insert multiple commands" in text:
+        return "rejected: expected exactly one statement"
+    first = sql.split(None, 1)[0] if sql.split() else ""
+    if isinstance(exc, psycopg.errors.SyntaxError) and first and text == f'syntax error at or near "{first}"' \
+            and first.upper() not in QUERY_WORDS:
+        return f"rejected: only a query (SELECT, WITH, VALUES or TABLE) may run, not {first.upper()}"
+    return text
+
+
+def open_postgres_sandbox(dsn: str, tables_dir: Path, columns: Mapping[str, Mapping[str, str]],
+                          limits: Limits = DEFAULT_LIMITS) -> PostgresSandbox:
+    """The sandbox of one rotation (``tables_dir``, typed by manifest.json's ``columns``) on the server at ``dsn``,
+    under ``limits`` (its ``timeout`` is the role's ``statement_timeout``, its ``memory_mb`` sizes ``work_mem`` and
+    ``temp_file_limit``). Use it as a context manager: entering creates the database and the role (see
+    :class:`PostgresSandbox`), ``run(sql, timeout, max_rows, max_bytes)`` gives an
+    :class:`evalpack.scoring.Outcome`, leaving drops them."""
+    return PostgresSandbox(dsn, tables_dir, columns, limits)
+
+
+def manifest_columns(pack: Path) -> dict[str, dict[str, str]]:
+    """manifest.json's column types per table (table -> column -> DuckDB type)."""
+    from evalpack.layout import PackLayout
+
+    manifest = PackLayout(pack).read_manifest()
+    return {table: dict(info["columns"]) for table, info in (manifest.get("tables") or {}).items()}
+
+
+@contextlib.contextmanager
+def postgres_sandboxes(pack: Path, dsn: str) -> Iterator[Callable[[str, Limits], PostgresSandbox]]:
+    """:func:`evalpack.scoring.score_pack`'s ``sandbox`` for PostgreSQL: (rotation, limits) -> the rotation's
+    :class:`PostgresSandbox`. InputError when the pack is not one evalpack built or the server cannot be reached."""
+    pack = Path(pack)
+    source = pack_source(pack)
+    if source.producer != "evalpack":
+        raise InputError(f"{pack}: --dialect postgres scores packs evalpack built (Parquet tables), not a pack "
+                         f"{source.label} wrote; score it without --dialect")
+    columns = manifest_columns(pack)
+    with connect(dsn) as conn:
+        can = conn.execute("SELECT rolsuper OR (rolcreatedb AND rolcreaterole) FROM pg_roles "
+                           "WHERE rolname = current_user").fetchone()
+    if not can or not can[0]:
+        raise InputError("--postgres-dsn: its role may not create databases and roles (CREATEDB and CREATEROLE); "
+                         "the sandbox needs both to give each rotation a database and a read-only role of its own")
+    yield lambda rotation, limits: open_postgres_sandbox(dsn, source.tables_dir(rotation), columns, limits)
