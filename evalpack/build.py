@@ -453,6 +453,10 @@ def build_pack(spec_path: str | Path, out: str | Path, *, seed: int | None = Non
     replaced at ``out`` (:func:`continued_splits`); the holdout's answer key is written beside ``out``."""
     started = now_utc()
     spec = load_spec(spec_path, seed=seed, rotations=rotations)
+    if spec.exports:  # a postgres export without a server to verify it fails now, not after the whole build
+        from evalpack.exports import check_exports
+
+        check_exports(spec.exports)
     splits = continued_splits(spec, out, previous)
     if signing_key:
         load_signer(signing_key)  # an unreadable or wrong key fails now, not after the whole build

@@ -290,17 +290,24 @@ def postgres_dsn_from(given: str | None) -> str | None:
     return given or os.environ.get(DSN_ENV) or None
 
 
+def check_exports(formats: Iterable[str], postgres_dsn: str | None = None) -> str | None:
+    """The DSN the exports will verify PostgreSQL on (None when they need none); EvalpackError when the ``postgres``
+    format has no server (``postgres_dsn``, default ``$EVALPACK_POSTGRES_DSN``): nothing ships unverified."""
+    dsn = postgres_dsn_from(postgres_dsn)
+    if "postgres" in formats and not dsn:
+        raise EvalpackError(f"exports: postgres: a pack ships only what was verified, and its PostgreSQL gold SQL "
+                            f"needs a server: set {DSN_ENV} (postgresql://USER@HOST:PORT/DB) or remove postgres from "
+                            "exports (`evalpack export PACK --format postgres` writes the dumps without one)")
+    return dsn
+
+
 def build_exports(folder: Path, formats: Iterable[str], records: Iterable[dict], manifest: Mapping[str, Any],
                   postgres_dsn: str | None = None) -> dict[str, Any]:
     """The spec's ``exports:`` of a pack being built in ``folder``, written to ``exports/<format>/``; returns the
     manifest's ``dialects`` section. Nothing is shipped unverified: the ``postgres`` format needs a server
     (``postgres_dsn``, default ``$EVALPACK_POSTGRES_DSN``), else EvalpackError."""
     formats = [f for f in FORMATS if f in set(formats)]
-    dsn = postgres_dsn_from(postgres_dsn)
-    if "postgres" in formats and not dsn:
-        raise EvalpackError(f"exports: postgres: a pack ships only what was verified, and its PostgreSQL gold SQL "
-                            f"needs a server: set {DSN_ENV} (postgresql://USER@HOST:PORT/DB) or remove postgres from "
-                            "exports (`evalpack export PACK --format postgres` writes the dumps without one)")
+    dsn = check_exports(formats, postgres_dsn)
     source = Source.of(folder, records, manifest)
     results = verify(source, formats, dsn)
     for fmt in formats:
