@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
+import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from psycopg import sql as pgsql
@@ -133,16 +134,37 @@ def copy_value(value: Any) -> str:
     return str(value).translate(_COPY_ESCAPES)
 
 
-def copy_lines(tables_dir: Path, table: str, columns: Iterable[str]) -> Iterator[str]:
-    """The rows of ``tables_dir/<table>.parquet`` (the given columns, in file order) as COPY text lines."""
+def copy_column(array: pa.Array) -> pa.Array:
+    """A column's cells in COPY's text format (:func:`copy_value`), computed by Arrow for the pack's own types:
+    integers, decimals (their digits at the column's scale), dates, timestamps without a zone, booleans (``t``/``f``)
+    and text (escaped); any other type cell by cell in Python. NULL is ``\\N``."""
+    kind = array.type
+    if pa.types.is_integer(kind) or pa.types.is_decimal(kind) or pa.types.is_date32(kind) or \
+            (pa.types.is_timestamp(kind) and kind.tz is None):
+        text = pc.cast(array, pa.string())
+    elif pa.types.is_boolean(kind):
+        text = pc.if_else(array, "t", "f")
+    elif pa.types.is_string(kind) or pa.types.is_large_string(kind):
+        text = array
+        for raw, escaped in (("\\", "\\\\"), ("\t", "\\t"), ("\n", "\\n"), ("\r", "\\r")):
+            text = pc.replace_substring(text, raw, escaped)
+    else:
+        return pa.array([copy_value(v) for v in array.to_pylist()], pa.string())
+    return pc.coalesce(text, pa.scalar("\\N"))
+
+
+def copy_chunks(tables_dir: Path, table: str, columns: Iterable[str]) -> Iterator[str]:
+    """The rows of ``tables_dir/<table>.parquet`` (the given columns, in file order) as COPY text, one chunk of
+    whole lines per record batch."""
     names = list(columns)
     path = Path(tables_dir) / f"{table}.parquet"
     if not path.is_file():
         raise EvalpackError(f"{path}: no such table file; manifest.json lists the table {table!r} for this rotation")
     for batch in pq.ParquetFile(path).iter_batches(columns=names):
-        cells = [[copy_value(v) for v in batch.column(name).to_pylist()] for name in names]
-        for row in zip(*cells, strict=True):
-            yield "\t".join(row) + "\n"
+        if batch.num_rows:
+            cells = [copy_column(batch.column(name)) for name in names]
+            lines = pc.binary_join_element_wise(*cells, "\t") if len(cells) > 1 else cells[0]
+            yield "\n".join(lines.to_pylist()) + "\n"
 
 
 def create_table_sql(table: str, columns: Mapping[str, str]) -> str:
@@ -226,8 +248,8 @@ def write_dump(tables_dir: Path, columns: dict[str, dict[str, str]], path: Path,
         for table, cols in columns.items():
             out.write(create_table_sql(table, cols))
             out.write(copy_sql(table, cols) + ";\n")
-            for line in copy_lines(tables_dir, table, cols):
-                out.write(line)
+            for chunk in copy_chunks(tables_dir, table, cols):
+                out.write(chunk)
             out.write("\\.\n\n")
         for statement in key_statements(tables_dir, columns, primary_keys or {}, links):
             out.write(statement)
@@ -243,14 +265,8 @@ def load_tables(conn: psycopg.Connection, tables_dir: Path, columns: Mapping[str
     for table, cols in columns.items():
         conn.execute(create_table_sql(table, cols).encode())
         with conn.cursor().copy(copy_sql(table, cols).encode()) as copy:
-            chunk: list[str] = []
-            for line in copy_lines(tables_dir, table, cols):
-                chunk.append(line)
-                if len(chunk) >= 4096:
-                    copy.write("".join(chunk))
-                    chunk = []
-            if chunk:
-                copy.write("".join(chunk))
+            for chunk in copy_chunks(tables_dir, table, cols):
+                copy.write(chunk)
         conn.execute(f"ANALYZE {quote_ident(table)}".encode())
 
 
