@@ -1,5 +1,5 @@
 """A private PostgreSQL server for the tests: Debian's server binaries, a cluster made with ``initdb`` in a
-temporary folder, listening only on a unix socket in that folder (no TCP), stopped and removed at the end.
+temporary folder, listening only on a unix socket in that folder (no TCP), stopped and removed at the end (or, should the test process be killed, by a watcher process within a second of its death).
 
 PostgreSQL refuses to run as root; when the tests run as root (as CI does) the server's programs run as
 the ``postgres`` system user that Debian's package creates (``runuser -u postgres --``) and the folder
@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import os
 import pwd
+import shlex
 import shutil
 import subprocess
 import tempfile
@@ -59,11 +60,18 @@ def postgres_server() -> Iterator[str]:
         if started.returncode != 0:
             text = log.read_text(errors="replace") if log.exists() else ""
             raise RuntimeError(f"pg_ctl start failed: {started.stderr}\n{text}")
+        stop = _as_server_user([str(pg_bin("pg_ctl")), "-D", str(data), "-m", "fast", "-w", "stop"])
+        # should this process die without cleaning up (kill -9), a watcher stops the server and removes the folder
+        watcher = subprocess.Popen(["sh", "-c", f"while kill -0 {os.getpid()} 2>/dev/null; do sleep 1; done; "
+                                    f"{shlex.join(stop)} >/dev/null 2>&1; rm -rf {shlex.quote(str(folder))}"],
+                                   start_new_session=True, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                   stderr=subprocess.DEVNULL)
         try:
             yield f"host={folder} port={PORT} user={SUPERUSER} dbname=postgres"
         finally:
-            subprocess.run(_as_server_user([str(pg_bin("pg_ctl")), "-D", str(data), "-m", "fast", "-w", "stop"]),
-                           capture_output=True, text=True, timeout=300)
+            subprocess.run(stop, capture_output=True, text=True, timeout=300)
+            watcher.kill()
+            watcher.wait()
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 
