@@ -21,7 +21,7 @@ import anyio
 import duckdb
 import pytest
 from conftest import copy_pack, full_questions
-from mcp import ClientSession, StdioServerParameters, stdio_client
+from mcp import ClientSession, MCPError, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from test_scoring_isolation import hostile
 from test_scoring_sandbox import _snapshot
@@ -298,6 +298,7 @@ def test_hostile_sql_through_run_sql_and_submit_answer_escapes_nothing(retail_pa
     outside.mkdir()
     (outside / "secret.csv").write_text("token\nnever-leaves\n")
     cases = hostile({"pack": pack, "outside": outside, "secret": outside / "secret.csv"})
+    cases.pop("lone_surrogate")  # not UTF-8: the MCP client cannot send it (JSON-RPC over UTF-8)
     listener = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Listener)
     threading.Thread(target=listener.serve_forever, daemon=True).start()
     url = f"http://127.0.0.1:{listener.server_address[1]}/x.csv"
@@ -316,8 +317,11 @@ def test_hostile_sql_through_run_sql_and_submit_answer_escapes_nothing(retail_pa
         results = {}
         async with server.session() as session:
             for (name, sql), record in zip(cases.items(), targets, strict=True):
-                ran = await call(session, seen, "run_sql", sql=sql)
-                graded = await call(session, seen, "submit_answer", question_id=record["id"], sql=sql)
+                try:
+                    ran = await call(session, seen, "run_sql", sql=sql)
+                    graded = await call(session, seen, "submit_answer", question_id=record["id"], sql=sql)
+                except MCPError as exc:  # the transport refused the request (a body over its 4 MiB limit)
+                    ran = graded = {"status": "refused", "error": str(exc)}
                 workers.update(_descendants(server.proc.pid))
                 results[name] = (ran, graded)
             for record in after:  # the tables are intact after every attack
@@ -332,9 +336,12 @@ def test_hostile_sql_through_run_sql_and_submit_answer_escapes_nothing(retail_pa
         assert server.stop() == 0
         listener.shutdown()
     for name, (ran, graded) in results.items():
+        if graded["status"] == "refused":  # 12 MB of SQL never reached the server over HTTP
+            assert name == "huge_text" and ran is graded, (name, graded)
+            continue
         assert graded["status"] == "wrong", name
         assert ran is None or name in ("long_number", "getenv", "interval_overflow"), (name, ran)
-    assert listener.hits == []
+    assert _Listener.hits == []  # nothing reached the network, not even the loopback
     assert _snapshot(pack) == before_pack and _snapshot(outside) == before_outside
     assert sorted(p.name for p in work.iterdir()) == ["episode.jsonl", "episode.stderr"]
     assert "never-leaves" not in "\n".join(seen) and "never-leaves" not in episode.read_text()
