@@ -585,18 +585,7 @@ def run_query(con: duckdb.DuckDBPyConnection, sql: str, timeout: float = DEFAULT
     timer.start()
     rows, error = None, None
     try:
-        cursor = con.execute(statement)
-        rows, size = [], 0
-        while len(rows) <= max_rows:
-            want = min(256, max_rows + 1 - len(rows))
-            chunk = cursor.fetchmany(want)
-            rows += chunk
-            size += sum(len(v) if isinstance(v, (str, bytes)) else 16 for row in chunk for v in row)
-            if size > max_bytes:
-                error = f"result too large: more than {max_bytes // 2**20} MiB"
-                break
-            if len(chunk) < want:
-                break
+        rows, error = fetch_capped(con.execute(statement).fetchmany, max_rows, max_bytes)
     except duckdb.Error as exc:
         error = _first_line(exc)
     except Exception as exc:  # noqa: BLE001 - a value Python cannot hold (an INTERVAL of 10^8 years), no memory
@@ -604,14 +593,39 @@ def run_query(con: duckdb.DuckDBPyConnection, sql: str, timeout: float = DEFAULT
     finally:
         timer.cancel()
         timer.join()
-    seconds = time.perf_counter() - started
-    if fired.is_set() and error is not None and not error.startswith("result too large"):
+    return query_outcome(rows, error, time.perf_counter() - started, timeout, fired.is_set(), max_rows)
+
+
+def query_outcome(rows: list | None, error: str | None, seconds: float, timeout: float, stopped: bool,
+                  max_rows: int = MAX_FETCH_ROWS) -> Outcome:
+    """How a query that ended is reported: a timeout when the clock ``stopped`` it and it failed (not for a
+    result that was too large), else its error, else too many rows when it had more than ``max_rows``, else
+    its rows."""
+    if stopped and error is not None and not error.startswith("result too large"):
         return Outcome(None, f"timeout: stopped after {timeout:g} s", seconds, timed_out=True)
     if error is not None:
         return Outcome(None, error, seconds)
     if len(rows) > max_rows:
         return Outcome(None, f"too many rows: more than {max_rows}", seconds)
     return Outcome(rows, None, seconds)
+
+
+def fetch_capped(fetchmany: Callable[[int], list], max_rows: int = MAX_FETCH_ROWS,
+                 max_bytes: int = MAX_RESULT_BYTES) -> tuple[list, str | None]:
+    """Rows of a result, 256 at a time through ``fetchmany``, up to ``max_rows`` + 1 rows (one more shows there
+    were too many) and about ``max_bytes`` of text: (rows, None), or (rows so far, why it stopped)."""
+    rows: list = []
+    size = 0
+    while len(rows) <= max_rows:
+        want = min(256, max_rows + 1 - len(rows))
+        chunk = fetchmany(want)
+        rows += chunk
+        size += sum(len(v) if isinstance(v, (str, bytes)) else 16 for row in chunk for v in row)
+        if size > max_bytes:
+            return rows, f"result too large: more than {max_bytes // 2**20} MiB"
+        if len(chunk) < want:
+            break
+    return rows, None
 
 
 def sql_refused(sql: Any) -> str | None:
@@ -787,9 +801,23 @@ def _limit(kind: int, soft: int, hard: int | None = None) -> None:
         resource.setrlimit(kind, (soft, soft if hard is None else hard))
 
 
-def worker_main(argv: list[str]) -> int:
+Opener = Callable[[dict, Limits], tuple[Callable[[str, float, int, int], Outcome], Callable[[], Any], dict[str, str]]]
+
+
+def open_duckdb_worker(setup: dict, limits: Limits) -> tuple[Callable[[str, float, int, int], Outcome],
+                                                              Callable[[], Any], dict[str, str]]:
+    """The DuckDB sandbox of a worker (:func:`open_sandbox`): how to run a query on it (:func:`run_query`), its
+    state (:func:`catalog_state`) and how its CSV tables were typed."""
+    loaded: dict[str, str] = {}
+    con = open_sandbox(Path(setup["tables"]), limits, in_place=setup["in_place"], csv_types=setup.get("csv_types"),
+                       loaded=loaded)
+    return (lambda *query: run_query(con, *query)), (lambda: catalog_state(con)), loaded
+
+
+def worker_main(argv: list[str], opener: Opener = open_duckdb_worker) -> int:
     """The child: ``python verify.py --sandbox-worker PARENT_PID``. Reads a setup message, opens the
-    sandbox, limits itself, then answers query messages until its input closes."""
+    sandbox (``opener``: DuckDB's, or another engine's with the same answers), limits itself, then answers
+    query messages until its input closes."""
     import resource
 
     _die_with_parent(int(argv[0]))
@@ -803,11 +831,9 @@ def worker_main(argv: list[str]) -> int:
     if setup is None:
         return 0
     limits = Limits(setup["timeout"], setup["memory_mb"], setup["threads"])
-    loaded: dict[str, str] = {}
     try:
-        con = open_sandbox(Path(setup["tables"]), limits, in_place=setup["in_place"], csv_types=setup.get("csv_types"),
-                           loaded=loaded)
-        before = catalog_state(con)
+        run, state, loaded = opener(setup, limits)
+        before = state()
     except Exception as exc:  # noqa: BLE001 - reported to the parent, which decides
         _write_frame(replies, {"error": f"{type(exc).__name__}: {_first_line(exc)}"})
         return 1
@@ -816,13 +842,13 @@ def worker_main(argv: list[str]) -> int:
     _write_frame(replies, {"ready": True, "cap_bytes": cap, "loaded": loaded})
     while (request := _read_frame(inbox)) is not None:
         if request.get("finish"):
-            _write_frame(replies, {"unchanged": catalog_state(con) == before, "peak_bytes": _vm_bytes(field="VmHWM")})
+            _write_frame(replies, {"unchanged": state() == before, "peak_bytes": _vm_bytes(field="VmHWM")})
             continue
         used = resource.getrusage(resource.RUSAGE_SELF)
         cpu = used.ru_utime + used.ru_stime + request["timeout"] * limits.threads + 2
         _limit(resource.RLIMIT_CPU, math.ceil(cpu), resource.RLIM_INFINITY)
         try:
-            outcome = run_query(con, request["sql"], request["timeout"], request["max_rows"], request["max_bytes"])
+            outcome = run(request["sql"], request["timeout"], request["max_rows"], request["max_bytes"])
             rows = None if outcome.rows is None else [_encode_value(list(row)) for row in outcome.rows]
             reply = {"rows": rows, "error": outcome.error, "seconds": outcome.seconds, "timed_out": outcome.timed_out}
         except Exception as exc:  # noqa: BLE001 - whatever a result does on its way out is this query's error
@@ -858,15 +884,20 @@ class SandboxWorker:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def command(self) -> list[str]:
+        """The child's command line (a worker over another engine answers the same messages)."""
+        return [sys.executable, str(Path(__file__).resolve()), WORKER_FLAG, str(os.getpid())]
+
+    def setup(self) -> dict[str, Any]:
+        """The first message the child reads: what to open and under which limits."""
+        return {"tables": str(self.tables_dir), "in_place": self.in_place, "timeout": self.limits.timeout,
+                "memory_mb": self.limits.memory_mb, "threads": self.limits.threads, "csv_types": self.csv_types}
+
     def _start(self) -> subprocess.Popen:
-        script = str(Path(__file__).resolve())
-        proc = subprocess.Popen([sys.executable, script, WORKER_FLAG, str(os.getpid())], stdin=subprocess.PIPE,
-                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, close_fds=True,
-                                cwd=str(self.tables_dir))
+        proc = subprocess.Popen(self.command(), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=subprocess.DEVNULL, close_fds=True, cwd=str(self.tables_dir))
         try:
-            _write_frame(proc.stdin, {"tables": str(self.tables_dir), "in_place": self.in_place,
-                                      "timeout": self.limits.timeout, "memory_mb": self.limits.memory_mb,
-                                      "threads": self.limits.threads, "csv_types": self.csv_types})
+            _write_frame(proc.stdin, self.setup())
             ready = _read_frame(proc.stdout.fileno())
         except (OSError, ValueError):
             ready = None
@@ -2069,7 +2100,9 @@ def summarize(results: list[dict]) -> dict[str, Any]:
 def score_pack(pack: Path, sql_by_id: dict[str, str | None], *, rule: str = "spider", limits: Limits = Limits(),
                integrity: Integrity | None = None, in_place: bool = False,
                refused: dict[str, str] | None = None, holdout_key: str | Path | None = None,
-               confidence: dict[str, float] | None = None, source: str = "the candidates") -> dict[str, Any]:
+               confidence: dict[str, float] | None = None, source: str = "the candidates",
+               sandbox: Callable[[str, Limits], SandboxWorker] | None = None,
+               dialect: str | None = None) -> dict[str, Any]:
     """Score candidate SQL (id -> SQL, None = declined) on every rotation of ``pack``; the report.
     The holdout is scored when its answer key is found (:func:`pack_questions`); otherwise its questions
     are listed as not scored. An unanswerable question (:func:`is_unanswerable`) is correct when declined and
@@ -2077,7 +2110,8 @@ def score_pack(pack: Path, sql_by_id: dict[str, str | None], *, rule: str = "spi
 
     The pack's integrity is not checked here: callers check it first (``score_command`` does).
     ``in_place`` (the pack's own gold SQL only) queries the Parquet files where they are
-    (:func:`open_sandbox`).
+    (:func:`open_sandbox`). ``sandbox`` (rotation, limits) -> a worker like :class:`SandboxWorker` runs the
+    candidates on another engine instead, named by ``dialect`` in the report.
     """
     if rule not in RULES:
         raise InputError(f"unknown rule {rule!r}; use one of {', '.join(RULES)}")
@@ -2115,7 +2149,7 @@ def score_pack(pack: Path, sql_by_id: dict[str, str | None], *, rule: str = "spi
     with ThreadPoolExecutor(max_workers=workers) as pool:
         scored_rotations = list(pool.map(
             lambda rotation: _score_rotation(origin, rotation, questions, sql_by_id, rule, limits, in_place, ordered,
-                                             deadline),
+                                             deadline, sandbox),
             names))
     per_rotation: dict[str, dict[str, dict]] = {q["id"]: {} for q in questions}
     query_seconds = 0.0
@@ -2174,18 +2208,21 @@ def score_pack(pack: Path, sql_by_id: dict[str, str | None], *, rule: str = "spi
                    "worker_cap_mb": max(w.cap_bytes for _, _, w in scored_rotations) // 2**20,
                    "worker_peak_mb": max(w.peak_bytes for _, _, w in scored_rotations) // 2**20,
                    "workers_replaced": sum(w.replaced for _, _, w in scored_rotations)},
-    }
+    } | ({} if dialect is None else {"dialect": dialect})
 
 
 def _score_rotation(source: PackSource, rotation: str, questions: list[dict], sql_by_id: dict[str, str | None],
-                    rule: str, limits: Limits, in_place: bool, ordered: dict[str, bool], deadline: float
+                    rule: str, limits: Limits, in_place: bool, ordered: dict[str, bool], deadline: float,
+                    sandbox: Callable[[str, Limits], SandboxWorker] | None = None
                     ) -> tuple[dict[str, dict], float, Worked]:
     """Each candidate's entry on one rotation (in its own sandbox, in a worker process), the seconds its
     queries took and what the workers used. ``ordered``: the result-set questions compared in row
     order; ``deadline`` (monotonic): when the whole run's time is spent."""
     entries: dict[str, dict] = {}
     query_seconds = 0.0
-    with SandboxWorker(source.tables_dir(rotation), limits, in_place=in_place, csv_types=source.csv_types) as worker:
+    opened = SandboxWorker(source.tables_dir(rotation), limits, in_place=in_place, csv_types=source.csv_types) \
+        if sandbox is None else sandbox(rotation, limits)
+    with opened as worker:
         for q in questions:
             sql = sql_by_id.get(q["id"])
             if sql is None:
@@ -2282,6 +2319,8 @@ def format_report(report: dict[str, Any]) -> str:
         out.append(f"integrity: {report['integrity']['message']}")
     if loaded_note(report.get("source")):
         out.append(printable(loaded_note(report["source"])))
+    if report.get("dialect"):
+        out.append(f"dialect: {printable(report['dialect'])} (the candidates ran on that engine)")
     out.append(f"rule: {report['rule']}; rotations: {', '.join(report['rotations'])}; "
                f"time limit {report['limits']['timeout_seconds']:g} s per query")
     for r in report["questions"]:
@@ -2341,9 +2380,11 @@ def score_command(pack: str | Path, candidates: str | Path, json_path: str | Pat
                   memory_mb: int = DEFAULT_MEMORY_MB, threads: int = DEFAULT_THREADS,
                   run_timeout: float = DEFAULT_RUN_TIMEOUT, allow_unattested: bool = False, out=None,
                   err=None, error_prefix: str = "error: ", holdout_key: str | Path | None = None,
-                  on_report: Callable[[dict[str, Any]], None] | None = None) -> int:
+                  on_report: Callable[[dict[str, Any]], None] | None = None,
+                  sandbox: Callable[[str, Limits], SandboxWorker] | None = None, dialect: str | None = None) -> int:
     """``evalpack score`` and ``verify.py --candidates``: integrity, then scoring; the exit code.
     ``on_report`` receives the report once it is complete (``evalpack score --html`` renders it).
+    ``sandbox`` and ``dialect``: candidates run on another engine (:func:`score_pack`).
 
     Input errors are printed as one line starting with ``error_prefix`` (the CLI passes its own)."""
     out, err = out or sys.stdout, err or sys.stderr
@@ -2353,7 +2394,7 @@ def score_command(pack: str | Path, candidates: str | Path, json_path: str | Pat
         given = load_candidates(candidates)
         report = score_pack(Path(pack), given.sql, rule=rule, limits=limits, integrity=integrity,
                             refused=given.refused, holdout_key=holdout_key, confidence=given.confidence,
-                            source=str(candidates))
+                            source=str(candidates), sandbox=sandbox, dialect=dialect)
         report["candidates"] = {"file": str(candidates), "form": given.form}
     except InputError as exc:
         print(error_text(exc, error_prefix), file=err)

@@ -1,0 +1,343 @@
+"""Score candidate SQL in another dialect: ``evalpack score PACK --candidates FILE --dialect sqlite|postgres``.
+
+The candidates are written for that engine (what a SQLite or PostgreSQL model writes); the expected answers,
+the comparison rule, the candidates file, the report and the exit codes are the scorer's own
+(:func:`evalpack.scoring.score_command`): only the engine a rotation's candidates run on changes, through
+:func:`~evalpack.scoring.score_pack`'s ``sandbox`` seam. ``duckdb`` (the default) is ``evalpack score`` as it is.
+
+SQLite sandbox (one per rotation, in a worker process like the DuckDB one, under the same operating-system
+limits: no file writes, few descriptors, an address-space cap, death with the parent). The rotation's database
+is the pack's own ``exports/sqlite`` file when the pack carries one, else written from the rotation's Parquet
+tables into a private temporary folder (:func:`evalpack.dialects.write_sqlite`) that is removed afterwards. It is
+opened by a read-only, immutable URI (``file:...?mode=ro&immutable=1``: SQLite neither writes nor locks it), with
+``query_only``, memory-held temporary storage, a heap limit of the working memory, no attached databases
+(``SQLITE_LIMIT_ATTACHED`` 0), extension loading off and an authorizer that allows reading only: SELECT, reading
+columns (``sqlite_schema`` included), recursive CTEs and functions other than those that load code or touch
+files (:data:`REFUSED_FUNCTIONS`); ATTACH/DETACH (VACUUM INTO attaches), every pragma (table-valued ones too),
+transactions and anything that writes are refused. A candidate is one statement starting with SELECT, WITH or VALUES; a progress
+handler stops it at the time limit, and at most the scorer's row and byte caps are fetched. The schema, the
+changes counter and the file's size and modification time must be the same after a rotation's candidates as
+before, or the run stops.
+
+PostgreSQL: each rotation's tables are restored into a private server's database and candidates run through
+:func:`evalpack.postgres.open_postgres_sandbox` (a read-only role without superuser, ``statement_timeout``);
+the server is given by ``--postgres-dsn`` (default ``$EVALPACK_POSTGRES_DSN``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shutil
+import sqlite3
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+from evalpack.scoring import (
+    MAX_FETCH_ROWS,
+    MAX_RESULT_BYTES,
+    MAX_SQL_CHARS,
+    InputError,
+    Limits,
+    Outcome,
+    SandboxWorker,
+    _first_line,
+    error_text,
+    fetch_capped,
+    pack_source,
+    query_outcome,
+    score_command,
+    sql_refused,
+    worker_main,
+)
+
+DIALECTS = ("duckdb", "sqlite", "postgres")
+POSTGRES_DSN_ENV = "EVALPACK_POSTGRES_DSN"
+SQLITE_WORKER_FLAG = "--sqlite-worker"
+SQLITE_EXPORTS = Path("exports") / "sqlite"  # where a pack built with `exports: [sqlite]` keeps its databases
+MAX_VALUE_BYTES = 64 * 2**20  # the longest text or blob a SQLite expression may build (SQLITE_LIMIT_LENGTH)
+PROGRESS_STEPS = 1000  # SQLite virtual-machine steps between two looks at the clock
+QUERY_KEYWORDS = ("select", "with", "values")
+# functions that load code or read/write files (readfile/writefile/edit come with the sqlite3 shell's fileio,
+# not the library, but a build that has them must not run them either)
+REFUSED_FUNCTIONS = frozenset({"load_extension", "readfile", "writefile", "edit", "fts3_tokenizer", "lsdir",
+                               "sqlar_compress", "sqlar_uncompress", "zipfile", "zipfile_cds"})
+SCHEMA_TABLES = ("sqlite_master", "sqlite_schema", "sqlite_temp_master", "sqlite_temp_schema")
+ALLOWED_ACTIONS = {sqlite3.SQLITE_SELECT: "SELECT", sqlite3.SQLITE_READ: "read",
+                   sqlite3.SQLITE_FUNCTION: "function", sqlite3.SQLITE_RECURSIVE: "recursive CTE"}
+ACTION_NAMES = {getattr(sqlite3, f"SQLITE_{name}"): name.replace("_", " ") for name in (
+    "CREATE_INDEX", "CREATE_TABLE", "CREATE_TEMP_INDEX", "CREATE_TEMP_TABLE", "CREATE_TEMP_TRIGGER", "CREATE_TEMP_VIEW",
+    "CREATE_TRIGGER", "CREATE_VIEW", "DELETE", "DROP_INDEX", "DROP_TABLE", "DROP_TEMP_INDEX", "DROP_TEMP_TABLE",
+    "DROP_TEMP_TRIGGER", "DROP_TEMP_VIEW", "DROP_TRIGGER", "DROP_VIEW", "INSERT", "PRAGMA", "READ", "SELECT",
+    "TRANSACTION", "UPDATE", "ATTACH", "DETACH", "ALTER_TABLE", "REINDEX", "ANALYZE", "CREATE_VTABLE", "DROP_VTABLE",
+    "FUNCTION", "SAVEPOINT", "RECURSIVE")}
+_LEADING = re.compile(r"(?:\s+|--[^\n]*(?:\n|$)|/\*.*?(?:\*/|$)|\()*", re.S)
+_WORD = re.compile(r"[A-Za-z_]+")
+
+
+# --------------------------------------------------------------------------- the SQLite sandbox
+
+
+def first_keyword(sql: str) -> str:
+    """The statement's first word, lower case, after whitespace, comments and opening parentheses ('' if none)."""
+    match = _WORD.match(sql, _LEADING.match(sql).end())
+    return match.group().lower() if match else ""
+
+
+class _Guard:
+    """The authorizer of a sandbox connection: allows reading, refuses the rest, remembers the first thing it
+    refused."""
+
+    def __init__(self) -> None:
+        self.refused: str | None = None
+
+    def __call__(self, action: int, arg1: str | None, arg2: str | None, database: str | None,
+                 trigger: str | None) -> int:
+        if action == sqlite3.SQLITE_FUNCTION and (arg2 or "").lower() in REFUSED_FUNCTIONS:
+            what = f"the function {arg2}() (it loads code or touches files)"
+        elif action in ALLOWED_ACTIONS:
+            return sqlite3.SQLITE_OK
+        elif action == sqlite3.SQLITE_UPDATE and (arg1 or "").lower() in SCHEMA_TABLES:
+            # SQLite asks this when a table-valued pragma function (pragma_database_list, ...) is first used
+            what = "a table-valued pragma function (or a change to the schema)"
+        elif action == sqlite3.SQLITE_PRAGMA:
+            what = f"PRAGMA {arg1}" + ("" if arg2 is None else f" = {arg2}")
+        else:
+            what = ACTION_NAMES.get(action, f"action {action}") + (f" {arg1}" if arg1 else "")
+        self.refused = self.refused or what
+        return sqlite3.SQLITE_DENY
+
+
+def sqlite_uri(path: Path) -> str:
+    """The read-only, immutable URI of a database file (SQLite neither writes, locks nor journals it)."""
+    return f"file:{quote(str(Path(path).resolve()))}?mode=ro&immutable=1"
+
+
+def open_sqlite_sandbox(path: Path, limits: Limits | None = None) -> sqlite3.Connection:
+    """A locked-down read-only connection to the SQLite database ``path`` (see the module's docstring).
+
+    The progress handler is installed per query by :func:`run_sqlite`."""
+    limits = limits or Limits()
+    con = sqlite3.connect(sqlite_uri(path), uri=True, isolation_level=None, check_same_thread=False)
+    try:
+        with contextlib.suppress(AttributeError):  # a Python built without extension loading has no switch
+            con.enable_load_extension(False)
+        for pragma in ("query_only = ON", "trusted_schema = OFF", "temp_store = MEMORY", "mmap_size = 0",
+                       f"hard_heap_limit = {max(64, int(limits.memory_mb)) * 2**20}"):
+            con.execute(f"PRAGMA {pragma}")
+        con.setlimit(sqlite3.SQLITE_LIMIT_ATTACHED, 0)
+        con.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, MAX_VALUE_BYTES)
+        con.setlimit(sqlite3.SQLITE_LIMIT_SQL_LENGTH, 4 * MAX_SQL_CHARS)
+        con.setlimit(sqlite3.SQLITE_LIMIT_WORKER_THREADS, 0)
+        if con.execute("PRAGMA query_only").fetchone() != (1,) or con.getlimit(sqlite3.SQLITE_LIMIT_ATTACHED) != 0:
+            raise RuntimeError("the SQLite sandbox did not lock; refusing to run untrusted SQL")
+        con.set_authorizer(_Guard())
+    except BaseException:
+        con.close()
+        raise
+    return con
+
+
+def _guard_of(con: sqlite3.Connection) -> _Guard:
+    guard = _Guard()
+    con.set_authorizer(guard)
+    return guard
+
+
+def run_sqlite(con: sqlite3.Connection, sql: str, timeout: float, max_rows: int = MAX_FETCH_ROWS,
+               max_bytes: int = MAX_RESULT_BYTES) -> Outcome:
+    """Run one untrusted query on a sandbox connection, as :func:`evalpack.scoring.run_query` does on DuckDB:
+    one statement starting with SELECT, WITH or VALUES, stopped after ``timeout`` seconds by the progress
+    handler, at most ``max_rows`` + 1 rows and about ``max_bytes`` of text fetched."""
+    started = time.perf_counter()
+    refused = sql_refused(sql)
+    if refused:
+        return Outcome(None, refused, 0.0)
+    keyword = first_keyword(sql)
+    if keyword not in QUERY_KEYWORDS:
+        return Outcome(None, f"rejected: only a query (SELECT/WITH/VALUES) may run, not {keyword.upper() or 'nothing'}",
+                       time.perf_counter() - started)
+    guard = _guard_of(con)
+    deadline = time.monotonic() + timeout
+    fired = []
+
+    def clock() -> int:
+        if time.monotonic() > deadline:
+            fired.append(True)
+            return 1
+        return 0
+
+    con.set_progress_handler(clock, PROGRESS_STEPS)
+    rows, error = None, None
+    cursor = con.cursor()
+    try:
+        cursor.execute(sql)
+        rows, error = fetch_capped(cursor.fetchmany, max_rows, max_bytes)
+    except sqlite3.ProgrammingError as exc:
+        one = "one statement" in str(exc)
+        error = "rejected: expected exactly one statement" if one else _first_line(exc)
+    except sqlite3.Error as exc:
+        error = f"rejected: {guard.refused} is not allowed" if guard.refused else _first_line(exc)
+    except MemoryError:  # SQLite's heap limit (the working memory) was reached
+        error = "out of memory: the query needs more than its working memory (--memory-mb)"
+    except Exception as exc:  # noqa: BLE001 - whatever a value does on its way out is this query's error
+        error = f"cannot read the result: {type(exc).__name__}: {_first_line(exc)}"
+    finally:
+        con.set_progress_handler(None, PROGRESS_STEPS)
+        with contextlib.suppress(sqlite3.Error):
+            cursor.close()
+    return query_outcome(rows, error, time.perf_counter() - started, timeout, bool(fired), max_rows)
+
+
+def sqlite_state(con: sqlite3.Connection, path: Path) -> tuple:
+    """Everything a statement could have changed: the schema (temporary objects too), the connection's
+    changes counter and the database file's size and modification time."""
+    schema = tuple(con.execute("SELECT type, name, tbl_name, sql FROM sqlite_schema UNION ALL "
+                               "SELECT type, name, tbl_name, sql FROM sqlite_temp_schema ORDER BY 1, 2, 3").fetchall())
+    stat = Path(path).stat()
+    return schema, con.total_changes, stat.st_size, stat.st_mtime_ns
+
+
+def open_sqlite_worker(setup: dict, limits: Limits) -> tuple[Callable[[str, float, int, int], Outcome],
+                                                              Callable[[], Any], dict[str, str]]:
+    """The SQLite sandbox of a worker process (:func:`evalpack.scoring.worker_main`'s ``opener``): how to run a
+    query on it (:func:`run_sqlite`) and its state (:func:`sqlite_state`)."""
+    database = Path(setup["database"])
+    con = open_sqlite_sandbox(database, limits)
+    return (lambda *query: run_sqlite(con, *query)), (lambda: sqlite_state(con, database)), {}
+
+
+class SqliteWorker(SandboxWorker):
+    """One rotation's SQLite sandbox in a child process (:func:`open_sqlite_worker`); :meth:`run` and
+    :meth:`close` are :class:`~evalpack.scoring.SandboxWorker`'s (the wall clock enforced by killing the child,
+    the database checked unchanged at the end). The child's working folder is ``folder``."""
+
+    def __init__(self, database: Path, folder: Path, limits: Limits) -> None:
+        super().__init__(folder, limits)
+        self.database = Path(database).resolve()
+
+    def command(self) -> list[str]:
+        # -I: no environment variables, no user site-packages, and the working folder is not on sys.path
+        return [sys.executable, "-I", "-m", "evalpack.dialect_scoring", SQLITE_WORKER_FLAG, str(os.getpid())]
+
+    def setup(self) -> dict[str, Any]:
+        return {"database": str(self.database), "timeout": self.limits.timeout, "memory_mb": self.limits.memory_mb,
+                "threads": self.limits.threads}
+
+
+# --------------------------------------------------------------------------- the databases
+
+
+def pack_sqlite_file(pack: Path, rotation: str) -> Path | None:
+    """The pack's own SQLite database of ``rotation`` (``exports/sqlite/<rotation>.sqlite``), if it carries one."""
+    path = Path(pack) / SQLITE_EXPORTS / f"{rotation}.sqlite"
+    return path if path.is_file() and not path.is_symlink() else None
+
+
+def write_rotation_sqlite(pack: Path, rotation: str, tables_dir: Path, folder: Path) -> Path:
+    """The rotation's tables as a SQLite file in ``folder``, with the keys the pack declares
+    (:func:`evalpack.dialects.write_sqlite`, as ``evalpack export --format sqlite`` writes it)."""
+    from evalpack.dialects import keys_of, write_sqlite
+    from evalpack.layout import PackLayout
+
+    manifest = PackLayout(pack).read_manifest()
+    columns = {table: dict(info["columns"]) for table, info in (manifest.get("tables") or {}).items()}
+    target = Path(folder) / f"{rotation}.sqlite"
+    write_sqlite(tables_dir, columns, target, keys=keys_of(manifest))
+    return target
+
+
+@contextlib.contextmanager
+def sqlite_sandboxes(pack: Path) -> Iterator[Callable[[str, Limits], SqliteWorker]]:
+    """``score_pack``'s ``sandbox`` for SQLite: per rotation a :class:`SqliteWorker` over the pack's SQLite file,
+    or one written into a private temporary folder that is removed when the block ends."""
+    pack = Path(pack)
+    source = pack_source(pack)
+    if source.producer != "evalpack":
+        raise InputError(f"{pack}: --dialect sqlite scores packs evalpack built (Parquet tables), not a pack "
+                         f"{source.label} wrote; score it without --dialect")
+    folder = Path(tempfile.mkdtemp(prefix="evalpack-sqlite-"))
+    try:
+        def open_worker(rotation: str, limits: Limits) -> SqliteWorker:
+            database = pack_sqlite_file(pack, rotation)
+            if database is None:
+                try:
+                    database = write_rotation_sqlite(pack, rotation, source.tables_dir(rotation), folder)
+                except InputError:
+                    raise
+                except Exception as exc:  # noqa: BLE001 - one line for the user, whatever the tables did
+                    raise InputError(f"{pack}: cannot write {rotation}'s tables as a SQLite database "
+                                     f"({type(exc).__name__}: {_first_line(exc)}); rebuild the pack") from None
+            return SqliteWorker(database, folder, limits)
+
+        yield open_worker
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+# --------------------------------------------------------------------------- PostgreSQL
+
+
+def postgres_dsn(given: str | None) -> str:
+    """The PostgreSQL server to score on: ``--postgres-dsn``, else ``$EVALPACK_POSTGRES_DSN``; InputError naming
+    the option when there is neither."""
+    dsn = given or os.environ.get(POSTGRES_DSN_ENV) or None
+    if not dsn:
+        raise InputError(f"--dialect postgres needs a PostgreSQL server: pass --postgres-dsn "
+                         f"'postgresql://USER@HOST:PORT/DB' (a role that may create databases and roles), or set "
+                         f"${POSTGRES_DSN_ENV}")
+    return dsn
+
+
+# --------------------------------------------------------------------------- the command
+
+
+def dialect_label(dialect: str) -> str:
+    """How the report names the engine: ``sqlite (SQLite 3.40.1)``."""
+    if dialect == "sqlite":
+        return f"sqlite (SQLite {sqlite3.sqlite_version})"
+    return dialect
+
+
+def dialect_score_command(pack: str | Path, candidates: str | Path, dialect: str, *,
+                          postgres: str | None = None, err=None, error_prefix: str = "error: ",
+                          **options: Any) -> int:
+    """``evalpack score --dialect sqlite|postgres``: :func:`evalpack.scoring.score_command` with the candidates
+    run on that engine (``options`` are score_command's). ``postgres``: the server's DSN (``--postgres-dsn``)."""
+    err = err or sys.stderr
+    try:
+        if dialect not in DIALECTS:
+            raise InputError(f"--dialect {dialect!r}: use one of {', '.join(DIALECTS)}")
+        if dialect == "sqlite":
+            opened = sqlite_sandboxes(Path(pack))
+        else:
+            from evalpack.postgres import postgres_sandboxes
+
+            opened = postgres_sandboxes(Path(pack), postgres_dsn(postgres))
+        with opened as sandbox:
+            return score_command(pack, candidates, err=err, error_prefix=error_prefix, sandbox=sandbox,
+                                 dialect=dialect_label(dialect), **options)
+    except InputError as exc:
+        print(error_text(exc, error_prefix), file=err)
+        return 2
+
+
+def score_arguments(args: Any, on_report: Callable[[dict[str, Any]], None] | None = None) -> int:
+    """``evalpack score ... --dialect sqlite|postgres`` from the parsed command line (evalpack.cli's ``score``)."""
+    return dialect_score_command(args.pack, args.candidates, args.dialect, postgres=args.postgres_dsn,
+                                 json_path=args.json, rule=args.rule, public_key=args.public_key,
+                                 timeout=args.timeout, memory_mb=args.memory_mb, threads=args.threads,
+                                 run_timeout=args.run_timeout, allow_unattested=args.allow_unattested,
+                                 error_prefix="evalpack: error: ", holdout_key=args.holdout_key, on_report=on_report)
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == [SQLITE_WORKER_FLAG]:
+        sys.exit(worker_main(sys.argv[2:], open_sqlite_worker))
+    sys.exit("usage: python -m evalpack.dialect_scoring --sqlite-worker PARENT_PID (started by evalpack score)")
