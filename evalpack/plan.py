@@ -586,7 +586,12 @@ class _Planner:
                     raise self.err(f"rate_curves[{spec.rate_curves.index(rate)}]", rate.line,
                                    f"rate point {point:%Y-%m} lies outside {table.name}'s planned months "
                                    f"{months[0]:%Y-%m} to {months[-1]:%Y-%m}")
-            rate_by_month = self._interpolate_rates(declared, months)
+            if rate.interpolate:
+                rate_by_month = self._interpolate_rates(declared, months)
+            else:  # Misata's `interpolate: false`: only the declared months are held; the others keep the column's
+                own = table.column(rate.column).rate
+                at = dict(declared)
+                rate_by_month = [at.get(m, 0.5 if own is None else own) for m in months]
             flagged = [round_fraction(Fraction(r).limit_denominator(10**9) * n) for r, n in zip(rate_by_month, rows)]
             rates.append(RateFacts(
                 table.name, rate.column, time_column, tcol.type, tuple(m for m, _ in declared),

@@ -28,6 +28,7 @@ from evalpack.kinds import KINDS
 from evalpack.layout import rotation_name
 from evalpack.links import GRAINS, periods
 from evalpack.semantics import Measure, Semantics, TableWords, plural_of
+from evalpack.textgen import TEXT_KIND_ALIASES, TEXT_KINDS
 
 # matched with fullmatch: `$` alone lets a trailing newline through
 NAME_RE = re.compile(r"^[a-z][a-z0-9_]*$")
@@ -55,11 +56,11 @@ HUB_LICENSES = (
 COLUMN_TYPES = ("int", "float", "text", "categorical", "boolean", "date", "datetime", "foreign_key")
 TYPE_ALIASES = {"integer": "int", "number": "float", "string": "text", "bool": "boolean"}
 TEXT_TYPE_ALIASES = {"email": "email", "uuid": "uuid"}  # Misata column types that are text kinds
-TEXT_TYPES = ("name", "email", "company", "city", "word", "sentence", "uuid")
+TEXT_TYPES = TEXT_KINDS  # evalpack.textgen draws each; TEXT_KIND_ALIASES reads Misata's other names
 
 # Misata features evalpack refuses by name, rather than as unknown keys.
 UNSUPPORTED_TOP = (
-    "scd2", "stock_flows", "lifecycles", "graph_motifs", "events", "retention", "missingness",
+    "scd2", "stock_flows", "lifecycles", "graph_motifs", "retention", "missingness",
     "late_arrivals", "duplicates", "event_logs", "processes", "outliers", "typos", "bitemporal",
     "dag_edges", "closures", "degradations", "joint_distributions", "noise", "noise_config",
     "realism", "vocabularies", "preset", "generation_mode",
@@ -70,6 +71,9 @@ NOTED_TOP = {
     "domain": "Misata picks realistic value distributions for that business domain; evalpack's values follow each "
               "column's own declaration",
     "locale": "Misata localises names and money with it; evalpack's text is locale-free",
+    "events": "Misata applies each scenario event (a modifier on the rows its condition selects) after drawing the "
+              "rows; evalpack's rows follow the declarations alone, so no event changes them (declare an outcome "
+              "or rate curve for a change that questions should measure)",
 }
 NOTED_CURVE = {
     "concentration": "Misata spreads a period's total over its rows with a Dirichlet of that concentration; evalpack "
@@ -78,7 +82,8 @@ NOTED_CURVE = {
                             "the month, with rows on its first and last day so that a wrong bound shows",
 }
 UNSUPPORTED_TABLE = ("scd2", "correlations", "inline_data", "is_reference")
-UNSUPPORTED_COLUMN = ("lambda", "formula", "pattern", "values")
+UNSUPPORTED_COLUMN = ("lambda", "formula", "pattern", "values", "rollup", "relative_to", "min_delta_days",
+                      "max_delta_days")
 # A plain int or float column's `distribution:` (Misata's shapes and parameter names), drawn within its min and
 # max (evalpack.generate.draw_distribution); the parameters each shape reads.
 DISTRIBUTIONS = {
@@ -95,6 +100,13 @@ MISATA_NOTES = {
               "declares; remove it and declare rows and dates on the tables",
     "lambda": "Misata draws an exponential of that rate; evalpack's exponential reads Misata's other name for it, "
               "`scale` (1/lambda); write scale: 1/lambda instead",
+    "formula": "Misata computes the column from the row's other columns; evalpack draws each column from its own "
+               "declaration; remove it and give the column min/max (a question can compute it in SQL)",
+    "rollup": "Misata fills each row with an aggregate of its child rows in another table; evalpack does not derive "
+              "a column from another table's rows; remove it (a question can ask for that aggregate with a join)",
+    **{key: "Misata dates each row within that many days of its parent's date; evalpack draws a date between the "
+            "column's start and end; remove relative_to, min_delta_days and max_delta_days and give start: and end:"
+       for key in ("relative_to", "min_delta_days", "max_delta_days")},
 }
 # Misata's relationship options, each with what to write instead. The value that asks for nothing (false, 0,
 # null, {} or []) is accepted, as it is what evalpack does anyway; any other is refused with this message
@@ -118,6 +130,20 @@ UNSUPPORTED_RELATIONSHIP = {
 # relationship, as in Misata (parse_spec).
 # Misata's constraint types other than balanced_ledger, each with what to write instead.
 UNSUPPORTED_CONSTRAINT = {
+    "sum_limit": "evalpack does not scale a group's values down to a limit (Misata's `sum_limit`); remove the "
+                 "constraint, and bound the column with its `max:` instead",
+    "max_per_group": "evalpack does not cap the rows of a group (Misata's `max_per_group`); remove the constraint "
+                     "(per_parent declares how many children each parent has)",
+    "min_per_group": "evalpack does not raise the rows of a group (Misata's `min_per_group`); remove the constraint "
+                     "(per_parent declares how many children each parent has)",
+    "unique_combination": "evalpack does not drop rows that repeat a combination of columns (Misata's "
+                          "`unique_combination`); remove the constraint",
+    "inequality": "evalpack does not order two columns of a row (Misata's `inequality`); remove the constraint and "
+                  "give the columns ranges that do not overlap",
+    "col_range": "evalpack does not bound a column by two others of its row (Misata's `col_range`); remove the "
+                 "constraint and bound the column by constants with `min:` and `max:`",
+    "when_then": "evalpack does not apply a rule on one column when another holds a value (Misata's `when_then`); "
+                 "remove the constraint",
     "lte_parent": "evalpack does not bound a child's value by its parent's row (Misata's `lte_parent`); remove the "
                   "constraint, and bound the column by constants with its `min:` and `max:` instead",
     "sum_lte_parent": "evalpack does not bound the sum of a parent's children by the parent's row (Misata's "
@@ -249,6 +275,7 @@ class RateCurve:
     time_column: str
     points: tuple[RatePoint, ...]
     line: int
+    interpolate: bool = True  # False: the months between points keep the column's own rate (Misata's)
 
 
 @dataclass(frozen=True)
@@ -782,7 +809,7 @@ SEMANTICS_KEYS = ("tables", "columns", "measures", "currency", "synonyms")
 TABLE_KEYS = ("rows", "columns", "constraints", "description")
 COLUMN_KEYS = (
     "type", "unique", "min", "max", "decimals", "nullable", "choices", "weights", "rate", "start",
-    "end", "text_type", "description", "primary_key", "probabilities", "probability", *DISTRIBUTION_KEYS,
+    "end", "text_type", "description", "primary_key", "probabilities", "probability", "sampling", *DISTRIBUTION_KEYS,
     *DEPENDENT_KEYS,
 )
 BRANCH_KEYS = ("value", "min", "max", "decimals", *DISTRIBUTION_KEYS)
@@ -808,10 +835,10 @@ def _read_column(r: _Reader, name: str, raw: Any, path: tuple, rows: int) -> Col
 
     kw: dict[str, Any] = {"name": name, "type": ctype, "line": r.line(path), "references": references}
     allowed_by_type = {
-        "int": {"unique", "min", "max", "nullable", *DISTRIBUTION_KEYS, *DEPENDENT_KEYS},
+        "int": {"unique", "min", "max", "nullable", "decimals", *DISTRIBUTION_KEYS, *DEPENDENT_KEYS},
         "float": {"min", "max", "decimals", "nullable", *DISTRIBUTION_KEYS, *DEPENDENT_KEYS},
         "text": {"unique", "text_type", "nullable"},
-        "categorical": {"choices", "weights", "probabilities", "nullable"},
+        "categorical": {"choices", "weights", "probabilities", "sampling", "nullable"},
         "boolean": {"rate", "probability", "nullable"},
         "date": {"start", "end", "nullable"},
         "datetime": {"start", "end", "nullable"},
@@ -831,6 +858,9 @@ def _read_column(r: _Reader, name: str, raw: Any, path: tuple, rows: int) -> Col
             value, path + ("nullable",), lo=0.0, hi=0.9)
     if ctype in ("int", "float"):
         kw["decimals"] = r.integer(m.get("decimals", 2), path + ("decimals",), 0, 6) if ctype == "float" else 0
+        if ctype == "int" and m.get("decimals", 0) != 0:
+            raise r.err(path + ("decimals",), "an int column holds whole numbers; write decimals: 0, or make it a "
+                        "float column")
         for key in ("min", "max"):
             if key in m:
                 kw[key] = r.number(m[key], path + (key,))
@@ -846,6 +876,7 @@ def _read_column(r: _Reader, name: str, raw: Any, path: tuple, rows: int) -> Col
                             f"fewer than the table's {rows} rows; widen the range")
     elif ctype == "text":
         tt = m.get("text_type", text_type or "word")
+        tt = TEXT_KIND_ALIASES.get(tt, tt) if isinstance(tt, str) else tt
         if tt not in TEXT_TYPES:
             raise r.err(path + ("text_type",), f"unknown text_type {_clip(str(tt))}: Misata draws {_clip(str(tt), quote=False)} "
                         f"values for it, evalpack's text types are {', '.join(TEXT_TYPES)}; use one of them, or write "
@@ -862,6 +893,12 @@ def _read_column(r: _Reader, name: str, raw: Any, path: tuple, rows: int) -> Col
             raise r.err(path + ("probabilities",), "give `weights:` or Misata's `probabilities:`, not both; "
                         "they are the same list")
         key = "probabilities" if "probabilities" in m else "weights"
+        sampling = m.get("sampling", "uniform")
+        if sampling not in ("uniform", "zipf", "auto"):
+            raise r.err(path + ("sampling",), f"sampling {_clip(str(sampling))}: Misata's are uniform, zipf and auto; "
+                        "use one of them, or give weights:")
+        if sampling == "zipf" and key not in m:  # Misata's zipf: the listed order, weight 1/rank**1.2
+            kw["weights"] = tuple(1.0 / (rank ** 1.2) for rank in range(1, len(choices) + 1))
         if key in m:
             weights = r.sequence(m[key], path + (key,))
             if len(weights) != len(choices):
@@ -1281,38 +1318,72 @@ def _read_outcome_curve(r: _Reader, raw: Any, path: tuple, tables: dict[str, Tab
     )
 
 
-def _read_rate_curve(r: _Reader, raw: Any, path: tuple) -> RateCurve:
+def _rate_months(r: _Reader, value: Any, path: tuple, span: tuple[dt.date, dt.date] | None) -> list[dt.date]:
+    """The months a rate point's ``period`` names: ``YYYY-MM``; Misata's ``M`` (1-12: that calendar month in every
+    year of the time column's range), ``N`` above 12 (the N-th month of the range) and ``all`` (the range's first
+    and last months, the rate held between them)."""
+    text = str(value).strip().lower() if isinstance(value, (int, str)) and not isinstance(value, bool) else None
+    if text is None or not (text == "all" or re.fullmatch(r"\d{1,4}", text)):
+        return [r.month(value, path)]
+    if span is None:
+        raise r.err(path, f"period {_clip(str(value))} counts the months of the rate curve's time column, which "
+                    "declares no start and end; give it start: and end:, or write period: YYYY-MM")
+    first, last = month_start(span[0]), month_start(span[1])
+    count = (last.year - first.year) * 12 + last.month - first.month + 1
+    months = [add_months(first, i) for i in range(count)]
+    if text == "all":
+        return sorted({first, last})
+    n = int(text)
+    named = [m for m in months if m.month == n] if 1 <= n <= 12 else months[n - 1:n] if n > 12 else []
+    if not named:
+        raise r.err(path, f"period {_clip(str(value))}: the time column's range {first:%Y-%m} to {last:%Y-%m} "
+                    f"holds no such month; Misata reads 1-12 as a calendar month of every year and a larger number "
+                    "as the N-th month of the range")
+    return named
+
+
+def _read_rate_curve(r: _Reader, raw: Any, path: tuple, tables: dict[str, Table]) -> RateCurve:
     keys = ("table", "column", "time_column", "rate_points", "time_unit", "true_value", "interpolate", "description")
     m = r.mapping(raw, path, keys, what="rate curve key")
     _monthly(r, m, path, "rates")
     if m.get("true_value", True) is not True:
         raise r.err(path + ("true_value",), "evalpack rate curves count `true` on a boolean column; remove true_value")
-    if m.get("interpolate", True) is not True:
-        raise r.err(path + ("interpolate",), "evalpack always interpolates between rate points; remove interpolate")
+    interpolate = r.boolean(m.get("interpolate", True), path + ("interpolate",))
+    table = r.string(r.required(m, "table", path), path + ("table",))
+    time_column = r.string(m.get("time_column", "date"), path + ("time_column",))
+    tcol = tables[table].column(time_column) if table in tables else None
+    span = (tcol.start, tcol.end) if tcol is not None and tcol.type in ("date", "datetime") and tcol.dated else None
     raw_points = r.sequence(r.required(m, "rate_points", path), path + ("rate_points",))
     if not raw_points:
         raise r.err(path + ("rate_points",), "a rate curve needs at least one point")
-    points = []
+    points: dict[dt.date, RatePoint] = {}
+    previous = None  # the last point placed on one month (YYYY-MM, date): those come in increasing order
     for i, raw_point in enumerate(raw_points):
         pp = path + ("rate_points", i)
         point = r.mapping(raw_point, pp, ("period", "date", "rate"), what="rate point key")
         if "period" in point:
-            month = r.month(point["period"], pp + ("period",))
+            months = _rate_months(r, point["period"], pp + ("period",), span)
         elif "date" in point:
-            month = month_start(r.date(point["date"], pp + ("date",)))
+            months = [month_start(r.date(point["date"], pp + ("date",)))]
         else:
             raise r.err(pp, "place each rate point with `period: YYYY-MM`")
         rate = r.number(r.required(point, "rate", pp), pp + ("rate",), lo=0.0, hi=1.0)
-        points.append(RatePoint(month, float(rate), r.line(pp)))
-    for i in range(1, len(points)):
-        if points[i].month <= points[i - 1].month:
+        single = "date" in point or (isinstance(point["period"], str) and PERIOD_RE.fullmatch(point["period"]))
+        if single and previous is not None and months[0] <= previous:
             raise r.err(path + ("rate_points", i), "rate points must be in increasing period order")
+        previous = months[0] if single else previous
+        for month in months:
+            if month in points:
+                raise r.err(pp, f"{month:%Y-%m} already has a rate (line {points[month].line}); give each month one")
+            points[month] = RatePoint(month, float(rate), r.line(pp))
+    ordered = [points[month] for month in sorted(points)]
     return RateCurve(
-        table=r.string(r.required(m, "table", path), path + ("table",)),
+        table=table,
         column=r.string(r.required(m, "column", path), path + ("column",)),
-        time_column=r.string(m.get("time_column", "date"), path + ("time_column",)),
-        points=tuple(points),
+        time_column=time_column,
+        points=tuple(ordered),
         line=r.line(path),
+        interpolate=interpolate,
     )
 
 
@@ -1943,7 +2014,8 @@ def parse_spec(text: str, *, file: str = "<spec>", seed: int | None = None, rota
     read = {key: many(key, reader) for key, reader in (  # in the order of the file's sections, for messages
         ("relationships", _read_relationship),
         ("outcome_curves", lambda rr, raw, p: _read_outcome_curve(rr, raw, p, table_map)),
-        ("rate_curves", _read_rate_curve), ("group_shares", _read_group_shares),
+        ("rate_curves", lambda rr, raw, p: _read_rate_curve(rr, raw, p, table_map)),
+        ("group_shares", _read_group_shares),
         ("segment_shares", _read_segment_shares), ("per_parent", _read_per_parent))}
     relationships, per_parent, rel_paths, pp_paths = _implied(
         r, top, tables, read["relationships"], read["per_parent"], read["outcome_curves"])

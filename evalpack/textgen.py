@@ -1,4 +1,5 @@
-"""Vectorised text values: names, emails, companies, cities, words, sentences, UUIDs.
+"""Vectorised text values: names, emails, companies, cities, words, sentences, UUIDs, and the other kinds
+Misata's specs name (phones, addresses, countries, job titles, product names, titles; TEXT_KINDS).
 
 Unique text values are pure functions of (stream, row index), so a child table can compute
 the key of any parent row without the parent table in memory.
@@ -22,6 +23,31 @@ CITY = ("Lisbon", "Oslo", "Lagos", "Lima", "Osaka", "Quito", "Perth", "Porto", "
 WORDS = ("amber", "basin", "cedar", "delta", "ember", "fable", "grove", "harbor", "isle", "jade", "knoll", "lagoon",
          "meadow", "north", "orchard", "prairie", "quartz", "ridge", "summit", "tundra", "upland", "valley",
          "willow", "yarrow", "zephyr", "canyon", "brook", "dune", "fjord", "glade")
+COUNTRY = ("Argentina", "Australia", "Brazil", "Canada", "Chile", "Denmark", "Egypt", "Finland", "France", "Germany",
+           "Ghana", "India", "Ireland", "Italy", "Japan", "Kenya", "Mexico", "Netherlands", "Norway", "Peru",
+           "Poland", "Portugal", "Singapore", "Spain", "Sweden", "Turkey", "United Kingdom", "United States",
+           "Vietnam")
+STATE = ("Alpine", "Bayside", "Central", "Coastal", "Eastern", "Highland", "Lakeside", "Midland", "Northern",
+         "Riverside", "Southern", "Western")
+JOB = ("Accountant", "Analyst", "Architect", "Consultant", "Designer", "Engineer", "Manager", "Nurse", "Pharmacist",
+       "Recruiter", "Researcher", "Scientist", "Technician", "Teacher", "Writer")
+LEVEL = ("Junior", "Senior", "Lead", "Principal", "Associate", "Chief")
+ADJECTIVE = ("Classic", "Compact", "Deluxe", "Eco", "Essential", "Everyday", "Premium", "Pro", "Smart", "Ultra",
+             "Vintage", "Wireless")
+PRODUCT = ("Backpack", "Blender", "Camera", "Chair", "Desk", "Headphones", "Jacket", "Kettle", "Lamp", "Monitor",
+           "Mug", "Notebook", "Sneakers", "Speaker", "Tent", "Watch")
+STREET = ("Street", "Road", "Avenue", "Lane", "Way")
+# Misata's text types beyond evalpack's own names, read as the kind of text evalpack draws for them
+TEXT_KIND_ALIASES = {
+    "phone_number": "phone", "job": "job_title", "zip": "postal_code", "zip_code": "postal_code",
+    "postcode": "postal_code", **{prose: "sentence" for prose in (
+        "description", "product_description", "bio", "caption", "review", "comment_body", "support_ticket",
+        "email_body", "ticket_body", "resolution_notes", "transaction_memo", "text")},
+    **{short: "title" for short in ("short_review_title", "ticket_subject", "research_project_name",
+                                    "restaurant_name", "menu_item")},
+}
+TEXT_KINDS = ("name", "email", "company", "city", "word", "sentence", "uuid", "first_name", "last_name", "username",
+              "phone", "url", "address", "country", "state", "job_title", "product_name", "postal_code", "title")
 HEX = np.frombuffer(b"0123456789abcdef", dtype=np.uint8)
 
 
@@ -37,6 +63,16 @@ def splitmix(x: np.ndarray) -> np.ndarray:
 
 def _pick(words: tuple[str, ...], index: np.ndarray) -> pa.Array:
     return pc.take(pa.array(words), pa.array(index % len(words)))
+
+
+def _digits(values: np.ndarray, width: int) -> pa.Array:
+    """``values`` (below 10**width) as zero-padded decimal text."""
+    return pc.utf8_lpad(pc.cast(pa.array(values), pa.string()), width, "0")
+
+
+def _joined(parts: list[pa.Array], separator: str, suffix: pa.Array | None, suffix_separator: str = " ") -> pa.Array:
+    text = pc.binary_join_element_wise(*parts, separator)
+    return text if suffix is None else pc.binary_join_element_wise(text, suffix, suffix_separator)
 
 
 def uuids(stream: int, rows: np.ndarray) -> pa.Array:
@@ -93,6 +129,29 @@ def text_values(kind: str, stream: int, rows: np.ndarray, unique: bool) -> pa.Ar
         return _pick(CITY, a) if not unique else pc.binary_join_element_wise(_pick(CITY, a), suffix, " ")
     if kind == "word":
         return _pick(WORDS, a) if not unique else pc.binary_join_element_wise(_pick(WORDS, a), suffix, "_")
+    if kind in ("first_name", "last_name", "country", "state", "product_name", "job_title"):
+        pools = {"first_name": [FIRST], "last_name": [LAST], "country": [COUNTRY], "state": [STATE],
+                 "product_name": [ADJECTIVE, PRODUCT], "job_title": [LEVEL, JOB]}[kind]
+        return _joined([_pick(pool, x) for pool, x in zip(pools, (a, b))], " ", suffix)
+    if kind == "username":
+        return _joined([pc.utf8_lower(_pick(FIRST, a)), pc.utf8_lower(_pick(WORDS, b)), _digits(c % 100, 2)], "_",
+                       suffix, "")
+    if kind == "phone":
+        return _joined([pa.array(["+1-555"] * len(rows)), _digits(a % 1000, 3), _digits(b % 10000, 4)], "-", suffix,
+                       " x")
+    if kind == "url":
+        host = _joined([_pick(WORDS, a), _pick(WORDS, b)], "", None)
+        return _joined([pa.array(["https://www"] * len(rows)), host, pa.array(["example/"] * len(rows))], ".",
+                       suffix, "")
+    if kind == "address":
+        street = _joined([pc.cast(pa.array(a % 999 + 1), pa.string()), pc.utf8_capitalize(_pick(WORDS, b)),
+                          _pick(STREET, c)], " ", None)
+        return _joined([street, _pick(CITY, a + c)], ", ", suffix, " #")
+    if kind == "postal_code":
+        return _digits(a * 10 % 100000 + b % 10, 5) if not unique else _joined([_digits(a % 100000, 5)], "", suffix, "-")
+    if kind == "title":
+        words = [pc.utf8_capitalize(_pick(WORDS, x)) for x in (a, b)]
+        return _joined([_pick(ADJECTIVE, c), *words], " ", suffix)
     if kind == "sentence":
         d = ((h >> np.uint64(48)) & np.uint64(0xFFFF)).astype(np.int64)
         words = [_pick(WORDS, x) for x in (a, b, c, d, a + b, c + d)]

@@ -7,12 +7,16 @@ from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute  # noqa: F401  (pa.compute)
 import pytest
 
 from evalpack.errors import SpecError
 from evalpack.generate import table_batches
 from evalpack.plan import plan_rotation
 from evalpack.spec import parse_spec
+from evalpack.textgen import COUNTRY
+
+TEXT_POOLS = {"country": COUNTRY}
 
 SPEC = """\
 name: Shop Dataset
@@ -88,29 +92,83 @@ def test_a_spec_without_these_keys_draws_what_it_drew_before():
     assert np.array_equal(columns(plain)["even"], columns()["even"])
 
 
-@pytest.mark.parametrize("change, keypath, says", [
-    ("depends_on: plan", "tables.customers.columns.fee.depends_on", "'tier' is not a column of this table"),
-    ("depends_on: plan", "tables.customers.columns.fee.depends_on", "is a boolean column"),
-    ("          pro: {min: 20", "tables.customers.columns.fee.mapping.gold", "'gold' is not one of plan's choices"),
-    ("default: {min: 100,", "tables.customers.columns.fee.default.min", "lies outside the column's min"),
-    ("free: {value: 0}", "tables.customers.columns.fee.mapping.free.value", "more than the column's 2 decimals"),
-    ("free: {value: 0}", "tables.customers.columns.fee.mapping.free.min", "either `value:` or a range"),
-    ("visits: {type: int, min: 0,", "tables.customers.columns.visits.distribution",
-     "a unique int column's values are its keys"),
+RATES = """\
+name: churn
+rows: 3000
+tables:
+  users:
+    columns:
+      user_id: {type: int, unique: true}
+      tier: {type: categorical, choices: [gold, silver, bronze, tin], sampling: zipf}
+      seats: {type: int, min: 1, max: 50, decimals: 0}
+      country: {type: text, text_type: country}
+      phone: {type: text, text_type: phone_number}
+      bio: {type: text, text_type: bio}
+      churned: {type: boolean, rate: 0.5}
+      signed_up: {type: date, start: "2023-01-01", end: "2024-12-31"}
+rate_curves:
+  - table: users
+    column: churned
+    time_column: signed_up
+    interpolate: false
+    rate_points:
+      - {period: "3", rate: 0.1}
+      - {period: 20, rate: 0.3}
+"""
+
+
+def test_misata_rate_periods_name_calendar_and_running_months_and_interpolate_false_holds_only_them():
+    spec = parse_spec(RATES, file="churn.yaml")
+    (curve,) = spec.rate_curves
+    assert [(f"{p.month:%Y-%m}", p.rate) for p in curve.points] == [("2023-03", 0.1), ("2024-03", 0.1),
+                                                                     ("2024-08", 0.3)]
+    assert curve.interpolate is False
+    plan = plan_rotation(spec, 42)
+    (facts,) = plan.answer_key.rates
+    assert [abs(f - rate * n) <= 0.5 for f, n, rate in zip(facts.flagged, facts.rows, (0.1, 0.1, 0.3))] == [True] * 3
+    table = pa.Table.from_batches(list(table_batches(spec, plan, "users")))
+    months = pa.compute.strftime(table["signed_up"], "%Y-%m").to_numpy(zero_copy_only=False)
+    churned = table["churned"].to_numpy(zero_copy_only=False)
+    between = (months > "2023-03") & (months < "2024-03")  # not declared: the column's own rate, not 0.1 to 0.1
+    assert abs(churned[between].mean() - 0.5) < 0.06
+    tiers = table["tier"].to_numpy(zero_copy_only=False)
+    shares = [np.mean(tiers == t) for t in ("gold", "silver", "bronze", "tin")]
+    assert shares == sorted(shares, reverse=True) and abs(shares[0] - 1 / sum(1 / r ** 1.2 for r in range(1, 5))) < 0.03
+    assert set(table["country"].to_pylist()) <= set(TEXT_POOLS["country"])
+    assert all(p.startswith("+1-555-") for p in table["phone"].to_pylist())
+    assert all(b.endswith(".") for b in table["bio"].to_pylist())
+
+
+@pytest.mark.parametrize("base, change, replacement, keypath, says", [
+    (SPEC, "depends_on: plan", "depends_on: tier", "tables.customers.columns.fee.depends_on",
+     "'tier' is not a column of this table"),
+    (SPEC, "depends_on: plan", "depends_on: active", "tables.customers.columns.fee.depends_on", "is a boolean column"),
+    (SPEC, "          pro: {min: 20", "          gold: {min: 20", "tables.customers.columns.fee.mapping.gold",
+     "'gold' is not one of plan's choices"),
+    (SPEC, "default: {min: 100,", "default: {min: -5,", "tables.customers.columns.fee.default.min",
+     "lies outside the column's min"),
+    (SPEC, "free: {value: 0}", "free: {value: 0.001}", "tables.customers.columns.fee.mapping.free.value",
+     "more than the column's 2 decimals"),
+    (SPEC, "free: {value: 0}", "free: {value: 0, min: 0}", "tables.customers.columns.fee.mapping.free.min",
+     "either `value:` or a range"),
+    (SPEC, "visits: {type: int, min: 0,", "visits: {type: int, unique: true, min: 0,",
+     "tables.customers.columns.visits.distribution", "a unique int column's values are its keys"),
+    (RATES, '{period: "3", rate: 0.1}', '{period: "40", rate: 0.1}', "rate_curves[0].rate_points[0].period",
+     "holds no such month"),
+    (RATES, '{period: "3", rate: 0.1}', '{period: "March", rate: 0.1}', "rate_curves[0].rate_points[0].period",
+     "expected a period 'YYYY-MM'"),
+    (RATES, "seats: {type: int, min: 1, max: 50, decimals: 0}", "seats: {type: int, min: 1, max: 50, decimals: 2}",
+     "tables.users.columns.seats.decimals", "an int column holds whole numbers"),
+    (RATES, "tier: {type: categorical, choices: [gold, silver, bronze, tin], sampling: zipf}",
+     "tier: {type: categorical, choices: [gold, silver], sampling: pareto}", "tables.users.columns.tier.sampling",
+     "Misata's are uniform, zipf and auto"),
+    (RATES, "{period: 20, rate: 0.3}", "{period: 15, rate: 0.3}", "rate_curves[0].rate_points[1]",
+     "2024-03 already has a rate"),
 ])
-def test_a_wrong_use_is_refused_naming_its_key(change, keypath, says):
-    replacement = {
-        "'tier' is not a column of this table": "depends_on: tier",
-        "is a boolean column": "depends_on: active",
-        "'gold' is not one of plan's choices": "          gold: {min: 20",
-        "lies outside the column's min": "default: {min: -5,",
-        "more than the column's 2 decimals": "free: {value: 0.001}",
-        "either `value:` or a range": "free: {value: 0, min: 0}",
-        "a unique int column's values are its keys": "visits: {type: int, unique: true, min: 0,",
-    }[says]
-    text = SPEC.replace(change, replacement, 1)
-    assert text != SPEC
+def test_a_wrong_use_is_refused_naming_its_key(base, change, replacement, keypath, says):
+    text = base.replace(change, replacement, 1)
+    assert text != base
     with pytest.raises(SpecError) as caught:
-        parse_spec(text, file="shop.yaml")
+        parse_spec(text, file="spec.yaml")
     message = str(caught.value)
     assert f": {keypath}: " in message and says in message, message

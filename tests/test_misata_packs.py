@@ -293,3 +293,36 @@ def test_the_curves_misata_init_documents_build_or_say_what_to_write(misata, tmp
         totals = dict(con.execute(f"SELECT strftime(placed_at, '%Y-%m'), sum(amount) FROM read_parquet("
                               f"'{tmp_path}/pack/rotations/{seed}/tables/orders.parquet') GROUP BY 1").fetchall())
         assert (totals["2024-01"], totals["2024-06"], totals["2024-12"]) == (10000, 45000, 120000)
+
+
+STORIES = ("SaaS with 50K users, 20% churn in Q3", "E-commerce with 100K orders", "Pharma with 500 projects, 50K timesheets")
+
+
+def test_the_stories_misata_documents_build_or_say_what_misata_does(misata, tmp_path):
+    """The stories `misata examples` lists, as `misata init --story` writes them: the SaaS story (scenario events, a
+    churn rate for month 8 without interpolation) and the e-commerce story (zipf sampling, int decimals, Misata's
+    text types) build as written; the pharma story's rollup columns are refused naming the key and what Misata does."""
+    done = {}
+    for number, story in enumerate(STORIES):
+        spec = tmp_path / f"story{number}.yaml"
+        assert run(misata, "init", "--story", story, "-o", str(spec), "--force", cwd=tmp_path).returncode == 0
+        done[story] = (evalpack("build", str(spec), "-o", str(tmp_path / f"pack{number}"), "--jobs", "1",
+                                "--rotations", "2"), tmp_path / f"pack{number}")
+    saas, saas_pack = done[STORIES[0]]
+    assert saas.returncode == 0, saas.stderr
+    assert ": events: read and not used: Misata applies each scenario event" in saas.stdout
+    rates = [q for q in questions(saas_pack) if q["kind"] == "rate"]
+    months = sorted(t for q in rates for t in q["tags"] if t[:2] == "20")
+    assert months == ["2022-08", "2023-08", "2024-08"], rates  # Misata's period "8": every August of the range
+    assert all(abs(q["expected_answer"] - 0.2) < 0.001 for q in rates), rates  # 20 % of each month's rows, rounded
+    shop, shop_pack = done[STORIES[1]]
+    assert shop.returncode == 0, shop.stderr
+    counts = duckdb.connect().execute(f"SELECT category, count(*) FROM read_parquet('{shop_pack}/rotations/seed_42/"
+                                      "tables/products.parquet') GROUP BY 1").fetchall()
+    listed = ["electronics", "clothing", "home & garden", "sports", "books", "beauty"]
+    by_label = dict(counts)
+    assert by_label[listed[0]] > by_label[listed[-1]]  # zipf: the listed order, most frequent first
+    pharma, pharma_pack = done[STORIES[2]]
+    assert pharma.returncode == 2 and pharma.stderr.count("\n") == 1 and not pharma_pack.exists()
+    assert ".rollup: `rollup` is not supported by evalpack" in pharma.stderr
+    assert "Misata fills each row with an aggregate of its child rows" in pharma.stderr
