@@ -335,8 +335,8 @@ class PostgresSandbox:
       CONNECTION LIMIT 1, a random password; it may CONNECT to that database, USAGE its ``public`` schema and
       SELECT its tables, nothing else. Its defaults: ``default_transaction_read_only`` on, ``statement_timeout``
       the limit per query, ``lock_timeout``, ``idle_in_transaction_session_timeout``, ``work_mem`` from the working
-      memory, no parallel workers, ``temp_file_limit`` (when the DSN's role is a superuser, which that setting
-      needs). Entering checks these hold and refuses to run anything otherwise.
+      memory, no parallel workers, ISO dates in UTC, ``temp_file_limit`` (when the DSN's role is a superuser, which
+      that setting needs). Entering checks these hold and refuses to run anything otherwise.
 
     :meth:`run` takes one candidate: text refused by :func:`evalpack.scoring.sql_refused` never reaches the server;
     otherwise ``BEGIN READ ONLY``, ``SET LOCAL statement_timeout`` to the time left, ``DECLARE evalpack_candidate
@@ -393,7 +393,9 @@ class PostgresSandbox:
             settings = {"default_transaction_read_only": "on", "statement_timeout": f"{timeout_ms}",
                         "lock_timeout": f"{timeout_ms}", "idle_in_transaction_session_timeout": f"{timeout_ms * 4 + 60000}",
                         "work_mem": f"{max(4, int(self.limits.memory_mb) // 4)}MB",
-                        "max_parallel_workers_per_gather": "0", "search_path": "public"}
+                        "max_parallel_workers_per_gather": "0", "search_path": "public",
+                        # the text forms psycopg reads dates, intervals and timestamps in
+                        "datestyle": "ISO, MDY", "intervalstyle": "postgres", "timezone": "UTC"}
             if admin.info.parameter_status("is_superuser") == "on":
                 settings["temp_file_limit"] = f"{max(64, int(self.limits.memory_mb))}MB"
             for name, value in settings.items():

@@ -391,6 +391,7 @@ def test_the_sandbox_role_may_only_read_its_rotations_tables(retail_pack, postgr
     assert database == {"CONNECT": True, "CREATE": False, "TEMPORARY": False}
     assert settings["default_transaction_read_only"] == "on" and settings["statement_timeout"] == "700"
     assert settings["max_parallel_workers_per_gather"] == "0" and settings["temp_file_limit"] == "128MB"
+    assert settings["datestyle"] == "ISO, MDY" and settings["timezone"] == "UTC"
     assert {k for k, v in tables.items() if v} == {(t, "SELECT") for t in columns}
     assert public_create is False
     assert second is not None and "too many connections" in second
