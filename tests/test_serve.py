@@ -180,13 +180,12 @@ async def work_the_pack(session: ClientSession, pack: Path, records: list[dict])
 
 
 def check_episode(pack: Path, episode: Path, records: list[dict], answers: dict, seen: list[str],
-                  end: dict, tmp: Path) -> None:
+                  end: dict, tmp: Path, wrong: int = 3) -> None:
     """The episode's log and report: every call logged, the report equal to `evalpack score` on the same answers,
     and nothing of the holdout's answers in what the agent was sent."""
     calls = [r for r in episode_records(episode) if r["event"] == "call" and r["episode"] == end["episode"]]
-    assert TOOLS - {"end_episode"} <= {c["tool"] for c in calls}
     assert all(c["seconds"] >= 0 and isinstance(c["result_bytes"], int) for c in calls)
-    assert sum(c["tool"] == "submit_answer" for c in calls) >= len(records)
+    assert sum(c["tool"] == "submit_answer" and c["error"] is None for c in calls) >= len(answers)
     # the last answer per question, as `evalpack score` reads them (the value as the query that returns it)
     assert {a["id"]: a.get("sql") for a in end["answers"]} == answers
     candidates = tmp / "candidates.jsonl"
@@ -198,7 +197,7 @@ def check_episode(pack: Path, episode: Path, records: list[dict], answers: dict,
                          timeout=600)
     assert run.returncode == 1, run.stderr
     assert comparable(end["report"]) == comparable(json.loads(scored.read_text()))
-    assert end["report"]["summary"]["overall"]["wrong"] == 3
+    assert end["report"]["summary"]["overall"]["wrong"] == wrong
     text = "\n".join(seen)
     for record in records:
         if record["split"] == "holdout":
@@ -225,6 +224,8 @@ def test_an_agent_works_a_pack_and_its_report_is_evalpack_scores(retail_pack, tm
         finally:
             assert server.stop() == 0
     assert len(ends) == 1
+    calls = [r for r in episode_records(episode) if r["event"] == "call"]
+    assert {c["tool"] for c in calls} == TOOLS - {"end_episode"}
     check_episode(retail_pack, episode, records, answers, seen, ends[0], tmp_path)
 
 
@@ -250,6 +251,30 @@ def test_an_episode_ends_by_its_tool_and_a_new_session_starts_another(retail_pac
     assert submitted["status"] == again["status"] == "recorded"  # --no-feedback: correct or not, the agent is not told
     assert summary["correct"] >= 1 and summary["report_in"] == str(episode)
     assert len({e["episode"] for e in ends}) == 2
+
+
+def test_a_public_pack_grades_no_holdout_question_and_the_report_still_is_evalpack_scores(retail_pack, tmp_path):
+    import shutil
+
+    pack = tmp_path / "public"
+    shutil.copytree(retail_pack, pack)  # without the answer key beside it: as downloaded
+    records = full_questions(retail_pack)
+    held = next(r for r in records if r["split"] == "holdout")
+    dev = next(r for r in records if r["split"] == "dev" and r.get("answerable") is not False)
+    episode = tmp_path / "episode.jsonl"
+    seen: list[str] = []
+
+    async def agent() -> dict:
+        async with stdio_session(pack, episode) as session:
+            await call(session, seen, "submit_answer", question_id=dev["id"], sql=dev["gold_sql"])
+            return await call(session, seen, "submit_answer", question_id=held["id"], sql=held["gold_sql"])
+
+    graded = anyio.run(agent)
+    assert graded["status"] == "not scored" and graded["error"] is None
+    [end] = ended(episode, timeout=0)
+    assert end["report"]["holdout_key"] is None and end["report"]["unscored_candidates"] == [held["id"]]
+    check_episode(pack, episode, [], {dev["id"]: dev["gold_sql"], held["id"]: held["gold_sql"]}, seen, end, tmp_path,
+                  wrong=0)
 
 
 # --------------------------------------------------------------------------- hostile SQL
