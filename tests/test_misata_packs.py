@@ -7,8 +7,8 @@ cover. A changed or added table is refused (exit 2) as in an evalpack pack.
 Misata is installed here, once per session, in its own virtual environment under pytest's temporary folder
 (`pip install misata[evalpack]==0.9.8`: the test needs the package index); EVALPACK_MISATA names a `misata` command
 to use instead. The specs: the one `misata init` writes (Misata's documented starting spec) and the one
-`misata init --story "A SaaS company"` writes (the example of that command's documentation), read from Misata at
-test time; and our Misata-format MRR bridges of tests/test_misata_waterfalls.py (a text period column, positive
+`misata init --story "A SaaS company"` writes (the example of that command's documentation) and the one it writes
+for "SaaS with 50K users, 20% churn in Q3" (a story `misata examples` lists), read from Misata at test time; and our Misata-format MRR bridges of tests/test_misata_waterfalls.py (a text period column, positive
 amounts), which evalpack builds too. Nothing Misata wrote is kept in this repository."""
 
 from __future__ import annotations
@@ -60,15 +60,17 @@ def evalpack(*args: str) -> subprocess.CompletedProcess:
 def packs(misata, tmp_path_factory) -> dict[str, Path]:
     """Packs `misata evalpack` wrote: name -> folder (read-only: copy one before changing it)."""
     work = tmp_path_factory.mktemp("misata-packs")
-    specs = {"init": work / "init.yaml", "story": work / "story.yaml", "text_bridge": work / "text_bridge.yaml",
-             "dated_bridge": work / "dated_bridge.yaml"}
+    specs = {"init": work / "init.yaml", "story": work / "story.yaml", "churn_story": work / "churn_story.yaml",
+             "text_bridge": work / "text_bridge.yaml", "dated_bridge": work / "dated_bridge.yaml"}
     for args in (["init", "-o", str(specs["init"]), "--force"],
-                 ["init", "--story", "A SaaS company", "-o", str(specs["story"]), "--force"]):
+                 ["init", "--story", "A SaaS company", "-o", str(specs["story"]), "--force"],
+                 ["init", "--story", "SaaS with 50K users, 20% churn in Q3", "-o", str(specs["churn_story"]),
+                  "--force"]):
         done = run(misata, *args, cwd=work)
         assert done.returncode == 0, done.stderr
     specs["text_bridge"].write_text(TEXT_BRIDGE, encoding="utf-8")
     specs["dated_bridge"].write_text(DATED_BRIDGE, encoding="utf-8")
-    rotations = {"init": 3, "story": 1, "text_bridge": 3, "dated_bridge": 1}
+    rotations = {"init": 3, "story": 1, "churn_story": 1, "text_bridge": 3, "dated_bridge": 1}
     out = {}
     for name, spec in specs.items():
         out[name] = work / f"{name}_pack"
@@ -108,7 +110,7 @@ def test_misata_writes_what_evalpack_reads(packs):
     assert manifest["misata_version"] == MISATA_VERSION and "columns" in manifest["schema"]
 
 
-@pytest.mark.parametrize("name", ["init", "story", "text_bridge", "dated_bridge"])
+@pytest.mark.parametrize("name", ["init", "story", "churn_story", "text_bridge", "dated_bridge"])
 def test_a_misata_pack_scores_with_evalpack_score(name, packs, tmp_path):
     pack = packs[name]
     report = tmp_path / "report.json"
