@@ -60,7 +60,6 @@ from evalpack.scoring import (
 DIALECTS = ("duckdb", "sqlite", "postgres")
 POSTGRES_DSN_ENV = "EVALPACK_POSTGRES_DSN"
 SQLITE_WORKER_FLAG = "--sqlite-worker"
-SQLITE_EXPORTS = Path("exports") / "sqlite"  # where a pack built with `exports: [sqlite]` keeps its databases
 MAX_VALUE_BYTES = 64 * 2**20  # the longest text or blob a SQLite expression may build (SQLITE_LIMIT_LENGTH)
 PROGRESS_STEPS = 1000  # SQLite virtual-machine steps between two looks at the clock
 QUERY_KEYWORDS = ("select", "with", "values")
@@ -236,7 +235,9 @@ class SqliteWorker(SandboxWorker):
 
 def pack_sqlite_file(pack: Path, rotation: str) -> Path | None:
     """The pack's own SQLite database of ``rotation`` (``exports/sqlite/<rotation>.sqlite``), if it carries one."""
-    path = Path(pack) / SQLITE_EXPORTS / f"{rotation}.sqlite"
+    from evalpack.layout import PackLayout
+
+    path = PackLayout(Path(pack)).export("sqlite") / f"{rotation}.sqlite"
     return path if path.is_file() and not path.is_symlink() else None
 
 
