@@ -359,7 +359,7 @@ def test_the_sandbox_role_may_only_read_its_rotations_tables(retail_pack, postgr
                                 "pg_read_all_data", "pg_write_all_data", "pg_read_all_settings", "pg_signal_backend")}
         database = {p: admin.execute("SELECT has_database_privilege(%s, %s, %s)", [box.role, box.database, p]
                                      ).fetchone()[0] for p in ("CONNECT", "CREATE", "TEMPORARY")}
-        settings = dict(row[0].split("=", 1) for row in admin.execute(
+        settings = dict(row[0].lower().split("=", 1) for row in admin.execute(
             "SELECT unnest(setconfig) FROM pg_db_role_setting s JOIN pg_roles r ON r.oid = s.setrole "
             "WHERE r.rolname = %s", [box.role]).fetchall())
         with _admin(postgres_dsn, box.database) as inside:
@@ -390,8 +390,8 @@ def test_the_sandbox_role_may_only_read_its_rotations_tables(retail_pack, postgr
     assert not any(members.values()), members
     assert database == {"CONNECT": True, "CREATE": False, "TEMPORARY": False}
     assert settings["default_transaction_read_only"] == "on" and settings["statement_timeout"] == "700"
-    assert settings["max_parallel_workers_per_gather"] == "0" and settings["temp_file_limit"] == "128MB"
-    assert settings["datestyle"] == "ISO, MDY" and settings["timezone"] == "UTC"
+    assert settings["max_parallel_workers_per_gather"] == "0" and settings["temp_file_limit"] == "128mb"
+    assert settings["datestyle"] == "iso, mdy" and settings["timezone"] == "utc"
     assert {k for k, v in tables.items() if v} == {(t, "SELECT") for t in columns}
     assert public_create is False
     assert second is not None and "too many connections" in second
