@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import re
 import statistics
@@ -100,6 +101,16 @@ async def many_sessions(url: str, gold: list[dict], sessions: int, timings: Timi
     return time.perf_counter() - started
 
 
+def server_side(episode: Path) -> dict[str, dict[str, float]]:
+    """The seconds the server logged per call (its own work, without the transport), by tool."""
+    timings = Timings()
+    for line in episode.read_text(encoding="utf-8").splitlines():
+        record = json.loads(line)
+        if record["event"] == "call":
+            timings.by_tool[record["tool"]].append(record["seconds"])
+    return timings.table()
+
+
 def start_http(pack: Path, episode: Path) -> tuple[subprocess.Popen, str]:
     errors = episode.with_suffix(".stderr")
     with open(errors, "wb") as err:
@@ -118,16 +129,22 @@ def write_results(figures: dict) -> None:
     """Replace (or add) this benchmark's section of benchmarks/RESULTS.md."""
     lines = [SECTION, "",
              f"{figures['when']}, {figures['machine']}; pack: {figures['pack']} ({figures['rotations']} rotations, "
-             f"{figures['questions']} questions). Each call timed on the client, request to answer; submit_answer "
-             "grades the gold SQL on every rotation.", ""]
+             f"{figures['questions']} questions), load average {figures['load']} on 2 cores at the start (other "
+             "work shared the machine). Each call timed on the client, request to answer; submit_answer grades the "
+             "gold SQL on every rotation. Under many sessions, the server's own time per call (logged in the "
+             "episode file) is given beside it: the rest is the transport and the clients, all on one machine.", ""]
     for name, title in (("stdio", "one session over stdio, calls one after the other"),
                         ("http", "one session over streamable HTTP, calls one after the other"),
                         ("concurrent", f"{figures['sessions']} streamable HTTP sessions at once "
                                        f"({figures['concurrent_seconds']:.1f} s for all, "
                                        f"{figures['concurrent_calls_per_second']:.0f} calls/s, "
                                        f"{figures['concurrent_errors']} errors)")):
-        lines += [f"{title}:", "", "| tool | calls | median ms | p95 ms |", "|---|---:|---:|---:|"]
+        server = figures.get(f"{name}_server")
+        lines += [f"{title}:", "", "| tool | calls | median ms | p95 ms |" + (" server median ms | server p95 ms |"
+                                                                             if server else ""),
+                  "|---|---:|---:|---:|" + ("---:|---:|" if server else "")]
         lines += [f"| {tool} | {row['calls']} | {row['median_ms']:.1f} | {row['p95_ms']:.1f} |"
+                  + (f" {server[tool]['median_ms']:.1f} | {server[tool]['p95_ms']:.1f} |" if server else "")
                   for tool, row in figures[name].items()]
         lines.append("")
     path = ROOT / "benchmarks" / "RESULTS.md"
@@ -165,7 +182,7 @@ def main(argv: list[str] | None = None) -> int:
                          "machine": f"{platform.machine()}, Python {platform.python_version()}",
                          "pack": "schemas/retail.yaml" if not args.pack else str(pack),
                          "rotations": len(list((pack / "rotations").iterdir())), "questions": len(records),
-                         "sessions": args.sessions}
+                         "sessions": args.sessions, "load": round(os.getloadavg()[0], 1)}
 
         stdio = Timings()
 
@@ -188,10 +205,15 @@ def main(argv: list[str] | None = None) -> int:
 
             anyio.run(over_http)
             figures["http"] = http.table()
+            before = len((Path(tmp) / "http.jsonl").read_text().splitlines())
             seconds = anyio.run(many_sessions, url, gold, args.sessions, concurrent)
         finally:
             proc.terminate()
             proc.wait(timeout=60)
+        concurrent_log = Path(tmp) / "concurrent.jsonl"
+        concurrent_log.write_text("".join(line + "\n" for line in
+                                          (Path(tmp) / "http.jsonl").read_text().splitlines()[before:]))
+        figures["concurrent_server"] = server_side(concurrent_log)
         calls = sum(len(v) for v in concurrent.by_tool.values())
         figures |= {"concurrent": concurrent.table(), "concurrent_seconds": seconds,
                     "concurrent_calls_per_second": calls / seconds,

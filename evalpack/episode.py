@@ -18,6 +18,7 @@ from typing import Any
 
 from evalpack.errors import EvalpackError
 from evalpack.grader import Graded, Grader
+from evalpack.scoring import format_report
 
 EPISODES_SUFFIX = ".episodes.jsonl"
 
@@ -130,7 +131,8 @@ class Episodes:
             seconds = episode.grading_seconds
         report = self.grader.report(graded, seconds, {"file": str(self.log.path), "form": "mcp-episode",
                                                       "episode": episode_id})
-        self.log.write({"event": "end", "episode": episode_id, "answers": episode.answers(), "report": report})
+        self.log.write({"event": "end", "episode": episode_id, "answers": episode.answers(), "report": report,
+                        "text": format_report(report)})
         return report
 
     def end_all(self) -> list[tuple[str, dict[str, Any]]]:

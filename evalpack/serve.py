@@ -17,6 +17,7 @@ import json
 import signal
 import socket
 import sys
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -156,6 +157,7 @@ class Desk:
         self.grader, self.episodes, self.rotation, self.options = grader, episodes, rotation, options
         self._described: dict[str, TableDescription] = {}
         self._tables: list[str] | None = None
+        self._schema_lock = threading.Lock()  # the tables do not change: one query fills each cache entry
 
     # ------------------------------------------------------------------ the tools' work (blocking; run in threads)
 
@@ -166,9 +168,10 @@ class Desk:
         return outcome.rows
 
     def list_tables(self) -> TableList:
-        if self._tables is None:
-            rows = self._query("SELECT table_name FROM information_schema.tables ORDER BY table_name", 10_000)
-            self._tables = [row[0] for row in rows]
+        with self._schema_lock:
+            if self._tables is None:
+                rows = self._query("SELECT table_name FROM information_schema.tables ORDER BY table_name", 10_000)
+                self._tables = [row[0] for row in rows]
         return TableList(self.rotation, list(self._tables))
 
     def describe_table(self, table: str) -> TableDescription:
@@ -176,14 +179,18 @@ class Desk:
         if table not in tables:
             raise EvalpackError(f"table {printable(table)!r}: no such table on {self.rotation}; the tables are "
                                 f"{', '.join(tables)}")
-        if table not in self._described:
-            columns = self._query("SELECT column_name, data_type FROM information_schema.columns WHERE table_name = "
-                                  f"{quote_literal(table)} ORDER BY ordinal_position", 10_000)
-            count = self._query(f"SELECT count(*) FROM {quote_ident(table)}", 1)[0][0]
-            sample = self._query(f"SELECT * FROM {quote_ident(table)} LIMIT {SAMPLE_ROWS}", SAMPLE_ROWS)
-            self._described[table] = TableDescription(self.rotation, table, [Column(n, t) for n, t in columns],
-                                                      int(count), jsonable([list(r) for r in sample]))
+        with self._schema_lock:
+            if table not in self._described:
+                self._described[table] = self._describe(table)
         return self._described[table]
+
+    def _describe(self, table: str) -> TableDescription:
+        columns = self._query("SELECT column_name, data_type FROM information_schema.columns WHERE table_name = "
+                              f"{quote_literal(table)} ORDER BY ordinal_position", 10_000)
+        count = self._query(f"SELECT count(*) FROM {quote_ident(table)}", 1)[0][0]
+        sample = self._query(f"SELECT * FROM {quote_ident(table)} LIMIT {SAMPLE_ROWS}", SAMPLE_ROWS)
+        return TableDescription(self.rotation, table, [Column(n, t) for n, t in columns], int(count),
+                                jsonable([list(r) for r in sample]))
 
     def run_sql(self, sql: str) -> QueryResult:
         started = time.perf_counter()
@@ -235,6 +242,7 @@ class Desk:
         report = self.episodes.end(episode.id)
         if report is None:
             raise EvalpackError(f"episode {episode.id} has ended already")
+        _announce(self, episode.id, report)
         overall = report["summary"]["overall"]
         return EpisodeSummary(episode.id, overall["n"], overall["correct"], overall["wrong"], overall["declined"],
                               overall["accuracy"], str(self.episodes.log.path))

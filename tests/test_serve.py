@@ -197,6 +197,7 @@ def check_episode(pack: Path, episode: Path, records: list[dict], answers: dict,
                          timeout=600)
     assert run.returncode == 1, run.stderr
     assert comparable(end["report"]) == comparable(json.loads(scored.read_text()))
+    assert end["text"].splitlines()[-4:] == run.stdout.splitlines()[-4:]  # the totals as `evalpack score` prints them
     assert end["report"]["summary"]["overall"]["wrong"] == wrong
     text = "\n".join(seen)
     for record in records:
