@@ -30,7 +30,7 @@ from evalpack.scoring import (
     Limits,
     Outcome,
     SandboxWorker,
-    _fetch_cap,
+    _fetch_cap,  # the scorer's own rules for one candidate on one rotation: rows fetched, the value reported
     _report_value,
     answer_matches,
     answer_type_of,
@@ -211,7 +211,11 @@ class Grader:
     def report(self, graded: dict[str, Graded], seconds: float, candidates: dict[str, Any]) -> dict[str, Any]:
         """The report ``evalpack score --json`` writes for the answers ``graded`` (the last per question), in the
         same form and by the same rules as :func:`evalpack.scoring.score_pack`; ``seconds`` is the time grading
-        took and ``candidates`` says where the answers came from."""
+        took and ``candidates`` says where the answers came from.
+
+        score_pack runs the queries and assembles the report in one function, and the scorer (copied into every
+        pack) is not to grow; so the assembly is repeated here, on gradings made as the answers came in.
+        tests/test_serve.py holds the two equal: an episode's report against ``evalpack score`` on its answers."""
         records, names = self.records, self.rotations
         unscored = {q["id"] for q in records if not scorable(q) and not is_unanswerable(q)}
         results = []

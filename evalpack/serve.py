@@ -168,6 +168,7 @@ class Desk:
         return outcome.rows
 
     def list_tables(self) -> TableList:
+        """The tables of the rotation explored (asked of its sandbox once)."""
         with self._schema_lock:
             if self._tables is None:
                 rows = self._query("SELECT table_name FROM information_schema.tables ORDER BY table_name", 10_000)
@@ -175,6 +176,7 @@ class Desk:
         return TableList(self.rotation, list(self._tables))
 
     def describe_table(self, table: str) -> TableDescription:
+        """``table``'s columns and types, row count and first rows; EvalpackError naming the tables there are."""
         tables = self.list_tables().tables
         if table not in tables:
             raise EvalpackError(f"table {printable(table)!r}: no such table on {self.rotation}; the tables are "
@@ -193,6 +195,8 @@ class Desk:
                                 jsonable([list(r) for r in sample]))
 
     def run_sql(self, sql: str) -> QueryResult:
+        """``sql`` on the rotation explored, in the scorer's sandbox, at most ``--max-rows`` rows; its error as an
+        EvalpackError."""
         started = time.perf_counter()
         outcome = self.grader.run(self.rotation, sql, self.options.max_rows)
         if outcome.rows is None:
@@ -213,6 +217,7 @@ class Desk:
         return names
 
     def list_questions(self, split: str) -> QuestionList:
+        """Id, text and evidence of the questions of ``split`` (``dev``, ``holdout`` or ``all``), in the pack's order."""
         if split not in SPLITS:
             raise EvalpackError(f"split {printable(split)!r}: use one of {', '.join(SPLITS)}")
         chosen = [r for r in self.grader.records if split == "all" or r.get("split", "dev") == split]
@@ -221,6 +226,8 @@ class Desk:
 
     def submit_answer(self, episode: Episode, question_id: str, sql: str | None, value: Any,
                       decline: bool) -> Submission:
+        """Grade one answer (exactly one of ``sql``, ``value``, ``decline``) on every rotation and keep it as the
+        episode's answer to ``question_id``; what the agent is told of it."""
         given = [name for name, v in (("sql", sql), ("value", value), ("decline", decline or None)) if v is not None]
         if len(given) != 1:
             raise EvalpackError("give exactly one of sql, value or decline: true"
@@ -239,6 +246,7 @@ class Desk:
         return Submission(question_id, graded.status, given[0], error)
 
     def end_episode(self, episode: Episode) -> EpisodeSummary:
+        """End ``episode`` (its answers and report logged); its counts."""
         report = self.episodes.end(episode.id)
         if report is None:
             raise EvalpackError(f"episode {episode.id} has ended already")
@@ -421,12 +429,15 @@ def serve_command(pack: str | Path, options: ServeOptions) -> int:
     except KeyboardInterrupt:
         pass
     finally:
-        signal.signal(signal.SIGTERM, previous)
-        for episode_id, report in desk.episodes.end_all():
-            _announce(desk, episode_id, report)
-        desk.episodes.log.close()
-        for problem in desk.grader.close():
-            print(printable(f"evalpack serve: {problem}"), file=sys.stderr)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second SIGTERM (a client's shutdown) lets the reports finish
+        try:
+            for episode_id, report in desk.episodes.end_all():
+                _announce(desk, episode_id, report)
+            desk.episodes.log.close()
+            for problem in desk.grader.close():
+                print(printable(f"evalpack serve: {problem}"), file=sys.stderr)
+        finally:
+            signal.signal(signal.SIGTERM, previous)
     return 0
 
 
