@@ -14,7 +14,8 @@ Formats (``DIR`` is the ``-o`` folder, or ``PACK/exports/<format>``):
 * ``postgres``: ``<rotation>.sql`` per rotation, a plain dump that ``psql -f`` restores
   (``evalpack.postgres.write_dump``), and, when a server verified them, ``questions.jsonl`` with PostgreSQL gold SQL.
 * ``bird``: ``dev.json`` (question_id, db_id, question, evidence, SQL, difficulty), ``dev_tables.json``,
-  ``dev.sql`` (``SQL<TAB>db_id`` per line, BIRD's gold file) and ``dev_databases/<db_id>/<db_id>.sqlite``.
+  ``dev.sql`` (``SQL<TAB>db_id`` per line, BIRD's gold file) and ``dev_databases/<db_id>/<db_id>.sqlite`` with
+  BIRD's ``database_description/<table>.csv`` beside it (the pack's column meanings).
 * ``spider``: ``dev.json`` (db_id, question, query), ``tables.json`` (column names, types, primary and foreign
   keys), ``dev_gold.sql`` and ``database/<db_id>/<db_id>.sqlite``.
 
@@ -25,6 +26,8 @@ left out and why; the build records the same in ``manifest.json``.
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import os
 import shutil
@@ -32,7 +35,7 @@ import sqlite3
 import sys
 import tempfile
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +46,7 @@ from evalpack.dialects import (
     DialectResult,
     Keys,
     engine_for,
+    file_into_place,
     keys_of,
     verify_in_dialects,
     write_sqlite,
@@ -78,6 +82,7 @@ class Source:
     columns: dict[str, dict[str, str]]
     keys: Keys
     semantics: dict
+    written: dict[str, Path] = field(default_factory=dict, compare=False, repr=False)  # rotation -> its SQLite file
 
     @classmethod
     def of(cls, folder: Path, records: Iterable[dict], manifest: Mapping[str, Any]) -> Source:
@@ -146,10 +151,16 @@ def _questions_jsonl(source: Source, result: DialectResult, path: Path) -> None:
 
 
 def _databases(source: Source, folder: Path, place: str) -> None:
-    """One SQLite database per rotation at ``folder/<place>`` (``{db_id}``, ``{rotation}`` filled in)."""
+    """One SQLite database per rotation at ``folder/<place>`` (``{db_id}``, ``{rotation}`` filled in); a rotation
+    already written for another format of the same source is copied (the same bytes)."""
     for rotation, tables in source.rotations:
         target = folder / place.format(db_id=source.db_id(rotation), rotation=rotation)
-        write_sqlite(tables, source.columns, target, keys=source.keys)
+        if rotation in source.written:
+            with file_into_place(target) as name:
+                shutil.copyfile(source.written[rotation], name)
+        else:
+            write_sqlite(tables, source.columns, target, keys=source.keys)
+            source.written[rotation] = target
 
 
 def write_sqlite_format(source: Source, result: DialectResult, folder: Path) -> None:
@@ -227,6 +238,33 @@ def write_bird_format(source: Source, result: DialectResult, folder: Path) -> No
     _write_json(folder / "dev_tables.json", [tables_entry(source, rotation) for rotation, _ in source.rotations])
     (folder / "dev.sql").write_text("".join(gold), encoding="utf-8")
     _databases(source, folder, "dev_databases/{db_id}/{db_id}.sqlite")
+    for rotation, _ in source.rotations:
+        write_descriptions(source, folder / "dev_databases" / source.db_id(rotation) / "database_description")
+
+
+BIRD_FORMATS = {"INTEGER": "integer", "REAL": "real"}
+DESCRIPTION_HEADER = ("original_column_name", "column_name", "column_description", "data_format", "value_description")
+
+
+def write_descriptions(source: Source, folder: Path) -> None:
+    """BIRD's ``database_description/<table>.csv``: per column its name in words, what it holds (the pack's column
+    meanings) and its data format as the SQLite file stores it."""
+    from evalpack.dialects import sqlite_type
+
+    folder.mkdir(parents=True, exist_ok=True)
+    for table, cols in source.columns.items():
+        out = io.StringIO()
+        writer = csv.writer(out, lineterminator="\n")
+        writer.writerow(DESCRIPTION_HEADER)
+        meanings = source.semantics.get("tables", {}).get(table, {}).get("columns", {})
+        for column, kind in cols.items():
+            meaning = meanings.get(column)
+            what = meaning.split(":", 1)[1].strip() if isinstance(meaning, str) and ":" in meaning else ""
+            upper = kind.upper()
+            fmt = ("date" if upper == "DATE" else "datetime" if upper.startswith("TIMESTAMP")
+                   else "integer (0 or 1)" if upper == "BOOLEAN" else BIRD_FORMATS.get(sqlite_type(kind), "text"))
+            writer.writerow((column, column_name(source, table, column), what, fmt, ""))
+        (folder / f"{table}.csv").write_text(out.getvalue(), encoding="utf-8")
 
 
 def write_spider_format(source: Source, result: DialectResult, folder: Path) -> None:
