@@ -26,6 +26,9 @@ from mcp.client.streamable_http import streamable_http_client
 from test_scoring_isolation import hostile
 from test_scoring_sandbox import _snapshot
 
+from evalpack.errors import EvalpackError
+from evalpack.grader import Grader, value_sql
+
 ROOT = Path(__file__).resolve().parents[1]
 TOOLS = {"list_tables", "describe_table", "run_sql", "list_questions", "submit_answer", "end_episode"}
 SERVE = [sys.executable, "-m", "evalpack.cli", "serve"]
@@ -276,6 +279,22 @@ def test_a_public_pack_grades_no_holdout_question_and_the_report_still_is_evalpa
     assert end["report"]["holdout_key"] is None and end["report"]["unscored_candidates"] == [held["id"]]
     check_episode(pack, episode, [], {dev["id"]: dev["gold_sql"], held["id"]: held["gold_sql"]}, seen, end, tmp_path,
                   wrong=0)
+
+
+def test_every_expected_answer_given_as_a_value_is_correct_and_a_near_one_wrong(retail_pack):
+    grader = Grader(retail_pack, workers=1)
+    try:
+        answered = [r for r in grader.records if r.get("expected_answer") is not None]
+        assert {r["answer_type"] for r in answered} == {"number", "integer", "string", "rows"}
+        for record in answered:
+            assert grader.grade(record["id"], value_sql(record["expected_answer"])).status == "correct", record["id"]
+        number = next(r for r in answered if r["answer_type"] == "number")
+        assert grader.grade(number["id"], value_sql(number["expected_answer"] + 0.01)).status == "wrong"
+    finally:
+        assert grader.close() == []
+    for bad in ({"a": 1}, float("nan"), [[]], None, [[{"x": 1}]]):
+        with pytest.raises(EvalpackError, match="^value: "):
+            value_sql(bad)
 
 
 # --------------------------------------------------------------------------- hostile SQL
