@@ -235,3 +235,23 @@ def test_a_drop_names_its_kind_rotation_and_first_differing_value(finance_pack):
     assert drops["failing"].kind == "error" and "no_such_column" in drops["failing"].reason
     assert drops["untranslatable"].kind == "untranslatable" and drops["untranslatable"].rotation is None
     assert json.loads(json.dumps(result["sqlite"].to_dict()))["dropped"] == 4
+
+
+def test_rotated_answers_are_compared_per_rotation(tmp_path):
+    from conftest import SCHEMAS
+
+    from evalpack.build import build_pack
+
+    spec = tmp_path / "finance.yaml"
+    spec.write_text((SCHEMAS / "finance.yaml").read_text().replace("rotations: 3", "rotations: 2\nanswers: rotated"))
+    pack = build_pack(spec, tmp_path / "pack").path
+    records = [r for r in gold_questions(pack) if isinstance(r["expected_answer"], dict)
+               and len({json.dumps(v) for v in r["expected_answer"].values()}) == 2]
+    assert len(records) > 20
+    swapped = [{**r, "expected_answer": dict(zip(r["expected_answer"], reversed(r["expected_answer"].values()),
+                                                 strict=True))} for r in records]
+    columns, rotations = manifest_columns(pack), rotation_dirs(pack)
+    right = verify_in_dialects(records, rotations, columns, [SqliteEngine()])["sqlite"]
+    wrong = verify_in_dialects(swapped, rotations, columns, [SqliteEngine()])["sqlite"]
+    assert right.drops == () and len(right.translated) == len(records)
+    assert {d.kind for d in wrong.drops} == {"mismatch"} and len(wrong.drops) == len(records)
