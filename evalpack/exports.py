@@ -353,9 +353,14 @@ def build_exports(folder: Path, formats: Iterable[str], records: Iterable[dict],
     return dialects_section(source, formats, results)
 
 
-def _check_out(out: Path) -> None:
+def _check_out(out: Path, pack: Path) -> None:
+    """Refuse an ``-o`` that exists and is not an empty folder, or that lies inside the pack (which it would
+    change: its attestation lists every file)."""
     if os.path.lexists(out) and (out.is_symlink() or not out.is_dir() or any(out.iterdir())):
         raise EvalpackError(f"{out}: already exists and is not an empty folder; choose another -o or remove it")
+    if pack.resolve() in out.resolve().parents:
+        raise EvalpackError(f"{out}: inside the pack {pack}, whose attestation lists every file it holds; choose an "
+                            "-o outside the pack")
 
 
 def export_pack(pack: str | Path, fmt: str, out: str | Path, *, postgres_dsn: str | None = None) -> dict[str, Any]:
@@ -365,7 +370,7 @@ def export_pack(pack: str | Path, fmt: str, out: str | Path, *, postgres_dsn: st
     pack, out = Path(pack), Path(out)
     if fmt not in FORMATS:
         raise EvalpackError(f"--format {fmt}: not a format evalpack writes; use one of {', '.join(FORMATS)}")
-    _check_out(out)
+    _check_out(out, pack)
     integrity = check_integrity(pack)
     layout = PackLayout(pack)
     manifest = layout.read_manifest()

@@ -201,6 +201,10 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(finance_pack, tmp_path,
         main(["export", str(finance_pack), "--format", "mysql", "-o", str(out)])
     assert exit_.value.code == 2 and "mysql" in capsys.readouterr().err and not out.exists()
 
+    inside = finance_pack / "exports" / "sqlite"
+    assert main(["export", str(finance_pack), "--format", "sqlite", "-o", str(inside)]) == 2
+    assert "inside the pack" in capsys.readouterr().err and not (finance_pack / "exports").exists()
+
     empty = tmp_path / "empty"  # an empty folder is fine
     empty.mkdir()
     assert main(["export", str(finance_pack), "--format", "sqlite", "-o", str(empty)]) == 0
