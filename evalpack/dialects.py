@@ -122,17 +122,44 @@ def decimal_scales(columns: Mapping[str, Mapping[str, str]] | None) -> dict[str,
     return {name: scale for name, scale in scales.items() if name not in other}
 
 
+def _value_scales(node: exp.Expression, scales: Mapping[str, int]) -> list[tuple[int, bool]] | None:
+    """(scale, is a column) of each decimal value ``node`` can take, when it is exact decimal arithmetic over decimal
+    columns and number literals: +, -, unary minus, parentheses, NULL, and the values (not the conditions) of CASE,
+    IF and COALESCE. None when any value is something else (text, another column type, a product, a function)."""
+    if isinstance(node, exp.Column):
+        return [(scales[node.name], True)] if node.name in scales else None
+    if isinstance(node, exp.Literal):
+        return None if node.is_string else [(len(node.this.partition(".")[2]), False)]
+    if isinstance(node, exp.Null):
+        return []
+    if isinstance(node, exp.Case):
+        parts = [i.args.get("true") for i in node.args.get("ifs") or []] + [node.args.get("default")]
+    elif isinstance(node, exp.If):
+        parts = [node.args.get("true"), node.args.get("false")]
+    elif isinstance(node, exp.Coalesce):
+        parts = [node.this, *node.expressions]
+    elif isinstance(node, (exp.Add, exp.Sub)):
+        parts = [node.this, node.expression]
+    elif isinstance(node, (exp.Neg, exp.Paren)):
+        parts = [node.this]
+    else:
+        return None
+    found: list[tuple[int, bool]] = []
+    for part in parts:
+        if part is None:  # a CASE without ELSE: NULL
+            continue
+        more = _value_scales(part, scales)
+        if more is None:
+            return None
+        found += more
+    return found
+
+
 def _decimal_scale(node: exp.Expression, scales: Mapping[str, int]) -> int | None:
-    """The scale of ``node`` when it is exact decimal arithmetic (+, -, unary minus, parentheses) over decimal
-    columns and number literals, with at least one column; else None."""
-    columns = list(node.find_all(exp.Column))
-    if not columns or any(c.name not in scales for c in columns):
-        return None
-    allowed = (exp.Column, exp.Identifier, exp.Literal, exp.Add, exp.Sub, exp.Neg, exp.Paren, exp.Table)
-    if any(not isinstance(n, allowed) or (isinstance(n, exp.Literal) and n.is_string) for n in node.walk()):
-        return None
-    literals = [len(n.this.partition(".")[2]) for n in node.find_all(exp.Literal)]
-    return max([scales[c.name] for c in columns] + literals)
+    """The scale of ``node`` when it is exact decimal arithmetic over decimal columns (:func:`_value_scales`), at
+    least one of them a column; else None."""
+    found = _value_scales(node, scales) or []
+    return max(scale for scale, _ in found) if any(column for _, column in found) else None
 
 
 def _exact_sums(scales: Mapping[str, int]) -> Callable[[exp.Expression], exp.Expression]:

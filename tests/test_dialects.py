@@ -100,6 +100,13 @@ def test_sums_of_decimals_stay_exact_in_sqlite(days):
     filtered = transpile("SELECT SUM(amount) FILTER (WHERE d > CAST('2025-01-01' AS DATE)) - SUM(amount) FROM t",
                          "sqlite", columns=days["columns"])
     assert filtered.count("ROUND(") == 2 and "FILTER" in filtered
+    cased = transpile("SELECT SUM(CASE WHEN d < CAST('2025-03-01' AS DATE) THEN amount ELSE 0 END) = 0.30 FROM t",
+                      "sqlite", columns=days["columns"])
+    with SqliteEngine().open_rotation(days["tables"], days["columns"]) as run:
+        assert run(cased) == [(1,)]
+    # only sums whose values are decimals: a count of decimals' rows stays an integer
+    assert transpile("SELECT SUM(CASE WHEN amount > 1 THEN 1 END) FROM t", "sqlite", columns=days["columns"]) == \
+        "SELECT SUM(CASE WHEN amount > 1 THEN 1 END) FROM t"
 
 
 def test_postgres_forms_of_what_postgres_lacks():
