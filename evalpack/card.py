@@ -402,6 +402,66 @@ def changelog_markdown(manifest: dict) -> str:
     return "\n".join(lines)
 
 
+def exports_markdown(manifest: dict, local: str, repo_id: str, tag: str) -> str:
+    """The card's section on the pack's ``exports/`` (the spec's ``exports:``): the SQLite databases, the BIRD and
+    Spider layouts and the PostgreSQL dumps, and the command lines of BIRD's and Spider's evaluation scripts and of
+    ``evalpack score --dialect``. Empty for a pack built without exports."""
+    section = manifest.get("dialects") or {}
+    formats = [f for f in section.get("formats") or () if f in EXPORT_FILES]
+    if not formats:
+        return ""
+    first = str(manifest["rotations"][0])
+    db_id = f"{manifest['pack']}_{first}"
+    checked = [f"{name}: {entry['verified']} of {entry['checked']} questions verified, {entry['dropped']} left out"
+               for name, entry in section.items() if isinstance(entry, dict) and "verified" in entry]
+    out = ["## SQLite, BIRD and Spider\n",
+           "The databases are here as SQLite files too, for harnesses built around SQLite and around the BIRD and "
+           "Spider layouts. Each question's gold SQL was translated from DuckDB's dialect (sqlglot) and run on the "
+           "real engine on every rotation; only the questions that answered exactly as in DuckDB are listed there ("
+           + ("; ".join(checked) if checked else "see `manifest.json`") + "; `manifest.json` -> `dialects` gives "
+           f"each one left out and why). Holdout questions are not exported. One database id per rotation: "
+           f"`{db_id}` is rotation `{first}`.\n",
+           "\n".join(f"- `exports/{f}/`: {EXPORT_FILES[f]}" for f in formats) + "\n"]
+    if "bird" in formats:
+        out.append("BIRD's evaluation script (`evaluation.py` of the BIRD repository, `bird/llm/src/`) reads the gold "
+                   "SQL from `<ground_truth_path><data_mode>.sql` and the predictions from "
+                   "`<predicted_sql_path>predict_<data_mode>.json`, a JSON object `{\"0\": \"SQL\\t----- bird "
+                   "-----\\tDB_ID\", ...}` keyed by the position in `dev.json` (the paths are joined as text: keep "
+                   "the trailing slashes):\n")
+        out.append("```bash\n"
+                   f'hf download "{repo_id}" --repo-type dataset --revision {tag} --local-dir {local}\n'
+                   f"python3 -u src/evaluation.py --db_root_path {local}/exports/bird/dev_databases/ --data_mode dev \\\n"
+                   f"  --ground_truth_path {local}/exports/bird/ --diff_json_path {local}/exports/bird/dev.json \\\n"
+                   "  --predicted_sql_path predictions/ --num_cpus 4 --meta_time_out 30.0 --mode_gt gt "
+                   "--mode_predict gpt\n"
+                   "```\n")
+    if "spider" in formats:
+        out.append("Spider's `evaluation.py` (the Spider repository, or test-suite-sql-eval) takes the gold file, "
+                   "your predictions (one SQL per line, in the order of `dev.json`), the databases and `tables.json`:\n")
+        out.append("```bash\n"
+                   f"python3 evaluation.py --gold {local}/exports/spider/dev_gold.sql --pred predictions.sql "
+                   "--etype exec \\\n"
+                   f"  --db {local}/exports/spider/database/ --table {local}/exports/spider/tables.json\n"
+                   "```\n")
+    out.append("`evalpack score` scores SQLite or PostgreSQL SQL on those engines with this pack's rules "
+               "(ids and answers are the pack's; `--dialect postgres` needs a server, `--postgres-dsn`):\n")
+    out.append("```bash\n"
+               f"evalpack score {local} --candidates answers_sqlite.jsonl --dialect sqlite --json report.json\n"
+               "```\n")
+    return "\n".join(out)
+
+
+EXPORT_FILES = {
+    "sqlite": "one SQLite database per rotation (`<rotation>.sqlite`) and `questions.jsonl` with each exported "
+              "question's SQLite gold SQL (`gold_sql`; DuckDB's in `duckdb_sql`)",
+    "postgres": "one plain-SQL dump per rotation (`<rotation>.sql`; `createdb DB && psql -d DB -f seed_42.sql`)",
+    "bird": "BIRD's layout: `dev.json` (question_id, db_id, question, evidence, SQL, difficulty), `dev_tables.json`, "
+            "`dev.sql` (the gold SQL, `SQL<TAB>db_id` per line) and `dev_databases/<db_id>/<db_id>.sqlite`",
+    "spider": "Spider's layout: `dev.json` (db_id, question, query), `tables.json` (column names and types, primary "
+              "and foreign keys), `dev_gold.sql` and `database/<db_id>/<db_id>.sqlite`",
+}
+
+
 def render_card(pack_dir: Path) -> str:
     """The dataset card of the pack in ``pack_dir``, from its manifest.json, questions.jsonl, certificate.json
     and the first rows of its tables. Never reads the attestation (the card is written before it)."""
@@ -536,6 +596,8 @@ def render_card(pack_dir: Path) -> str:
     if checks:
         out.append("Every shipped gold SQL passed these checks on every rotation:\n\n"
                    + "\n".join(f"- `{k}`: {v}" for k, v in checks.items()) + "\n")
+
+    out.append(exports_markdown(manifest, local, repo_id, tag))
 
     out.append("## Tables\n")
     out.append(_table(["table", "columns", *rotations],
