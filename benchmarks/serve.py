@@ -138,7 +138,9 @@ def write_results(figures: dict) -> None:
                         ("concurrent", f"{figures['sessions']} streamable HTTP sessions at once "
                                        f"({figures['concurrent_seconds']:.1f} s for all, "
                                        f"{figures['concurrent_calls_per_second']:.0f} calls/s, "
-                                       f"{figures['concurrent_errors']} errors)")):
+                                       f"{figures['concurrent_errors']} errors; list_tables is each "
+                                       "session's first call, made while all the sessions open, so its wait is "
+                                       "theirs)")):
         server = figures.get(f"{name}_server")
         lines += [f"{title}:", "", "| tool | calls | median ms | p95 ms |" + (" server median ms | server p95 ms |"
                                                                              if server else ""),
