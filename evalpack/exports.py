@@ -371,9 +371,10 @@ def export_pack(pack: str | Path, fmt: str, out: str | Path, *, postgres_dsn: st
     if fmt not in FORMATS:
         raise EvalpackError(f"--format {fmt}: not a format evalpack writes; use one of {', '.join(FORMATS)}")
     _check_out(out, pack)
-    integrity = check_integrity(pack)
     layout = PackLayout(pack)
-    manifest = layout.read_manifest()
+    layout.read_manifest()  # "not found; is PACK a pack?" before the attestation's own complaint
+    integrity = check_integrity(pack)
+    manifest = layout.read_manifest()  # as attested
     if (manifest.get("tool") or {}).get("name") != "evalpack" or not manifest.get("tables"):
         raise EvalpackError(f"{pack}: not a pack evalpack built (manifest.json names no evalpack tool or tables); "
                             "export packs that `evalpack build` wrote")

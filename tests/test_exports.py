@@ -201,6 +201,9 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(finance_pack, tmp_path,
         main(["export", str(finance_pack), "--format", "mysql", "-o", str(out)])
     assert exit_.value.code == 2 and "mysql" in capsys.readouterr().err and not out.exists()
 
+    assert main(["export", str(tmp_path / "nothing"), "--format", "sqlite", "-o", str(out)]) == 2
+    assert "is " + str(tmp_path / "nothing") + " a pack" in capsys.readouterr().err and not out.exists()
+
     inside = finance_pack / "exports" / "sqlite"
     assert main(["export", str(finance_pack), "--format", "sqlite", "-o", str(inside)]) == 2
     assert "inside the pack" in capsys.readouterr().err and not (finance_pack / "exports").exists()
