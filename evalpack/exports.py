@@ -130,8 +130,17 @@ def verify(source: Source, formats: Iterable[str], postgres_dsn: str | None) -> 
                               engines(dialects_needed(formats), source.keys, postgres_dsn))
 
 
-def engine_name(dialect: str) -> str:
-    return f"SQLite {sqlite3.sqlite_version} (Python's sqlite3)" if dialect == "sqlite" else "PostgreSQL"
+def engine_name(dialect: str, postgres_dsn: str | None = None) -> str:
+    """The engine a dialect is verified on, with its version (PostgreSQL's from the server, when there is one)."""
+    if dialect == "sqlite":
+        return f"SQLite {sqlite3.sqlite_version} (Python's sqlite3)"
+    if not postgres_dsn:
+        return "PostgreSQL"
+    from evalpack.postgres import connect
+
+    with connect(postgres_dsn) as con:
+        version = con.info.server_version  # e.g. 150013
+    return f"PostgreSQL {version // 10000}.{version % 10000}"
 
 
 # --------------------------------------------------------------------------- the formats
@@ -305,19 +314,20 @@ def left_out_counts(source: Source) -> dict[str, int]:
     return counts
 
 
-def dialect_entry(dialect: str, result: DialectResult | None) -> dict[str, Any]:
+def dialect_entry(dialect: str, result: DialectResult | None, postgres_dsn: str | None = None) -> dict[str, Any]:
     """A dialect's verification as the manifest and export.json record it."""
     if result is None:
         return {"engine": engine_name(dialect), "verified_on_engine": False,
                 "note": f"not verified: no PostgreSQL server was given (--postgres-dsn or ${DSN_ENV}); the dumps are "
                         "written, no translated gold SQL is"}
-    return {"engine": engine_name(dialect), "verified_on_engine": True, **result.to_dict()}
+    return {"engine": engine_name(dialect, postgres_dsn), "verified_on_engine": True, **result.to_dict()}
 
 
-def dialects_section(source: Source, formats: Iterable[str], results: Mapping[str, DialectResult]) -> dict[str, Any]:
+def dialects_section(source: Source, formats: Iterable[str], results: Mapping[str, DialectResult],
+                     postgres_dsn: str | None = None) -> dict[str, Any]:
     """The manifest's ``dialects`` section: the rule, what was left out of every export, each dialect's result."""
     return {"rule": VERIFICATION_RULE, "formats": list(formats), "left_out": left_out_counts(source),
-            **{d: dialect_entry(d, results.get(d)) for d in dialects_needed(formats)}}
+            **{d: dialect_entry(d, results.get(d), postgres_dsn) for d in dialects_needed(formats)}}
 
 
 # --------------------------------------------------------------------------- the build and the CLI
@@ -350,7 +360,7 @@ def build_exports(folder: Path, formats: Iterable[str], records: Iterable[dict],
     results = verify(source, formats, dsn)
     for fmt in formats:
         write_format(fmt, source, results, PackLayout(folder).export(fmt))
-    return dialects_section(source, formats, results)
+    return dialects_section(source, formats, results, dsn)
 
 
 def _check_out(out: Path, pack: Path) -> None:
@@ -392,7 +402,7 @@ def export_pack(pack: str | Path, fmt: str, out: str | Path, *, postgres_dsn: st
                                 "exported": len(results[dialect].translated) if dialect in results else 0,
                                 "left_out": left_out_counts(source)},
                   "databases": {rotation: source.db_id(rotation) for rotation, _ in source.rotations},
-                  dialect: dialect_entry(dialect, results.get(dialect))}
+                  dialect: dialect_entry(dialect, results.get(dialect), dsn)}
         _write_json(staging / REPORT, report)
         staging.chmod(0o755)
         if os.path.lexists(out):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 import shutil
 import sqlite3
 from pathlib import Path
@@ -291,6 +292,7 @@ def test_a_postgres_export_built_with_a_server_is_verified_there(tmp_path, monke
     build_pack(exports_spec(tmp_path, "[postgres]"), out)
     postgres = PackLayout(out).read_manifest()["dialects"]["postgres"]
     assert postgres["verified_on_engine"] and postgres["drop_rate"] <= MAX_DROP_RATE
+    assert re.fullmatch(r"PostgreSQL \d+\.\d+", postgres["engine"]), postgres["engine"]
     assert postgres_dsn not in (out / "manifest.json").read_text()  # the DSN is nowhere in the pack
     assert sorted(p.name for p in (out / "exports" / "postgres").iterdir()) == \
         ["questions.jsonl", "seed_7.sql", "seed_8.sql"]
