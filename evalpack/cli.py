@@ -231,7 +231,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     options = ServeOptions(transport=args.transport, host=args.host, port=args.port, rotation=args.rotation,
                            episode=args.episode, max_rows=args.max_rows, workers=args.workers,
-                           feedback=not args.no_feedback, rule=args.rule,
+                           feedback=not args.no_feedback, idle_timeout=args.idle_timeout, rule=args.rule,
                            limits=Limits(args.timeout, args.memory_mb, args.threads, args.run_timeout),
                            holdout_key=args.holdout_key, public_key=args.public_key,
                            allow_unattested=args.allow_unattested)
@@ -342,6 +342,9 @@ def build_parser() -> argparse.ArgumentParser:
     sv.add_argument("--workers", type=int, default=2, help="sandbox processes per rotation (default 2)")
     sv.add_argument("--no-feedback", action="store_true",
                     help="submit_answer says only that the answer was recorded, not whether it is correct")
+    sv.add_argument("--idle-timeout", type=float, default=1800.0,
+                    help="HTTP: seconds a session may go without a request in flight (nor an open stream) before it "
+                         "closes and its episode ends (default 1800)")
     sv.add_argument("--rule", choices=("spider", "bird"), default="spider", help="rule for result-set questions")
     add_integrity_options(sv)
     add_holdout_option(sv)

@@ -98,18 +98,19 @@ class Episodes:
         self._ended: set[str] = set()
         self._lock = threading.Lock()
 
-    def open(self, episode_id: str) -> Episode:
-        """The episode ``episode_id``, started on its first call; EvalpackError once it has ended."""
+    def open(self, episode_id: str) -> tuple[Episode, bool]:
+        """The episode ``episode_id`` and whether this call started it (its first); EvalpackError once it ended."""
         with self._lock:
             if episode_id in self._ended:
                 raise EvalpackError(f"episode {episode_id} has ended; its answers are graded and final. Open a new "
                                     "session to start another episode")
             episode = self._open.get(episode_id)
-            if episode is None:
-                episode = self._open[episode_id] = Episode(episode_id, self.grader)
-                self.log.write({"event": "start", "episode": episode_id, "pack": str(self.grader.pack),
-                                "rotation": self.rotation, "transport": self.transport})
-            return episode
+            if episode is not None:
+                return episode, False
+            episode = self._open[episode_id] = Episode(episode_id, self.grader)
+            self.log.write({"event": "start", "episode": episode_id, "pack": str(self.grader.pack),
+                            "rotation": self.rotation, "transport": self.transport})
+            return episode, True
 
     def call(self, episode_id: str, tool: str, arguments: dict[str, Any], seconds: float, result_bytes: int,
              error: str | None) -> None:

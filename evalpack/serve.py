@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import math
 import signal
 import socket
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,7 @@ from typing import Any
 import anyio
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.streamable_http_manager import DEFAULT_SESSION_IDLE_TIMEOUT
 
 from evalpack.episode import Episode, EpisodeLog, Episodes, episode_log_beside
 from evalpack.errors import EvalpackError
@@ -143,6 +145,7 @@ class ServeOptions:
     max_rows: int = DEFAULT_MAX_ROWS
     workers: int = 2
     feedback: bool = True
+    idle_timeout: float = DEFAULT_SESSION_IDLE_TIMEOUT
     rule: str = "spider"
     limits: Limits = field(default_factory=Limits)
     holdout_key: str | Path | None = None
@@ -257,17 +260,30 @@ class Desk:
 
     # ------------------------------------------------------------------ calls
 
-    async def call(self, episode_id: str | None, tool: str, arguments: dict[str, Any],
-                   work: Callable[[Episode], Any]) -> Any:
-        """Run ``work`` for the episode ``episode_id`` in a worker thread and log the call; an input error (or a
-        query's error) is the call's error, raised as the SDK's ToolError for the agent to read."""
+    def episode_id(self, ctx: Context) -> str | None:
+        """The episode a request belongs to: stdio's one session, or the streamable HTTP session (None without one)."""
+        if self.episodes.transport == "stdio":
+            return STDIO_EPISODE
+        return (ctx.headers or {}).get(SESSION_HEADER)
+
+    async def end_async(self, episode_id: str) -> None:
+        """End an episode (its session closed) and say so on stderr."""
+        _announce(self, episode_id, await anyio.to_thread.run_sync(self.episodes.end, episode_id))
+
+    async def call(self, ctx: Context, tool: str, arguments: dict[str, Any], work: Callable[[Episode], Any]) -> Any:
+        """Run ``work`` for the request's episode in a worker thread and log the call; an input error (or a query's
+        error) is the call's error, raised as the SDK's ToolError for the agent to read. An episode's first call
+        ties its end to its session's (:func:`_on_connection_close`)."""
         started = time.perf_counter()
         error, size = None, 0
+        episode_id = self.episode_id(ctx)
         try:
             if episode_id is None:
                 raise EvalpackError("this server keeps one episode per session: connect with a session "
                                     f"(the {SESSION_HEADER} header of streamable HTTP)")
-            episode = self.episodes.open(episode_id)
+            episode, new = self.episodes.open(episode_id)
+            if new:
+                _on_connection_close(ctx, lambda: self.end_async(episode_id))
             result = await anyio.to_thread.run_sync(work, episode)
             size = len(json.dumps(asdict(result), ensure_ascii=False, default=str).encode("utf-8", "replace"))
             return result
@@ -305,31 +321,26 @@ def build_server(desk: Desk) -> MCPServer:
     server = MCPServer("evalpack", title=f"evalpack: {desk.grader.pack.name}", instructions=instructions(desk),
                        log_level="WARNING")
 
-    def episode_of(ctx: Context) -> str | None:
-        if desk.episodes.transport == "stdio":
-            return STDIO_EPISODE
-        return (ctx.headers or {}).get(SESSION_HEADER)
-
     @server.tool()
     async def list_tables(ctx: Context) -> TableList:
         """The tables of the rotation you explore."""
-        return await desk.call(episode_of(ctx), "list_tables", {}, lambda _: desk.list_tables())
+        return await desk.call(ctx, "list_tables", {}, lambda _: desk.list_tables())
 
     @server.tool()
     async def describe_table(table: str, ctx: Context) -> TableDescription:
         """A table's columns with their types, its number of rows and its first rows."""
-        return await desk.call(episode_of(ctx), "describe_table", {"table": table}, lambda _: desk.describe_table(table))
+        return await desk.call(ctx, "describe_table", {"table": table}, lambda _: desk.describe_table(table))
 
     @server.tool()
     async def run_sql(sql: str, ctx: Context) -> QueryResult:
         """Run one read-only query (a single SELECT or WITH statement, DuckDB SQL) on your rotation; the result as a
         table. It is stopped at the time limit; a result with more rows than the cap is refused (add a LIMIT)."""
-        return await desk.call(episode_of(ctx), "run_sql", {"sql": sql}, lambda _: desk.run_sql(sql))
+        return await desk.call(ctx, "run_sql", {"sql": sql}, lambda _: desk.run_sql(sql))
 
     @server.tool()
     async def list_questions(ctx: Context, split: str = "dev") -> QuestionList:
         """The questions of a split (dev, holdout or all): id, question and evidence (never an answer)."""
-        return await desk.call(episode_of(ctx), "list_questions", {"split": split},
+        return await desk.call(ctx, "list_questions", {"split": split},
                                lambda _: desk.list_questions(split))
 
     @server.tool()
@@ -339,13 +350,13 @@ def build_server(desk: Desk) -> MCPServer:
         ``value`` (the answer itself: a number, a text, or rows as a list of lists), or ``decline: true`` (no query
         on this schema answers it). Graded at once on every rotation; the last answer to a question counts."""
         arguments = {"question_id": question_id, "sql": sql, "value": value, "decline": decline}
-        return await desk.call(episode_of(ctx), "submit_answer", arguments,
+        return await desk.call(ctx, "submit_answer", arguments,
                                lambda episode: desk.submit_answer(episode, question_id, sql, value, decline))
 
     @server.tool()
     async def end_episode(ctx: Context) -> EpisodeSummary:
         """End your episode: your answers are final and graded (questions without an answer count as declined)."""
-        return await desk.call(episode_of(ctx), "end_episode", {}, desk.end_episode)
+        return await desk.call(ctx, "end_episode", {}, desk.end_episode)
 
     card = PackLayout(desk.grader.pack).card
 
@@ -355,6 +366,21 @@ def build_server(desk: Desk) -> MCPServer:
         return card.read_text(encoding="utf-8")
 
     return server
+
+
+def _on_connection_close(ctx: Context, callback: Callable[[], Awaitable[None]]) -> bool:
+    """Have ``callback`` awaited when the SDK closes the request's connection: an HTTP session however it ends
+    (DELETE, the idle timeout, a crash, the server's stop) or stdio's one session. The SDK keeps a per-connection
+    ``exit_stack`` for such teardown, but mcp 2.3 hands it only to the low-level Context, which MCPServer's tools do
+    not get yet (the TODO on ``Context`` in mcp/server/context.py): it is read from the request's ServerSession
+    here, this module's one use of a private name. False when it is not there; the DELETE hook
+    (:class:`_EndOnDelete`) and the server's stop still end the episode then."""
+    connection = getattr(ctx.request_context.session, "_connection", None)
+    stack = getattr(connection, "exit_stack", None)
+    if stack is None:
+        return False
+    stack.push_async_callback(callback)
+    return True
 
 
 class _EndOnDelete:
@@ -368,8 +394,7 @@ class _EndOnDelete:
         if scope.get("type") == "http" and scope.get("method") == "DELETE":
             session = dict(scope.get("headers") or ()).get(SESSION_HEADER.encode())
             if session:
-                report = await anyio.to_thread.run_sync(self.desk.episodes.end, session.decode("latin-1"))
-                _announce(self.desk, session.decode("latin-1"), report)
+                await self.desk.end_async(session.decode("latin-1"))
 
 
 def _announce(desk: Desk, episode_id: str, report: dict | None) -> None:
@@ -401,6 +426,8 @@ def open_desk(pack: str | Path, options: ServeOptions) -> Desk:
         raise EvalpackError(f"--port {options.port}: use a port from 1 to 65535 (0: any free port)")
     if options.max_rows < 1 or options.workers < 1:
         raise EvalpackError("--max-rows and --workers must be at least 1")
+    if not (math.isfinite(options.idle_timeout) and options.idle_timeout > 0):
+        raise EvalpackError(f"--idle-timeout {options.idle_timeout}: give a finite number of seconds above 0")
     folder = Path(pack)
     if not folder.is_dir():
         raise EvalpackError(f"{pack}: not a pack folder; pass the folder `evalpack build -o` wrote")
@@ -449,7 +476,7 @@ async def _serve_http(server, desk: Desk) -> None:
     import uvicorn
 
     options = desk.options
-    app = _EndOnDelete(server.streamable_http_app(host=options.host), desk)
+    app = _EndOnDelete(server.streamable_http_app(host=options.host, session_idle_timeout=options.idle_timeout), desk)
     family = socket.AF_INET6 if ":" in options.host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

@@ -257,6 +257,27 @@ def test_an_episode_ends_by_its_tool_and_a_new_session_starts_another(retail_pac
     assert len({e["episode"] for e in ends}) == 2
 
 
+def test_a_session_the_client_leaves_without_closing_ends_its_episode_at_the_idle_timeout(retail_pack, tmp_path):
+    episode = tmp_path / "episode.jsonl"
+    server = HttpServer(retail_pack, episode, "--idle-timeout", "1")
+    record = next(r for r in full_questions(retail_pack) if r.get("answerable") is not False)
+    seen: list[str] = []
+
+    async def vanishing_agent() -> None:  # goes away without deleting its session, as a crashed client would
+        async with streamable_http_client(server.url, terminate_on_close=False) as (read, write), \
+                ClientSession(read, write) as session:
+            await session.initialize()
+            await call(session, seen, "submit_answer", question_id=record["id"], sql=record["gold_sql"])
+
+    try:
+        anyio.run(vanishing_agent)
+        ends = ended(episode, timeout=60)  # while the server runs on
+        assert server.proc.poll() is None
+    finally:
+        assert server.stop() == 0
+    assert len(ends) == 1 and ends[0]["answers"] == [{"id": record["id"], "sql": record["gold_sql"]}]
+
+
 def test_a_public_pack_grades_no_holdout_question_and_the_report_still_is_evalpack_scores(retail_pack, tmp_path):
     import shutil
 
