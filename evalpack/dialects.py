@@ -485,9 +485,10 @@ class Drop:
     kind: str
     reason: str
     rotation: str | None = None
+    sql: str | None = None  # the translation that failed or differed (None: untranslatable)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "drop": self.kind, "rotation": self.rotation, "reason": self.reason}
+        return {"id": self.id, "drop": self.kind, "rotation": self.rotation, "reason": self.reason, "sql": self.sql}
 
 
 @dataclass(frozen=True)
@@ -574,11 +575,12 @@ def verify_in_dialects(records: Iterable[dict], rotations: Mapping[str, Path], c
                     try:
                         rows = run(translated[qid])
                     except Exception as exc:  # the engine's own error, whatever its driver calls it
-                        drops[qid] = Drop(qid, "error", _first_line(exc), rotation)
+                        drops[qid] = Drop(qid, "error", _first_line(exc), rotation, translated[qid])
                         continue
                     expected = expected_for(r, rotation)
                     if not answer_matches(r, expected, rows, ordered=ordered[qid]):
-                        drops[qid] = Drop(qid, "mismatch", first_difference(r, expected, rows), rotation)
+                        drops[qid] = Drop(qid, "mismatch", first_difference(r, expected, rows), rotation,
+                                          translated[qid])
         results[engine.name] = DialectResult(
             engine.name, {q["id"]: translated[q["id"]] for q in questions if q["id"] not in drops},
             tuple(drops[q["id"]] for q in questions if q["id"] in drops))

@@ -240,6 +240,7 @@ def test_a_drop_names_its_kind_rotation_and_first_differing_value(finance_pack):
     assert "expected 1.5 (float), got" in drops["wrong_scalar"].reason and "(float)" in drops["wrong_scalar"].reason
     assert drops["wrong_rows"].kind == "mismatch" and "column 2: expected 0.01 (float)" in drops["wrong_rows"].reason
     assert drops["failing"].kind == "error" and "no_such_column" in drops["failing"].reason
+    assert drops["failing"].sql == "SELECT no_such_column FROM journal_lines" and drops["untranslatable"].sql is None
     assert drops["untranslatable"].kind == "untranslatable" and drops["untranslatable"].rotation is None
     assert json.loads(json.dumps(result["sqlite"].to_dict()))["dropped"] == 4
 
