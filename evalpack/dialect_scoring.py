@@ -14,14 +14,15 @@ opened by a read-only, immutable URI (``file:...?mode=ro&immutable=1``: SQLite n
 (``SQLITE_LIMIT_ATTACHED`` 0), extension loading off and an authorizer that allows reading only: SELECT, reading
 columns (``sqlite_schema`` included), recursive CTEs and functions other than those that load code or touch
 files (:data:`REFUSED_FUNCTIONS`); ATTACH/DETACH (VACUUM INTO attaches), every pragma (table-valued ones too),
-transactions and anything that writes are refused. A candidate is one statement starting with SELECT, WITH or VALUES; a progress
-handler stops it at the time limit, and at most the scorer's row and byte caps are fetched. The schema, the
-changes counter and the file's size and modification time must be the same after a rotation's candidates as
-before, or the run stops.
+transactions and anything that writes are refused. A candidate is one statement starting with SELECT, WITH or
+VALUES; a progress handler stops it at the time limit, and at most the scorer's row and byte caps are fetched.
+The schema, the changes counter and the file's size and modification time must be the same after a rotation's
+candidates as before, or the run stops.
 
-PostgreSQL: each rotation's tables are restored into a private server's database and candidates run through
-:func:`evalpack.postgres.open_postgres_sandbox` (a read-only role without superuser, ``statement_timeout``);
-the server is given by ``--postgres-dsn`` (default ``$EVALPACK_POSTGRES_DSN``).
+PostgreSQL (:func:`evalpack.postgres.postgres_sandboxes`): each rotation is loaded into a database of its own on
+the server ``--postgres-dsn`` names (default ``$EVALPACK_POSTGRES_DSN``), and candidates run as a login role made
+for it, without superuser, allowed only to read that database's tables, in a read-only transaction under
+``statement_timeout``; the database and the role are dropped at the end.
 """
 
 from __future__ import annotations
@@ -68,8 +69,8 @@ QUERY_KEYWORDS = ("select", "with", "values")
 REFUSED_FUNCTIONS = frozenset({"load_extension", "readfile", "writefile", "edit", "fts3_tokenizer", "lsdir",
                                "sqlar_compress", "sqlar_uncompress", "zipfile", "zipfile_cds"})
 SCHEMA_TABLES = ("sqlite_master", "sqlite_schema", "sqlite_temp_master", "sqlite_temp_schema")
-ALLOWED_ACTIONS = {sqlite3.SQLITE_SELECT: "SELECT", sqlite3.SQLITE_READ: "read",
-                   sqlite3.SQLITE_FUNCTION: "function", sqlite3.SQLITE_RECURSIVE: "recursive CTE"}
+ALLOWED_ACTIONS = frozenset({sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_FUNCTION,
+                             sqlite3.SQLITE_RECURSIVE})  # reading, and nothing else
 ACTION_NAMES = {getattr(sqlite3, f"SQLITE_{name}"): name.replace("_", " ") for name in (
     "CREATE_INDEX", "CREATE_TABLE", "CREATE_TEMP_INDEX", "CREATE_TEMP_TABLE", "CREATE_TEMP_TRIGGER", "CREATE_TEMP_VIEW",
     "CREATE_TRIGGER", "CREATE_VIEW", "DELETE", "DROP_INDEX", "DROP_TABLE", "DROP_TEMP_INDEX", "DROP_TEMP_TABLE",
@@ -310,8 +311,11 @@ def dialect_score_command(pack: str | Path, candidates: str | Path, dialect: str
                           postgres: str | None = None, err=None, error_prefix: str = "error: ",
                           **options: Any) -> int:
     """``evalpack score --dialect sqlite|postgres``: :func:`evalpack.scoring.score_command` with the candidates
-    run on that engine (``options`` are score_command's). ``postgres``: the server's DSN (``--postgres-dsn``)."""
+    run on that engine (``options`` are score_command's; ``duckdb`` is score_command itself). ``postgres``: the
+    server's DSN (``--postgres-dsn``)."""
     err = err or sys.stderr
+    if dialect == "duckdb":  # the scorer as it is
+        return score_command(pack, candidates, err=err, error_prefix=error_prefix, **options)
     try:
         if dialect not in DIALECTS:
             raise InputError(f"--dialect {dialect!r}: use one of {', '.join(DIALECTS)}")

@@ -4,6 +4,7 @@ nothing outside the pack and leave nothing running."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import sqlite3
@@ -371,3 +372,14 @@ def test_duckdb_stays_the_default_and_says_nothing_of_a_dialect(retail_pack, tmp
                 for r in report["questions"]]
 
     assert results(a) == results(b) and a["summary"] == b["summary"]
+
+
+def test_an_unknown_dialect_is_one_line_exit_2(retail_pack, tmp_path):
+    candidates = tmp_path / "c.json"
+    candidates.write_text('{"q001": "SELECT 1"}')
+    err = io.StringIO()
+    assert dialect_score_command(retail_pack, candidates, "mysql", err=err, json_path=tmp_path / "r.json") == 2
+    assert err.getvalue().count("\n") == 1 and "--dialect 'mysql': use one of duckdb, sqlite, postgres" in err.getvalue()
+    assert not (tmp_path / "r.json").exists()
+    run = score_cli(retail_pack, candidates, tmp_path / "r.json", "--dialect", "mysql", cwd=tmp_path)
+    assert run.returncode == 2 and run.stderr.count("\n") == 1 and "--dialect" in run.stderr, run.stderr
