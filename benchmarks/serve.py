@@ -38,6 +38,7 @@ sys.path.insert(0, str(ROOT))
 
 from mcp import ClientSession, StdioServerParameters, stdio_client  # noqa: E402
 from mcp.client.streamable_http import streamable_http_client  # noqa: E402
+from score import retail_pack  # noqa: E402  (benchmarks/score.py, beside this script)
 
 from evalpack.scoring import pack_questions  # noqa: E402
 
@@ -171,13 +172,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     with tempfile.TemporaryDirectory(prefix="evalpack-bench-") as tmp:
-        if args.pack:
-            pack = Path(args.pack)
-        else:
-            from evalpack.build import build_pack
-
-            pack = Path(tmp) / "retail"
-            build_pack(ROOT / "schemas" / "retail.yaml", pack, rotations=3, jobs=2)
+        pack = retail_pack(args.pack, tmp)
         records = pack_questions(pack)[0]
         gold = [r for r in records if r.get("gold_sql") and r.get("answerable") is not False]
         figures: dict = {"when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
