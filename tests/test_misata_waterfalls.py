@@ -255,11 +255,11 @@ REFUSALS = (
             ("waterfalls[0]:", "does not fit", "Misata writes a waterfall's amounts whatever the column's min and max",
              "raise rows or widen min/max"),
             ("min: 50,", "min: 0,")),
-    Refusal("text_type", edit("movement_type: {type: text}", "movement_type: {type: text}\n      country: {type: text, "
-                              "text_type: country}", base=TEXT_BRIDGE),
-            ("tables.mrr_movements.columns.country.text_type:", "Misata draws country values for it",
+    Refusal("text_type", edit("movement_type: {type: text}", "movement_type: {type: text}\n      plate: {type: text, "
+                              "text_type: license_plate}", base=TEXT_BRIDGE),
+            ("tables.mrr_movements.columns.plate.text_type:", "Misata draws license_plate values for it",
              "write `type: categorical, choices: [...]`"),
-            ("country: {type: text, text_type: country}", "country: {type: categorical, choices: [DE, FR]}")),
+            ("plate: {type: text, text_type: license_plate}", "plate: {type: categorical, choices: [AB1, CD2]}")),
     Refusal("undated_time_column", edit(DATED, "ordered_on: {type: date}", base=CURVE),
             ("outcome_curves[0].curve_points[0]:", "declares no start or end: Misata dates the rows inside the declared "
              "months", 'start: "2024-01-01" (or earlier)'),
