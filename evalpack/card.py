@@ -423,8 +423,10 @@ def exports_markdown(manifest: dict, local: str, repo_id: str, tag: str) -> str:
            f"`{db_id}` is rotation `{first}`.\n",
            "\n".join(f"- `exports/{f}/`: {EXPORT_FILES[f]}" for f in formats) + "\n"]
     if "bird" in formats:
-        out.append("BIRD's evaluation script (`evaluation.py` of the BIRD repository, `bird/llm/src/`) reads the gold "
-                   "SQL from `<ground_truth_path><data_mode>.sql` and the predictions from "
+        out.append("BIRD's evaluation script (`evaluation.py` of the BIRD repository, `bird/llm/src/`) runs each "
+                   "prediction and its gold SQL on the database and compares their rows as sets; it reads the gold "
+                   "SQL from `<ground_truth_path><data_mode>_gold.sql` (here `dev_gold.sql`, also as `dev.sql`, the "
+                   "name of BIRD's own download) and the predictions from "
                    "`<predicted_sql_path>predict_<data_mode>.json`, a JSON object `{\"0\": \"SQL\\t----- bird "
                    "-----\\tDB_ID\", ...}` keyed by the position in `dev.json` (the paths are joined as text: keep "
                    "the trailing slashes):\n")
@@ -436,13 +438,13 @@ def exports_markdown(manifest: dict, local: str, repo_id: str, tag: str) -> str:
                    "--mode_predict gpt\n"
                    "```\n")
     if "spider" in formats:
-        out.append("Spider's `evaluation.py` (the Spider repository, or test-suite-sql-eval) takes the gold file, "
-                   "your predictions (one SQL per line, in the order of `dev.json`), the databases and `tables.json`:\n")
-        out.append("```bash\n"
-                   f"python3 evaluation.py --gold {local}/exports/spider/dev_gold.sql --pred predictions.sql "
-                   "--etype exec \\\n"
-                   f"  --db {local}/exports/spider/database/ --table {local}/exports/spider/tables.json\n"
-                   "```\n")
+        out.append("Spider's own `evaluation.py` (the Spider repository, and test-suite-sql-eval's) parses every gold "
+                   "query with Spider's grammar before it runs anything, and that grammar has no `WITH`, window "
+                   "function, `CASE`, `CAST` or function other than the five aggregates, which most gold queries here "
+                   "use: it stops on them. The layout itself is Spider's (`dev.json`, `tables.json`, `dev_gold.sql`, "
+                   "`database/<db_id>/<db_id>.sqlite`), for harnesses that read it and execute the queries, such as "
+                   "evaldata's `load_spider` with its `ExecutionAccuracy`, or `evalpack score --dialect sqlite` "
+                   "below.\n")
     out.append("`evalpack score` scores SQLite or PostgreSQL SQL on those engines with this pack's rules "
                "(ids and answers are the pack's; `--dialect postgres` needs a server, `--postgres-dsn`):\n")
     out.append("```bash\n"

@@ -38,7 +38,8 @@ class EpisodeLog:
         if self.path.is_dir():
             raise EvalpackError(f"{path}: is a folder; pass a file for --episode, e.g. --episode episodes.jsonl")
         try:
-            self._file = open(self.path, "ab")  # noqa: SIM115 - held open for the server's life, closed by close()
+            # unbuffered: each record goes to the file in one write, so that a reader sees it whole sooner
+            self._file = open(self.path, "ab", buffering=0)  # noqa: SIM115 - held open for the server's life
         except OSError as exc:
             raise EvalpackError(f"{path}: cannot write the episode file ({exc.strerror or exc}); choose another "
                                 "--episode") from None
@@ -46,10 +47,11 @@ class EpisodeLog:
 
     def write(self, record: dict[str, Any]) -> None:
         """Append ``record`` as one line (a lone surrogate from an agent's text is written as its escape)."""
-        line = json.dumps(record, ensure_ascii=False, default=str) + "\n"
+        data = (json.dumps(record, ensure_ascii=False, default=str) + "\n").encode("utf-8", "backslashreplace")
         with self._lock:
-            self._file.write(line.encode("utf-8", "backslashreplace"))
-            self._file.flush()
+            written = 0
+            while written < len(data):  # a raw file may take part of a large record at a time
+                written += self._file.write(data[written:])
 
     def close(self) -> None:
         with self._lock:

@@ -14,7 +14,8 @@ Formats (``DIR`` is the ``-o`` folder, or ``PACK/exports/<format>``):
 * ``postgres``: ``<rotation>.sql`` per rotation, a plain dump that ``psql -f`` restores
   (``evalpack.postgres.write_dump``), and, when a server verified them, ``questions.jsonl`` with PostgreSQL gold SQL.
 * ``bird``: ``dev.json`` (question_id, db_id, question, evidence, SQL, difficulty), ``dev_tables.json``,
-  ``dev.sql`` (``SQL<TAB>db_id`` per line, BIRD's gold file) and ``dev_databases/<db_id>/<db_id>.sqlite`` with
+  ``dev.sql`` and ``dev_gold.sql`` (``SQL<TAB>db_id`` per line, BIRD's gold file under both its names) and
+  ``dev_databases/<db_id>/<db_id>.sqlite`` with
   BIRD's ``database_description/<table>.csv`` beside it (the pack's column meanings).
 * ``spider``: ``dev.json`` (db_id, question, query), ``tables.json`` (column names, types, primary and foreign
   keys), ``dev_gold.sql`` and ``database/<db_id>/<db_id>.sqlite``.
@@ -234,7 +235,8 @@ def _write_json(path: Path, data: Any) -> None:
 
 
 def write_bird_format(source: Source, result: DialectResult, folder: Path) -> None:
-    """BIRD's dev layout: ``dev.json``, ``dev_tables.json``, ``dev.sql`` and ``dev_databases/<db_id>/<db_id>.sqlite``."""
+    """BIRD's dev layout: ``dev.json``, ``dev_tables.json``, ``dev.sql`` (and the same lines as ``dev_gold.sql``) and
+    ``dev_databases/<db_id>/<db_id>.sqlite``."""
     entries, gold = [], []
     for rotation, _ in source.rotations:
         for r in _verified(source, result):
@@ -245,7 +247,9 @@ def write_bird_format(source: Source, result: DialectResult, folder: Path) -> No
             gold.append(f"{sql}\t{source.db_id(rotation)}\n")
     _write_json(folder / "dev.json", entries)
     _write_json(folder / "dev_tables.json", [tables_entry(source, rotation) for rotation, _ in source.rotations])
-    (folder / "dev.sql").write_text("".join(gold), encoding="utf-8")
+    # BIRD's dev download names its gold file dev.sql; the evaluation.py of BIRD's repository opens dev_gold.sql
+    for name in ("dev.sql", "dev_gold.sql"):
+        (folder / name).write_text("".join(gold), encoding="utf-8")
     _databases(source, folder, "dev_databases/{db_id}/{db_id}.sqlite")
     for rotation, _ in source.rotations:
         write_descriptions(source, folder / "dev_databases" / source.db_id(rotation) / "database_description")

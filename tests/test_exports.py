@@ -84,6 +84,7 @@ def test_bird_and_spider_layouts_score_100_percent_with_the_gold_sql_in_evaldata
         assert {e["difficulty"] for e in entries} <= {"simple", "moderate", "challenging"}
         assert all(set(e) >= {"question_id", "db_id", "question", "evidence", "SQL", "difficulty"} for e in entries)
         gold_file = (folder / "dev.sql").read_text().splitlines()
+        assert (folder / "dev_gold.sql").read_text().splitlines() == gold_file  # the name BIRD's evaluation.py opens
     else:
         assert all(set(e) >= {"db_id", "question", "query"} for e in entries)
         gold_file = (folder / "dev_gold.sql").read_text().splitlines()

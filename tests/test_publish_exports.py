@@ -131,13 +131,14 @@ def test_load_dataset_reads_the_configs_beside_the_exports(hub_env, download, ex
     assert got["questions"] == len((exported_pack / "questions.jsonl").read_text().splitlines())
 
 
-def test_the_card_says_how_to_use_the_files_with_birds_and_spiders_scripts(hub, download, exported_pack, retail_pack):
+def test_the_card_says_how_to_use_the_files_with_birds_script_and_why_not_spiders(hub, download, exported_pack, retail_pack):
     card = hub.files(REPO, TAG)["README.md"].decode()
     assert card == render_card(exported_pack) == (download / "README.md").read_text()
     assert SECTION not in render_card(retail_pack)  # a pack built without exports says nothing of them
     section = card.split(SECTION, 1)[1].split("\n## ", 1)[0]
     blocks = [block.split("```", 1)[0] for block in section.split("```bash\n")[1:]]
-    assert len(blocks) == 3  # BIRD, Spider, evalpack score
+    assert len(blocks) == 2  # BIRD, evalpack score
+    assert "Spider's own `evaluation.py`" in section and "parses every gold query with Spider's grammar" in section
     local = next(line for line in blocks[0].splitlines() if line.startswith("hf download")).split("--local-dir ")[1]
     commands = {}
     for block in blocks:
@@ -145,22 +146,20 @@ def test_the_card_says_how_to_use_the_files_with_birds_and_spiders_scripts(hub, 
             words = shlex.split(command)
             script = next((w for w in words if w.endswith(".py")), None) if words[0].startswith("python") else None
             commands[script or words[0]] = words
-    bird, spider = commands["src/evaluation.py"], commands["evaluation.py"]
+    bird = commands["src/evaluation.py"]
 
     def option(words: list[str], name: str) -> Path:
         value = words[words.index(name) + 1]
         assert value.startswith(f"{local}/"), (name, value)
         return download / value.removeprefix(f"{local}/")
 
-    # BIRD's script joins the paths as text: the gold file is <ground_truth_path><data_mode>.sql, a database
+    # BIRD's script joins the paths as text: the gold file is <ground_truth_path><data_mode>_gold.sql, a database
     # <db_root_path><db_id>/<db_id>.sqlite
     mode = bird[bird.index("--data_mode") + 1]
-    gold_path = bird[bird.index("--ground_truth_path") + 1] + mode + ".sql"
+    gold_path = bird[bird.index("--ground_truth_path") + 1] + mode + "_gold.sql"
     assert (download / gold_path.removeprefix(f"{local}/")).is_file()
     root = bird[bird.index("--db_root_path") + 1]
     assert root.endswith("/") and option(bird, "--db_root_path").is_dir()
     db_id = json.loads(option(bird, "--diff_json_path").read_text())[0]["db_id"]
     assert (download / (root + f"{db_id}/{db_id}.sqlite").removeprefix(f"{local}/")).is_file()
-    for name in ("--gold", "--table", "--db"):
-        assert option(spider, name).exists(), name
     assert commands["evalpack"][:2] == ["evalpack", "score"] and "--dialect" in commands["evalpack"]

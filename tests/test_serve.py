@@ -85,7 +85,10 @@ async def call(session: ClientSession, seen: list[str], tool: str, **arguments):
 
 
 def episode_records(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    """The episode file's whole records (a line still being written, without its newline, is not one yet)."""
+    text = path.read_text(encoding="utf-8")
+    complete = text[:text.rfind("\n") + 1]
+    return [json.loads(line) for line in complete.splitlines() if line.strip()]
 
 
 def ended(path: Path, timeout: float = 60) -> list[dict]:
