@@ -109,6 +109,30 @@ class _AtLeast(argparse.Action):
         setattr(namespace, self.dest, values)
 
 
+def arrow_without_pandas() -> None:
+    """Settle, before pandas is imported, that this process hands pyarrow no pandas objects.
+
+    pyarrow imports pandas (0.3 to 0.8 s) the first time it builds an array, only to ask whether the input is a
+    pandas object; the engine never passes one. With pandas unimportable for that first array, pyarrow records
+    that it has no pandas to ask about; an explicit conversion (``to_pandas``) still imports it then. Only the
+    ``evalpack`` process does this (:func:`console`), not a program that calls :func:`main`."""
+    if "pandas" in sys.modules:
+        return
+    import pyarrow as pa
+
+    class NoPandas:
+        @staticmethod
+        def find_spec(name: str, *_: object) -> None:
+            if name == "pandas":
+                raise ImportError("pandas is not used here")
+
+    sys.meta_path.insert(0, NoPandas)  # type: ignore[arg-type]
+    try:
+        pa.array([0])
+    finally:
+        sys.meta_path.remove(NoPandas)  # type: ignore[arg-type]
+
+
 def cmd_build(args: argparse.Namespace) -> int:
     from evalpack.build import build_pack
 
@@ -385,5 +409,12 @@ def main(argv: list[str] | None = None) -> int:
         return 130
 
 
+def console() -> int:
+    """The ``evalpack`` command: :func:`main` in a process of its own (``build`` without pandas' import)."""
+    if sys.argv[1:2] == ["build"]:
+        arrow_without_pandas()
+    return main()
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(console())
