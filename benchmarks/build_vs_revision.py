@@ -34,6 +34,14 @@ from build import SPEC, measure  # noqa: E402
 from scaled import scaled_spec  # noqa: E402
 
 BEFORE_ISSUE_16 = "dc357c7"
+# `evalpack build` as the side's own command (console() where it has one), without the subcommands that other
+# packages of the installed distribution register: those are this checkout's, which an older tree cannot load
+RUNNER = ("import importlib.metadata as m, sys\n"
+          "found = m.entry_points\n"
+          "m.entry_points = lambda **kw: [] if kw.get('group') == 'evalpack.commands' else found(**kw)\n"
+          "import evalpack.cli as cli\n"
+          "sys.argv = ['evalpack', *sys.argv[1:]]\n"
+          "sys.exit(cli.console() if hasattr(cli, 'console') else cli.main())\n")
 
 
 def export(revision: str, into: Path) -> Path:
@@ -74,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
             runs: dict[str, list] = {name: [] for name in sides}
             made: dict[str, str] = {}
             cache = work / f"cache_{scale}" if args.cache == "warm" else "off"
-            command = [sys.executable, "-m", "evalpack.cli", "build", str(spec), "-o", str(work / f"pack_{scale}"),
+            command = [sys.executable, "-c", RUNNER, "build", str(spec), "-o", str(work / f"pack_{scale}"),
                        "--rotations", str(args.rotations), "--jobs", str(args.jobs), "--force"]
 
             def build(name: str, command=command, cache=cache):
