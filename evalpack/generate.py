@@ -125,7 +125,7 @@ def draw_distribution(rng: np.random.Generator, dist: Distribution, n: int, lo: 
     """``n`` values of the shape ``dist`` as whole units of ``decimals`` within [lo, hi] units (values beyond an
     end are held at it, as Misata does). Parameters left out are set from the range: a normal is centred on it
     with a sixth of it as its deviation; the others start at min and reach about a fifth of the range at their
-    median; a pareto starts at min (SPEC_FORMAT.md, "distribution")."""
+    median; a pareto starts at min (README.md, "Writing a spec")."""
     unit = 10 ** decimals
     low, span = lo / unit, max(hi - lo, 1) / unit
 
