@@ -24,7 +24,6 @@ import duckdb
 
 from evalpack.errors import EvalpackError
 from evalpack.scoring import (
-    COMPARISON_RULE,
     ROWS_TYPE,
     Integrity,
     Limits,
@@ -34,16 +33,16 @@ from evalpack.scoring import (
     _report_value,
     answer_matches,
     answer_type_of,
+    assemble_report,
     expected_for,
     is_unanswerable,
-    kind_of,
     observed,
     pack_questions,
     pack_source,
     printable,
+    question_result,
     quote_literal,
     scorable,
-    summarize,
     top_level_order_by,
 )
 
@@ -213,60 +212,25 @@ class Grader:
         same form and by the same rules as :func:`evalpack.scoring.score_pack`; ``seconds`` is the time grading
         took and ``candidates`` says where the answers came from.
 
-        score_pack runs the queries and assembles the report in one function, and the scorer (copied into every
-        pack) is not to grow; so the assembly is repeated here, on gradings made as the answers came in.
-        tests/test_serve.py holds the two equal: an episode's report against ``evalpack score`` on its answers."""
-        records, names = self.records, self.rotations
-        unscored = {q["id"] for q in records if not scorable(q) and not is_unanswerable(q)}
+        The report is assembled by the scorer's own :func:`evalpack.scoring.assemble_report`, from gradings made as
+        the answers came in; tests/test_serve.py holds it equal to ``evalpack score`` on the episode's answers."""
+        unscored = {q["id"] for q in self.records if not scorable(q) and not is_unanswerable(q)}
         results = []
-        for q in records:
+        for q in self.records:
             if q["id"] in unscored:
                 continue
-            answerable = not is_unanswerable(q)
             given = graded.get(q["id"])
             answered = given is not None and given.sql is not None
-            status = "declined" if answerable else "correct"
-            if answered:
-                status = given.status
-            results.append({"id": q["id"], "kind": kind_of(q), "split": q.get("split", "dev"), "status": status,
-                            "answerable": answerable, "answered": answered, "confidence": None,
-                            "difficulty": q.get("difficulty") or None, "skills": list(q.get("skills") or ()),
-                            "question": q.get("question"), "unanswerable_reason": q.get("unanswerable_reason"),
-                            "answer_type": answer_type_of(q) if answerable else None,
-                            "expected": q["expected_answer"] if answerable else None,
-                            "rotations": given.rotations if answered and answerable else {}})
+            status = given.status if answered else "correct" if is_unanswerable(q) else "declined"
+            results.append(question_result(q, status, answered,
+                                           given.rotations if answered and not is_unanswerable(q) else {}))
         usage = [pool.usage() for pool in self.pools.values()]
-        scored = sum(1 for r in results if r["answered"] and r["answerable"])
-        return {
-            "pack": str(self.pack),
-            "rule": self.rule,
-            "duckdb_version": duckdb.__version__,
-            "comparison_rule": COMPARISON_RULE,
-            "limits": {"timeout_seconds": self.limits.timeout, "memory_mb": self.limits.memory_mb,
-                       "threads": self.limits.threads, "run_timeout_seconds": self.limits.run_timeout},
-            "integrity": None if self.integrity is None else {"status": self.integrity.status,
-                                                              "files": self.integrity.files,
-                                                              "message": self.integrity.message},
-            "rotations": names,
-            "source": {"producer": self.source.producer, "version": self.source.version,
-                       "databases": {name: str(folder) for name, folder in self.source.databases},
-                       "tables_loaded": {name: u[3] for name, u in zip(names, usage)}
-                       if self.source.csv_types is not None else None},
-            "summary": summarize(results),
-            "unknown_ids": [],  # an id the pack does not have is refused when it is submitted
-            "not_scored": sorted(unscored),
-            "holdout_key": None if self.key_used is None else str(self.key_used),
-            "holdout_not_scored": sorted(q["id"] for q in records if q.get("split") == "holdout" and not scorable(q)),
-            "unscored_candidates": sorted(i for i in graded if i in unscored),
-            "questions": results,
-            "timing": {"seconds": round(seconds, 6),
-                       "query_seconds": round(sum(g.query_seconds for g in graded.values()), 6),
-                       "queries": scored * len(names),
-                       "worker_cap_mb": max((u[0] for u in usage), default=0) // 2**20,
-                       "worker_peak_mb": max((u[1] for u in usage), default=0) // 2**20,
-                       "workers_replaced": sum(u[2] for u in usage)},
-            "candidates": candidates,
-        }
+        return assemble_report(
+            self.pack, rule=self.rule, limits=self.limits, integrity=self.integrity, origin=self.source,
+            records=self.records, results=results, key_used=self.key_used, candidate_ids=list(graded),
+            seconds=seconds, query_seconds=sum(g.query_seconds for g in graded.values()),
+            usage=[u[:3] for u in usage], tables_loaded={name: u[3] for name, u in zip(self.rotations, usage)},
+        ) | {"candidates": candidates}
 
     def close(self) -> list[str]:
         """End every sandbox process; the problems found (see :meth:`WorkerPool.close`)."""

@@ -2129,7 +2129,6 @@ def score_pack(pack: Path, sql_by_id: dict[str, str | None], *, rule: str = "spi
                  else printable(i) for i in unknown[:10]]
         raise InputError(f"{source}: {len(unknown)} id(s) match no question of {pack}: {', '.join(hints)}"
                          f"{', ...' if len(unknown) > 10 else ''}; ids are the pack's, exactly as in {QUESTIONS_FILE}")
-    unscored = {q["id"] for q in records if not scorable(q) and not is_unanswerable(q)}
     started = time.perf_counter()
     # a sandbox with copied tables holds its rotation in memory: two small rotations are scored at
     # once (one loads while the other queries), large ones one at a time so that memory stays that
@@ -2173,13 +2172,38 @@ def score_pack(pack: Path, sql_by_id: dict[str, str | None], *, rule: str = "spi
             status = "wrong"
         else:
             status = "correct" if all(runs[r]["match"] for r in names) else "wrong"
-        results.append({"id": q["id"], "kind": kind_of(q), "split": q.get("split", "dev"), "status": status,
-                        "answerable": answerable, "answered": answered, "confidence": sure.get(q["id"]),
-                        "difficulty": q.get("difficulty") or None, "skills": list(q.get("skills") or ()),
-                        "question": q.get("question"), "unanswerable_reason": q.get("unanswerable_reason"),
-                        "answer_type": answer_type_of(q) if answerable else None,
-                        "expected": q["expected_answer"] if answerable else None, "rotations": runs})
-    summary = summarize(results)
+        results.append(question_result(q, status, answered, runs, sure.get(q["id"])))
+    workers = [w for _, _, w in scored_rotations]
+    return assemble_report(
+        pack, rule=rule, limits=limits, integrity=integrity, origin=origin, records=records, results=results,
+        key_used=key_used, candidate_ids=list(sql_by_id), seconds=time.perf_counter() - started,
+        query_seconds=query_seconds, usage=[(w.cap_bytes, w.peak_bytes, w.replaced) for w in workers],
+        tables_loaded={rotation: w.loaded for rotation, w in zip(names, workers)},
+    ) | ({} if dialect is None else {"dialect": dialect})
+
+
+def question_result(q: dict, status: str, answered: bool, runs: dict, confidence: float | None = None) -> dict:
+    """One question's entry in a score report: its status, how it was answered and its runs per rotation."""
+    answerable = not is_unanswerable(q)
+    return {"id": q["id"], "kind": kind_of(q), "split": q.get("split", "dev"), "status": status,
+            "answerable": answerable, "answered": answered, "confidence": confidence,
+            "difficulty": q.get("difficulty") or None, "skills": list(q.get("skills") or ()),
+            "question": q.get("question"), "unanswerable_reason": q.get("unanswerable_reason"),
+            "answer_type": answer_type_of(q) if answerable else None,
+            "expected": q["expected_answer"] if answerable else None, "rotations": runs}
+
+
+def assemble_report(pack: Path, *, rule: str, limits: Limits, integrity: Integrity | None, origin: PackSource,
+                    records: list[dict], results: list[dict], key_used: Path | None, candidate_ids: list[str],
+                    seconds: float, query_seconds: float, usage: list[tuple[int, int, int]],
+                    tables_loaded: dict[str, dict[str, str]]) -> dict[str, Any]:
+    """The score report (what ``--json`` writes) of ``results`` (:func:`question_result`, in the pack's order) for
+    the candidates ``candidate_ids``; ``usage`` is each sandbox's (address-space cap, peak bytes, processes
+    replaced), ``tables_loaded`` how each rotation's CSV tables were typed. :func:`score_pack` and ``evalpack
+    serve`` (evalpack.grader) both report through it."""
+    names = [name for name, _ in origin.databases]
+    known = {q["id"] for q in records}
+    unscored = {q["id"] for q in records if not scorable(q) and not is_unanswerable(q)}
     scored = sum(1 for r in results if r["answered"] and r["answerable"])
     return {
         "pack": str(pack),
@@ -2193,22 +2217,21 @@ def score_pack(pack: Path, sql_by_id: dict[str, str | None], *, rule: str = "spi
         "rotations": names,
         "source": {"producer": origin.producer, "version": origin.version,
                    "databases": {name: str(folder) for name, folder in origin.databases},
-                   "tables_loaded": {rotation: w.loaded for rotation, (_, _, w) in zip(names, scored_rotations)}
-                   if origin.csv_types is not None else None},
-        "summary": summary,
-        "unknown_ids": sorted(i for i in sql_by_id if i not in known),
+                   "tables_loaded": tables_loaded if origin.csv_types is not None else None},
+        "summary": summarize(results),
+        "unknown_ids": sorted(i for i in candidate_ids if i not in known),
         "not_scored": sorted(unscored),  # without gold SQL or expected answer: imported, or holdout without its key
         "holdout_key": None if key_used is None else str(key_used),
         "holdout_not_scored": sorted(q["id"] for q in records if q.get("split") == "holdout" and not scorable(q)),
-        "unscored_candidates": sorted(i for i in sql_by_id if i in unscored),
+        "unscored_candidates": sorted(i for i in candidate_ids if i in unscored),
         "questions": results,
-        "timing": {"seconds": round(time.perf_counter() - started, 6), "query_seconds": round(query_seconds, 6),
+        "timing": {"seconds": round(seconds, 6), "query_seconds": round(query_seconds, 6),
                    "queries": scored * len(names),
                    # measured, like the seconds: the worker processes' address-space cap and peak memory
-                   "worker_cap_mb": max(w.cap_bytes for _, _, w in scored_rotations) // 2**20,
-                   "worker_peak_mb": max(w.peak_bytes for _, _, w in scored_rotations) // 2**20,
-                   "workers_replaced": sum(w.replaced for _, _, w in scored_rotations)},
-    } | ({} if dialect is None else {"dialect": dialect})
+                   "worker_cap_mb": max((u[0] for u in usage), default=0) // 2**20,
+                   "worker_peak_mb": max((u[1] for u in usage), default=0) // 2**20,
+                   "workers_replaced": sum(u[2] for u in usage)},
+    }
 
 
 def _score_rotation(source: PackSource, rotation: str, questions: list[dict], sql_by_id: dict[str, str | None],

@@ -28,7 +28,6 @@ from evalpack.kinds import KINDS
 from evalpack.layout import rotation_name
 from evalpack.links import GRAINS, periods
 from evalpack.semantics import Measure, Semantics, TableWords, plural_of
-from evalpack.textgen import TEXT_KIND_ALIASES, TEXT_KINDS
 
 # matched with fullmatch: `$` alone lets a trailing newline through
 NAME_RE = re.compile(r"^[a-z][a-z0-9_]*$")
@@ -56,7 +55,17 @@ HUB_LICENSES = (
 COLUMN_TYPES = ("int", "float", "text", "categorical", "boolean", "date", "datetime", "foreign_key")
 TYPE_ALIASES = {"integer": "int", "number": "float", "string": "text", "bool": "boolean"}
 TEXT_TYPE_ALIASES = {"email": "email", "uuid": "uuid"}  # Misata column types that are text kinds
-TEXT_TYPES = TEXT_KINDS  # evalpack.textgen draws each; TEXT_KIND_ALIASES reads Misata's other names
+# the text kinds evalpack.textgen draws (TEXT_TYPES), and Misata's other names for them (TEXT_TYPE_NAMES)
+TEXT_TYPE_NAMES = {
+    "phone_number": "phone", "job": "job_title", "zip": "postal_code", "zip_code": "postal_code",
+    "postcode": "postal_code", **{prose: "sentence" for prose in (
+        "description", "product_description", "bio", "caption", "review", "comment_body", "support_ticket",
+        "email_body", "ticket_body", "resolution_notes", "transaction_memo", "text")},
+    **{short: "title" for short in ("short_review_title", "ticket_subject", "research_project_name",
+                                    "restaurant_name", "menu_item")},
+}
+TEXT_TYPES = ("name", "email", "company", "city", "word", "sentence", "uuid", "first_name", "last_name", "username",
+              "phone", "url", "address", "country", "state", "job_title", "product_name", "postal_code", "title")
 
 # Misata features evalpack refuses by name, rather than as unknown keys.
 UNSUPPORTED_TOP = (
@@ -876,7 +885,7 @@ def _read_column(r: _Reader, name: str, raw: Any, path: tuple, rows: int) -> Col
                             f"fewer than the table's {rows} rows; widen the range")
     elif ctype == "text":
         tt = m.get("text_type", text_type or "word")
-        tt = TEXT_KIND_ALIASES.get(tt, tt) if isinstance(tt, str) else tt
+        tt = TEXT_TYPE_NAMES.get(tt, tt) if isinstance(tt, str) else tt
         if tt not in TEXT_TYPES:
             raise r.err(path + ("text_type",), f"unknown text_type {_clip(str(tt))}: Misata draws {_clip(str(tt), quote=False)} "
                         f"values for it, evalpack's text types are {', '.join(TEXT_TYPES)}; use one of them, or write "

@@ -1,5 +1,5 @@
 """Vectorised text values: names, emails, companies, cities, words, sentences, UUIDs, and the other kinds
-Misata's specs name (phones, addresses, countries, job titles, product names, titles; TEXT_KINDS).
+Misata's specs name (phones, addresses, countries, job titles, product names, titles: evalpack.spec.TEXT_TYPES).
 
 Unique text values are pure functions of (stream, row index), so a child table can compute
 the key of any parent row without the parent table in memory.
@@ -37,17 +37,6 @@ ADJECTIVE = ("Classic", "Compact", "Deluxe", "Eco", "Essential", "Everyday", "Pr
 PRODUCT = ("Backpack", "Blender", "Camera", "Chair", "Desk", "Headphones", "Jacket", "Kettle", "Lamp", "Monitor",
            "Mug", "Notebook", "Sneakers", "Speaker", "Tent", "Watch")
 STREET = ("Street", "Road", "Avenue", "Lane", "Way")
-# Misata's text types beyond evalpack's own names, read as the kind of text evalpack draws for them
-TEXT_KIND_ALIASES = {
-    "phone_number": "phone", "job": "job_title", "zip": "postal_code", "zip_code": "postal_code",
-    "postcode": "postal_code", **{prose: "sentence" for prose in (
-        "description", "product_description", "bio", "caption", "review", "comment_body", "support_ticket",
-        "email_body", "ticket_body", "resolution_notes", "transaction_memo", "text")},
-    **{short: "title" for short in ("short_review_title", "ticket_subject", "research_project_name",
-                                    "restaurant_name", "menu_item")},
-}
-TEXT_KINDS = ("name", "email", "company", "city", "word", "sentence", "uuid", "first_name", "last_name", "username",
-              "phone", "url", "address", "country", "state", "job_title", "product_name", "postal_code", "title")
 HEX = np.frombuffer(b"0123456789abcdef", dtype=np.uint8)
 
 
