@@ -11,6 +11,12 @@ side being measured). `misata` is used when benchmarks/.venv-misata/bin/misata e
 (`python -m venv benchmarks/.venv-misata && benchmarks/.venv-misata/bin/pip install 'misata[evalpack]'`)
 or `misata` is on PATH. Ratios are misata / evalpack.
 
+evalpack runs as the `evalpack` command of this environment (its console entry point, as a user runs it)
+with a cache folder of its own per scale, empty at first: the evalpack column is a first build of the
+spec, all of its work done. `--warm` adds a second evalpack build of the same spec into the same cache
+(a spec rebuilt unchanged: prepared mutants and studied rotations are found there). The machine's load
+average is printed before each side's run.
+
 Then each side's own `python PACK/verify.py` (gold mode: every gold SQL on every rotation) runs
 `--verify-runs` times on the pack it just built (default 5; 0 skips it); the table gives the
 fastest and the median run and their peak memory. The two scripts do different work: evalpack's
@@ -85,6 +91,12 @@ def measure(cmd: list[str], cwd: Path | None = None) -> Run:
     return Run(time.perf_counter() - started, peak / 1024, proc.returncode, out[-600:])
 
 
+def print_load(what: str) -> None:
+    """The load average (1, 5, 15 min) before a measured run, as the figures' context."""
+    one, five, fifteen = os.getloadavg()
+    print(f"  load before {what}: {one:.2f} {five:.2f} {fifteen:.2f}", flush=True)
+
+
 def misata_command() -> str | None:
     local = HERE / ".venv-misata" / "bin" / "misata"
     return str(local) if local.exists() else shutil.which("misata")
@@ -126,10 +138,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--spec", type=Path, default=SPEC)
     parser.add_argument("--verify-runs", type=int, default=5, help="runs of each pack's verify.py (0: none)")
+    parser.add_argument("--warm", action="store_true", help="also time a second evalpack build with the cache warm")
     args = parser.parse_args(argv)
 
     misata = None if args.only == "evalpack" else misata_command()
-    evalpack = [sys.executable, "-m", "evalpack.cli"]
+    command = Path(sys.executable).with_name("evalpack")
+    evalpack = [str(command)] if command.exists() else [sys.executable, "-m", "evalpack.cli"]
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}")
     print(f"spec: {args.spec.name}; rotations: {args.rotations}; evalpack --jobs {args.jobs}; "
           f"misata: {misata or 'not installed'}")
@@ -147,14 +161,22 @@ def main(argv: list[str] | None = None) -> int:
             checks: dict[str, VerifyRuns | None] = {"evalpack": None, "misata": None}
             if args.only != "misata":
                 out = work / f"evalpack_{scale}"
-                ours = measure([*evalpack, "build", str(spec), "-o", str(out), "--rotations", str(args.rotations),
-                                "--jobs", str(args.jobs)])
+                build = [*evalpack, "build", str(spec), "-o", str(out), "--rotations", str(args.rotations),
+                         "--jobs", str(args.jobs), "--force"]
+                os.environ["EVALPACK_CACHE_DIR"] = str(work / f"cache_{scale}")
+                print_load(f"evalpack {scale}x")
+                ours = measure(build)
                 if ours.code:
                     print(f"evalpack failed at {scale}x:\n{ours.tail}")
+                if args.warm:
+                    warm = measure(build)
+                    print(f"  evalpack {scale}x rebuilt with the cache warm: {warm.seconds:.2f} s, {warm.peak_mb:.0f} MB"
+                          + (f" (failed: {warm.tail})" if warm.code else ""))
                 checks["evalpack"] = time_verify(sys.executable, out, args.verify_runs)
                 shutil.rmtree(out, ignore_errors=True)
             if misata and args.only != "evalpack":
                 out = work / f"misata_{scale}"
+                print_load(f"misata {scale}x")
                 theirs = measure([misata, "evalpack", "-c", str(spec), "-o", str(out), "--rotations",
                                   str(args.rotations)])
                 if theirs.code:

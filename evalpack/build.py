@@ -6,6 +6,7 @@ beside the target and renamed into place only when complete.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import json
 import multiprocessing
@@ -41,7 +42,8 @@ from evalpack.verify import Link, Observation, Verdict, rotation_connection, ver
 
 SCORER = Path(__file__).with_name("scoring.py")
 Progress = Callable[[int, str, int], None]
-# below this many rows per rotation, starting worker processes costs more than it saves
+# below this many rows a rotation is small: written in this process (starting worker processes would cost
+# more than it saves) and checked with the other rotations open at once (see check_rotations)
 PARALLEL_MIN_ROWS = 250_000
 
 
@@ -93,22 +95,31 @@ def _worker_context() -> multiprocessing.context.BaseContext | None:
     return multiprocessing.get_context("fork") if sys.platform.startswith("linux") else None
 
 
+def worker_pool(jobs: int) -> ProcessPoolExecutor:
+    """``jobs`` worker processes, started now (before the caller starts threads of its own, which a
+    fork would not carry over) and, on Linux, dying with the build even when it is killed with SIGKILL."""
+    pool = ProcessPoolExecutor(max_workers=jobs, mp_context=_worker_context(), initializer=_die_with,
+                               initargs=(os.getpid(),))
+    pool.submit(int).result()  # the fork context starts every worker at the first task
+    return pool
+
+
 def write_rotations(spec: Spec, plans: tuple[RotationPlan, ...], folder: Path, jobs: int = 1,
-                    progress: Progress | None = None) -> dict[str, dict[str, int]]:
-    """Write every rotation's tables, in ``jobs`` worker processes for large packs.
+                    progress: Progress | None = None, pool: ProcessPoolExecutor | None = None
+                    ) -> dict[str, dict[str, int]]:
+    """Write every rotation's tables, in ``jobs`` worker processes for large packs (those of ``pool``
+    when given, else a :func:`worker_pool` of their own).
 
     Each (rotation, table) is one task, largest first, so that three rotations keep two cores busy
-    to the end; every file depends only on its own plan, so the bytes do not depend on the order.
-    On Linux the workers die with the build, even when it is killed with SIGKILL."""
+    to the end; every file depends only on its own plan, so the bytes do not depend on the order."""
     rows_per_rotation = sum(t.rows for t in plans[0].tables)
     if jobs <= 1 or len(plans) == 1 or rows_per_rotation < PARALLEL_MIN_ROWS:
         return {p.rotation: write_rotation(spec, p, folder, progress) for p in plans}
     tasks = sorted(((spec, p, t.name, str(folder)) for p in plans for t in p.tables),
                    key=lambda task: -task[1].table(task[2]).rows)
     rows: dict[str, dict[str, int]] = {p.rotation: {} for p in plans}
-    with ProcessPoolExecutor(max_workers=jobs, mp_context=_worker_context(), initializer=_die_with,
-                             initargs=(os.getpid(),)) as pool:
-        for seed, table, count in pool.map(_write_one, tasks):
+    with contextlib.nullcontext(pool) if pool else worker_pool(jobs) as workers:
+        for seed, table, count in workers.map(_write_one, tasks):
             rows[rotation_name(seed)][table] = count
             if progress:
                 progress(seed, table, count)
@@ -157,14 +168,55 @@ class RotationCheck:
     outcomes: dict[Mutant, bool | None]
 
 
+@dataclass(frozen=True)
+class Verified:
+    """One rotation's verification and audit, which need only the questions: every question's observation
+    (in question order), the audit's findings, and the ids of the questions that passed there."""
+
+    observations: tuple[Observation, ...]
+    findings: tuple[Finding, ...]
+    passed: frozenset[str]
+
+
+def verify_and_audit(spec: Spec, questions: tuple[Question, ...], rotation: str,
+                     con: duckdb.DuckDBPyConnection) -> Verified:
+    """Verification's golden checks of every question on a rotation's connection, then the audit's checks of
+    the questions that passed (on verification's gold results: the same SQL on the same connection)."""
+    links = links_of(spec)
+    link_counts = counted(con, [(link, "declared") for link in links])
+    live = tuple(lc.link for lc in link_counts if lc.orphan_rows)
+    observations = tuple(verify_rotation(con, questions, rotation, links, live))
+    passed = {q.id: o for q, o in zip(questions, observations) if o.passed}
+    # what the certificate will record: verification's observation, through JSON
+    recorded = {(qid, rotation): json.loads(json.dumps(o.value)) for qid, o in passed.items()}
+    runs = {qid: Run(list(o.rows)) for qid, o in passed.items()}
+    records = [q.to_record(spec.answers) for q in questions if q.id in passed]
+    findings = audit_rotation(con, records, rotation, link_counts, recorded, runs=runs, verified=frozenset(passed))
+    return Verified(observations, tuple(findings), frozenset(passed))
+
+
+def study_verified(spec: Spec, derived: Derived, pack_dir: Path, seed: int, con: duckdb.DuckDBPyConnection,
+                   verified: Verified, earlier: tuple[RotationCheck, ...] | None = None,
+                   mutants: Callable[[], MutantSet] | None = None) -> RotationCheck:
+    """The near-miss study of the mutants of the questions that passed on a verified rotation, and the
+    rotation's check (:func:`check_rotation` says what ``earlier`` and ``mutants`` do)."""
+    rotation = rotation_name(seed)
+    studied, _ = (mutants() if mutants else derived.mutants).of(verified.passed)
+    if earlier is not None:
+        studied = still_studied(studied, [c.outcomes for c in earlier])
+    outcomes = study_outcomes(con, PackLayout(pack_dir).tables(seed), rotation, {q.id: q for q in derived.questions},
+                              studied, duckdb_types(spec))
+    return RotationCheck(rotation, verified.observations, verified.findings, outcomes)
+
+
 def check_rotation(spec: Spec, derived: Derived, pack_dir: Path, seed: int,
                    con: duckdb.DuckDBPyConnection | None = None,
                    earlier: tuple[RotationCheck, ...] | None = None,
                    mutants: Callable[[], MutantSet] | None = None) -> RotationCheck:
     """The unit of work per rotation, on its written tables loaded once into one connection with the
     engine's limits: verification's golden checks of every question, then, for the questions that
-    passed, the audit's checks (on verification's gold results: the same SQL on the same connection)
-    and the near-miss mutants. ``evalpack build`` loops over it; Dagster runs it as one step per rotation,
+    passed, the audit's checks and the near-miss mutants (:func:`verify_and_audit`, :func:`study_verified`).
+    ``evalpack build`` loops over it (:func:`check_rotations`); Dagster runs it as one step per rotation,
     with ``con`` from its DuckDB resource (the engine's limits are applied to it; it is closed after).
 
     With ``earlier`` (the checks of the rotations before this one, in seed order) only the mutants that
@@ -173,25 +225,30 @@ def check_rotation(spec: Spec, derived: Derived, pack_dir: Path, seed: int,
     Without it every mutant is studied, as Dagster's parallel steps must; the summary is the same.
 
     ``mutants`` (default: ``derived.mutants``) is called only once verification and the audit are done:
-    ``evalpack build`` checks its first rotation while the mutants are still being prepared."""
-    rotation, questions = rotation_name(seed), derived.questions
+    ``evalpack build`` checks rotations while the mutants are still being prepared."""
     with rotation_connection(PackLayout(pack_dir).tables(seed), con=con) as con:
-        links = links_of(spec)
-        link_counts = counted(con, [(link, "declared") for link in links])
-        live = tuple(lc.link for lc in link_counts if lc.orphan_rows)
-        observations = tuple(verify_rotation(con, questions, rotation, links, live))
-        passed = {q.id: o for q, o in zip(questions, observations) if o.passed}
-        # what the certificate will record: verification's observation, through JSON
-        recorded = {(qid, rotation): json.loads(json.dumps(o.value)) for qid, o in passed.items()}
-        runs = {qid: Run(list(o.rows)) for qid, o in passed.items()}
-        records = [q.to_record(spec.answers) for q in questions if q.id in passed]
-        findings = audit_rotation(con, records, rotation, link_counts, recorded, runs=runs, verified=frozenset(passed))
-        mutants, _ = (mutants() if mutants else derived.mutants).of(passed)
-        if earlier is not None:
-            mutants = still_studied(mutants, [c.outcomes for c in earlier])
-        outcomes = study_outcomes(con, PackLayout(pack_dir).tables(seed), rotation, {q.id: q for q in questions},
-                                  mutants, duckdb_types(spec))
-    return RotationCheck(rotation, observations, tuple(findings), outcomes)
+        verified = verify_and_audit(spec, derived.questions, rotation_name(seed), con)
+        return study_verified(spec, derived, pack_dir, seed, con, verified, earlier, mutants)
+
+
+def check_rotations(spec: Spec, derived: Derived, pack_dir: Path, seeds: Iterable[int],
+                    mutants: Callable[[], MutantSet] | None = None, small: bool = False) -> tuple[RotationCheck, ...]:
+    """:func:`check_rotation` of every rotation in seed order, each studying only what the rotations before it
+    left. ``small`` rotations are opened together (their tables in memory at once): every one is verified and
+    audited first, while the mutants may still be being prepared, and studied after; large ones are checked
+    one at a time, so that memory stays that of one rotation. The checks are the same either way."""
+    checks: tuple[RotationCheck, ...] = ()
+    if not small:
+        for seed in seeds:
+            checks += (check_rotation(spec, derived, pack_dir, seed, earlier=checks, mutants=mutants),)
+        return checks
+    with contextlib.ExitStack() as opened:
+        cons = {seed: opened.enter_context(rotation_connection(PackLayout(pack_dir).tables(seed))) for seed in seeds}
+        verified = {seed: verify_and_audit(spec, derived.questions, rotation_name(seed), con)
+                    for seed, con in cons.items()}
+        for seed, con in cons.items():
+            checks += (study_verified(spec, derived, pack_dir, seed, con, verified[seed], checks, mutants),)
+    return checks
 
 
 @dataclass(frozen=True)
@@ -464,20 +521,22 @@ def build_pack(spec_path: str | Path, out: str | Path, *, seed: int | None = Non
     staging = staging_dir(out, force, inputs=(spec_path,))
     try:
         plans = plan_pack(spec)
-        with ThreadPoolExecutor(1) as background:
+        with contextlib.nullcontext() if jobs <= 1 else worker_pool(jobs) as workers, \
+                ThreadPoolExecutor(1) as background:
             # the questions come from the declarations and mutating their gold SQL is pure Python:
-            # both run while the worker processes write the rotations (one phase at a time keeps
-            # memory bounded: writers and DuckDB never hold a large rotation at once); the questions
-            # first, so that the first rotation's verification and audit, which need only them, run
-            # while the mutants are still being prepared
+            # both run while the rotations are written (one phase at a time keeps memory bounded:
+            # writers and DuckDB never hold a large rotation at once); the questions first, so that
+            # the first rotation's verification and audit, which need only them, run while the
+            # mutants are still being prepared, by the workers that write large rotations (after
+            # their writing) or, for small ones, beside the writing in this process
             selected = background.submit(select_questions, spec, plans, splits)
-            prepared = background.submit(lambda: prepare_mutants(spec, selected.result()[0], duckdb_types(spec)))
-            rows = write_rotations(spec, plans, staging, jobs, progress)
+            prepared = background.submit(lambda: prepare_mutants(spec, selected.result()[0], duckdb_types(spec),
+                                                                 workers))
+            rows = write_rotations(spec, plans, staging, jobs, progress, workers)
             questions, declines, selection = selected.result()
             pending = Derived(plans, questions, MutantSet((), ()), selection, splits, declines)
-            checks: tuple[RotationCheck, ...] = ()
-            for p in plans:
-                checks += (check_rotation(spec, pending, staging, p.seed, earlier=checks, mutants=prepared.result),)
+            checks = check_rotations(spec, pending, staging, [p.seed for p in plans], prepared.result,
+                                     small=sum(t.rows for t in plans[0].tables) < PARALLEL_MIN_ROWS)
             derived = Derived(plans, questions, prepared.result(), selection, splits, declines)
             checked = combine_rotations(spec, derived, list(checks))
         verdicts, near_miss = checked.verdicts, checked.near_miss

@@ -29,6 +29,7 @@ import hashlib
 import json
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from concurrent.futures import Executor
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
@@ -908,11 +909,14 @@ class MutantSet:
         return [m for m in self.mutants if m.question_id in ids], equivalent
 
 
-def prepare_mutants(spec: Spec, questions: tuple[Question, ...], types: dict[str, dict[str, str]]) -> MutantSet:
+def prepare_mutants(spec: Spec, questions: tuple[Question, ...], types: dict[str, dict[str, str]],
+                    pool: Executor | None = None) -> MutantSet:
     """Mutate every question's gold SQL (no data needed: a build starts this while it writes).
 
     Each gold SQL is prepared once per process (a process that builds the same spec again, such as
-    Dagster's code server, reuses it) and kept in the cache on disk for other processes."""
+    Dagster's code server, reuses it) and kept in the cache on disk for other processes. With ``pool``
+    (worker processes) the gold SQL texts not prepared yet are shared out among its workers: the
+    work is pure, so the mutants are the same either way."""
     nullable = nullable_columns(spec)
     schema = json.dumps(types, sort_keys=True)
     maybe_null = json.dumps({t: sorted(c) for t, c in nullable.items()}, sort_keys=True)
@@ -922,7 +926,10 @@ def prepare_mutants(spec: Spec, questions: tuple[Question, ...], types: dict[str
     missing = [k for k in dict.fromkeys(keys) if k not in _PREPARED]
     if len(_PREPARED) + len(missing) > PREPARED_CACHE:
         _PREPARED.clear()
-    _PREPARED.update((k, _cached_prepared(k)) for k in missing)
+    if pool is not None and len(missing) > 1:
+        _PREPARED.update(zip(missing, pool.map(_cached_prepared, missing, chunksize=PREPARE_CHUNK)))
+    else:
+        _PREPARED.update((k, _cached_prepared(k)) for k in missing)
     mutants: list[Mutant] = []
     equivalent = []
     for q, key in zip(questions, keys):
@@ -935,6 +942,7 @@ def prepare_mutants(spec: Spec, questions: tuple[Question, ...], types: dict[str
 
 
 PREPARED_CACHE = 4096  # gold SQL texts whose mutants a process keeps
+PREPARE_CHUNK = 4  # gold SQL texts per task given to a worker: their costs differ, small tasks balance them
 _PREPARED: dict[tuple, tuple] = {}
 # what preparing a gold SQL's mutants reads besides its arguments: a change to any of them is a new key
 PREPARING_CODE = ("evalpack.nearmiss", "evalpack.rollup", "evalpack.questions", "evalpack.scoring")

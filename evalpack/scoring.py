@@ -552,6 +552,59 @@ def catalog_state(con: duckdb.DuckDBPyConnection) -> tuple:
     return tuple(tuple(con.execute(q).fetchall()) for q in queries)
 
 
+class Watchdog:
+    """One thread that calls each armed action at its deadline, for every query of the process.
+
+    A sandbox worker starts it before limiting its address space: a thread started per query could
+    fail to get its stack under that limit once an earlier query has grown the process (Python
+    raises "can't start new thread"), and the next query, however correct, would fail with it."""
+
+    def __init__(self) -> None:
+        self._due: dict[int, tuple[float, Callable[[], Any], threading.Event]] = {}
+        self._changed = threading.Condition()
+        self._thread: threading.Thread | None = None
+        self._next = 0
+
+    def start(self) -> None:
+        """Start the thread (once); :meth:`armed` starts it when needed."""
+        with self._changed:
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._watch, name="evalpack-watchdog", daemon=True)
+                self._thread.start()
+
+    def _watch(self) -> None:
+        with self._changed:
+            while True:
+                now = time.monotonic()
+                for key, (deadline, action, fired) in list(self._due.items()):
+                    if deadline <= now:
+                        del self._due[key]
+                        fired.set()
+                        action()
+                soonest = min((deadline for deadline, _, _ in self._due.values()), default=None)
+                self._changed.wait(None if soonest is None else max(0.0, soonest - time.monotonic()))
+
+    @contextlib.contextmanager
+    def armed(self, timeout: float, action: Callable[[], Any]) -> Any:
+        """``action`` is called once ``timeout`` seconds have passed, unless the block has ended by then;
+        yields an Event set when it was called. When the block ends, the action has run or never will."""
+        self.start()
+        fired = threading.Event()
+        with self._changed:
+            key, self._next = self._next, self._next + 1
+            self._due[key] = (time.monotonic() + timeout, action, fired)
+            self._changed.notify()
+        try:
+            yield fired
+        finally:
+            with self._changed:  # the watchdog calls actions holding this lock: none is under way now
+                self._due.pop(key, None)
+                self._changed.notify()
+
+
+WATCHDOG = Watchdog()
+
+
 def run_query(con: duckdb.DuckDBPyConnection, sql: str, timeout: float = DEFAULT_TIMEOUT,
               max_rows: int = MAX_FETCH_ROWS, max_bytes: int = MAX_RESULT_BYTES) -> Outcome:
     """Run one untrusted query on a sandbox connection: one SELECT statement, interrupted after
@@ -574,25 +627,14 @@ def run_query(con: duckdb.DuckDBPyConnection, sql: str, timeout: float = DEFAULT
     if statement.type != duckdb.StatementType.SELECT:
         kind = getattr(statement.type, "name", str(statement.type))
         return Outcome(None, f"rejected: only a query (SELECT/WITH) may run, not {kind}", time.perf_counter() - started)
-    fired = threading.Event()
-
-    def stop() -> None:
-        fired.set()
-        con.interrupt()
-
-    timer = threading.Timer(timeout, stop)
-    timer.daemon = True
-    timer.start()
     rows, error = None, None
-    try:
-        rows, error = fetch_capped(con.execute(statement).fetchmany, max_rows, max_bytes)
-    except duckdb.Error as exc:
-        error = _first_line(exc)
-    except Exception as exc:  # noqa: BLE001 - a value Python cannot hold (an INTERVAL of 10^8 years), no memory
-        error = f"cannot read the result: {type(exc).__name__}: {_first_line(exc)}"
-    finally:
-        timer.cancel()
-        timer.join()
+    with WATCHDOG.armed(timeout, con.interrupt) as fired:
+        try:
+            rows, error = fetch_capped(con.execute(statement).fetchmany, max_rows, max_bytes)
+        except duckdb.Error as exc:
+            error = _first_line(exc)
+        except Exception as exc:  # noqa: BLE001 - a value Python cannot hold (an INTERVAL of 10^8 years), no memory
+            error = f"cannot read the result: {type(exc).__name__}: {_first_line(exc)}"
     return query_outcome(rows, error, time.perf_counter() - started, timeout, fired.is_set(), max_rows)
 
 
@@ -837,6 +879,7 @@ def worker_main(argv: list[str], opener: Opener = open_duckdb_worker) -> int:
     except Exception as exc:  # noqa: BLE001 - reported to the parent, which decides
         _write_frame(replies, {"error": f"{type(exc).__name__}: {_first_line(exc)}"})
         return 1
+    WATCHDOG.start()  # its stack is mapped now, under no limit (see Watchdog)
     cap = _vm_bytes() + (limits.memory_mb + WORKER_OVERHEAD_MB) * 2**20
     _limit(resource.RLIMIT_AS, cap)
     _write_frame(replies, {"ready": True, "cap_bytes": cap, "loaded": loaded})

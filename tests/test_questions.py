@@ -309,14 +309,15 @@ def test_no_question_ships_is_exit_1(tmp_path, monkeypatch):
     from evalpack import build as build_module
     from evalpack.cli import main
 
-    original = build_module.check_rotation
+    original = build_module.write_rotations
 
-    def without_tables(spec, derived, folder, seed, **options):
+    def without_tables(spec, plans, folder, *args, **options):
+        rows = original(spec, plans, folder, *args, **options)
         for path in folder.rglob("*.parquet"):
             path.unlink()  # every gold SQL now errors
-        return original(spec, derived, folder, seed, **options)
+        return rows
 
-    monkeypatch.setattr(build_module, "check_rotation", without_tables)
+    monkeypatch.setattr(build_module, "write_rotations", without_tables)
     code = main(["build", str(SCHEMAS / "retail.yaml"), "-o", str(tmp_path / "out"), "--jobs", "1"])
     assert code == 1
     assert list(tmp_path.iterdir()) == []

@@ -1,0 +1,74 @@
+"""The query watchdog: one thread for every query of a process, so that a sandbox worker under an
+address-space limit never needs a new thread (and its stack) to run the next query."""
+
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+
+import duckdb
+
+from evalpack.scoring import Watchdog, run_query
+
+LIMITED_WORKER = textwrap.dedent("""
+    import resource, sys
+    import duckdb
+    from evalpack import scoring
+
+    con = duckdb.connect(":memory:")
+    con.execute("CREATE TABLE t AS SELECT range AS x FROM range(1000)")
+    if sys.argv[1] == "started":
+        scoring.WATCHDOG.start()
+    # no room left for another thread's stack (8 MiB), as after a query that grew the worker to its cap
+    size = scoring._vm_bytes()
+    resource.setrlimit(resource.RLIMIT_AS, (size + 4 * 2**20, resource.RLIM_INFINITY))
+    outcome = scoring.run_query(con, "SELECT SUM(x) FROM t", timeout=5)
+    print(outcome.rows, outcome.error)
+""")
+
+
+def _limited(mode: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", LIMITED_WORKER, mode], capture_output=True, text=True, timeout=60)
+
+
+def test_a_query_runs_under_an_address_space_limit_that_leaves_no_room_for_a_thread():
+    proc = _limited("started")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[(499500,)] None"
+
+
+def test_the_limit_really_leaves_no_room_for_a_new_thread():
+    # the same limit without the watchdog started beforehand: its thread cannot start, so the limit is tight
+    proc = _limited("not started")
+    assert proc.returncode != 0 and "can't start new thread" in proc.stderr
+
+
+def test_an_armed_action_runs_at_its_deadline_and_a_disarmed_one_never():
+    watchdog = Watchdog()
+    calls = []
+    with watchdog.armed(0.05, lambda: calls.append("late")) as fired:
+        time.sleep(0.3)
+    assert fired.is_set() and calls == ["late"]
+    with watchdog.armed(0.2, lambda: calls.append("early")) as fired:
+        pass
+    time.sleep(0.4)
+    assert not fired.is_set() and calls == ["late"]
+
+
+def test_concurrent_queries_each_get_their_own_deadline():
+    con = duckdb.connect(":memory:")
+    slow = "SELECT COUNT(*) FROM range(100000000000) a WHERE a.range % 7 = 3"
+    results = {}
+
+    def run(name: str, sql: str, timeout: float) -> None:
+        results[name] = run_query(con.cursor(), sql, timeout=timeout)
+
+    threads = [threading.Thread(target=run, args=("slow", slow, 0.5)),
+               threading.Thread(target=run, args=("quick", "SELECT 42", 30))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert results["quick"].rows == [(42,)] and results["quick"].error is None
+    assert results["slow"].timed_out and results["slow"].rows is None
