@@ -1,6 +1,7 @@
 """Stage 2: the rotation plans, the questions with gold SQL and expected answers, and the near-miss mutants
 of that SQL, all derived from the declarations alone (no row is read)."""
 
+import os
 from collections import Counter
 
 from dagster import AssetExecutionContext, MetadataValue, Output, asset
@@ -22,7 +23,7 @@ def questions(context: AssetExecutionContext, spec: Spec, evalpack: EvalpackReso
     """Every question the declarations fix, before any verification (answers come from the plan); their
     splits continue those of the finished pack this build will replace, as ``evalpack build`` does."""
     previous = continued_splits(spec, evalpack.pack_dir(context.partition_key))
-    derived = derive(spec, plan_pack(spec), previous)
+    derived = derive(spec, plan_pack(spec), previous, jobs=os.cpu_count() or 1)
     drafts = derived.questions
     kinds = Counter(q.kind for q in drafts)
     splits = Counter(q.split for q in drafts)

@@ -5,9 +5,11 @@
     python benchmarks/build.py --scales 1000 --only evalpack   # 40M orders, evalpack alone
 
 Each side runs in turn as its own process tree; wall time is measured around it and peak
-memory is the largest sum of resident memory over the whole tree (worker processes included),
+memory is the largest sum of proportional memory (PSS) over the whole tree (worker processes included),
 sampled every 50 ms from /proc (on two cores a faster sampler takes measurable CPU from the
-side being measured). `misata` is used when benchmarks/.venv-misata/bin/misata exists
+side being measured). PSS divides each shared page among the processes sharing it, so forked workers
+are not counted once for every page they share with the process that forked them (summed resident
+memory would). `misata` is used when benchmarks/.venv-misata/bin/misata exists
 (`python -m venv benchmarks/.venv-misata && benchmarks/.venv-misata/bin/pip install 'misata[evalpack]'`)
 or `misata` is on PATH. Ratios are misata / evalpack.
 
@@ -55,13 +57,13 @@ class Run:
     tail: str
 
 
-def _tree_rss_kb(root: int) -> int:
+def _tree_pss_kb(root: int) -> int:
     total, stack = 0, [root]
     while stack:
         pid = stack.pop()
         try:
-            with open(f"/proc/{pid}/status") as status:
-                total += next((int(line.split()[1]) for line in status if line.startswith("VmRSS:")), 0)
+            with open(f"/proc/{pid}/smaps_rollup") as rollup:
+                total += next((int(line.split()[1]) for line in rollup if line.startswith("Pss:")), 0)
             for task in os.listdir(f"/proc/{pid}/task"):
                 with open(f"/proc/{pid}/task/{task}/children") as children:
                     stack.extend(int(c) for c in children.read().split())
@@ -71,7 +73,7 @@ def _tree_rss_kb(root: int) -> int:
 
 
 def measure(cmd: list[str], cwd: Path | None = None) -> Run:
-    """Run ``cmd``; wall time and the peak summed RSS of its process tree."""
+    """Run ``cmd``; wall time and the peak summed PSS of its process tree."""
     started = time.perf_counter()
     proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     peak = 0
@@ -80,7 +82,7 @@ def measure(cmd: list[str], cwd: Path | None = None) -> Run:
     def sample() -> None:
         nonlocal peak
         while not done.is_set():
-            peak = max(peak, _tree_rss_kb(proc.pid))
+            peak = max(peak, _tree_pss_kb(proc.pid))
             time.sleep(SAMPLE_SECONDS)
 
     sampler = threading.Thread(target=sample, daemon=True)

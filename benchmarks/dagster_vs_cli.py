@@ -12,6 +12,10 @@ Three figures per side, medians over the rounds:
 - `run`: for Dagster, the run's own duration as the UI shows it (RUN_START to RUN_SUCCESS, from the
   instance's event log); for the CLI, the same as `command`.
 
+evalpack's cache on disk (prepared mutants, studied rotations) is a fresh empty folder for each side of each
+round by default (`--cache cold`: both do all the work, as a first build of the spec does); `--cache warm`
+gives both sides one folder per round, filled by an unmeasured `evalpack build` first.
+
 Ratios are Dagster / CLI. The packs of every round must be byte-identical (every file), else the
 script exits 1.
 """
@@ -60,7 +64,10 @@ def main() -> int:
     parser.add_argument("--spec", default="schemas/retail.yaml")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--executor", help="EVALPACK_EXECUTOR for the Dagster side (default: the code location's)")
+    parser.add_argument("--cache", choices=("cold", "warm"), default="cold",
+                        help="evalpack's cache on disk: empty for each side (cold), or filled first (warm)")
     args = parser.parse_args()
+    load = os.getloadavg()
     spec = ROOT / args.spec
     pack = spec.stem
     if spec.parent != ROOT / "schemas":
@@ -74,7 +81,15 @@ def main() -> int:
             if args.executor:
                 env["EVALPACK_EXECUTOR"] = args.executor
             cli_out = base / "cli" / pack
-            cli_times.append(timed([sys.executable, "-m", "evalpack.cli", "build", str(spec), "-o", str(cli_out)], env))
+            build = [sys.executable, "-m", "evalpack.cli", "build", str(spec), "-o", str(cli_out)]
+            env["EVALPACK_CACHE_DIR"] = str(base / "cache")
+            if args.cache == "warm":
+                timed([*build[:-1], str(base / "warming" / pack)], env)
+            else:
+                env["EVALPACK_CACHE_DIR"] = str(base / "cache_cli")
+            cli_times.append(timed(build, env))
+            if args.cache == "cold":
+                env["EVALPACK_CACHE_DIR"] = str(base / "cache_dagster")
             dagster_times.append(timed([sys.executable, "-m", "pipelines.run", pack], env))
             run_times.append(run_duration(base / "dagster_home"))
             ours, theirs = files_of(base / "dagster_packs" / pack), files_of(cli_out)
@@ -85,7 +100,8 @@ def main() -> int:
             print(f"round {i}: cli {cli_times[-1]:.2f} s, dagster command {dagster_times[-1]:.2f} s, "
                   f"dagster run {run_times[-1]:.2f} s; packs byte-identical ({len(ours)} files)", flush=True)
     cli, command, run = (statistics.median(t) for t in (cli_times, dagster_times, run_times))
-    print(f"\n{args.spec}, {args.rounds} rounds, medians, executor {args.executor or 'default'}:")
+    print(f"\n{args.spec}, {args.rounds} rounds, medians, executor {args.executor or 'default'}, cache {args.cache}, "
+          f"load average at the start {' '.join(f'{x:.2f}' for x in load)}:")
     print("| side | wall time | ratio to `evalpack build` |\n|---|---:|---:|")
     print(f"| `evalpack build` | {cli:.2f} s | 1.00 |")
     print(f"| Dagster run (RUN_START to RUN_SUCCESS) | {run:.2f} s | {run / cli:.2f} |")

@@ -149,12 +149,14 @@ def select_questions(spec: Spec, plans: tuple[RotationPlan, ...], previous: Prev
     return selected, derive_declines(spec, plans, len(selected)), selection
 
 
-def derive(spec: Spec, plans: tuple[RotationPlan, ...], previous: PreviousSplits | None = None) -> Derived:
-    """The questions of ``spec`` and their prepared mutants (pure: no row is read); their splits continue
-    ``previous``, the version this build follows (:func:`evalpack.questions.assign_splits`)."""
+def derive(spec: Spec, plans: tuple[RotationPlan, ...], previous: PreviousSplits | None = None, jobs: int = 1
+           ) -> Derived:
+    """The questions of ``spec`` and their prepared mutants (pure: no row is read), in ``jobs`` worker processes;
+    their splits continue ``previous``, the version this build follows (:func:`evalpack.questions.assign_splits`)."""
     questions, declines, selection = select_questions(spec, plans, previous)
-    return Derived(plans, questions, prepare_mutants(spec, questions, duckdb_types(spec)), selection, previous,
-                   declines)
+    with contextlib.nullcontext() if jobs <= 1 else worker_pool(jobs) as workers:
+        mutants = prepare_mutants(spec, questions, duckdb_types(spec), workers)
+    return Derived(plans, questions, mutants, selection, previous, declines)
 
 
 @dataclass(frozen=True)
@@ -533,6 +535,8 @@ def build_pack(spec_path: str | Path, out: str | Path, *, seed: int | None = Non
             prepared = background.submit(lambda: prepare_mutants(spec, selected.result()[0], duckdb_types(spec),
                                                                  workers))
             rows = write_rotations(spec, plans, staging, jobs, progress, workers)
+            if workers:  # their work is done once the mutants are: their memory is not kept through the checks
+                prepared.add_done_callback(lambda _: workers.shutdown(wait=False))
             questions, declines, selection = selected.result()
             pending = Derived(plans, questions, MutantSet((), ()), selection, splits, declines)
             checks = check_rotations(spec, pending, staging, [p.seed for p in plans], prepared.result,
