@@ -95,9 +95,13 @@ def _worker_context() -> multiprocessing.context.BaseContext | None:
     return multiprocessing.get_context("fork") if sys.platform.startswith("linux") else None
 
 
-def worker_pool(jobs: int) -> ProcessPoolExecutor:
-    """``jobs`` worker processes, started now (before the caller starts threads of its own, which a
-    fork would not carry over) and, on Linux, dying with the build even when it is killed with SIGKILL."""
+def worker_pool(jobs: int) -> contextlib.AbstractContextManager[ProcessPoolExecutor | None]:
+    """``jobs`` worker processes as a context manager, started now (before the caller starts threads of its own,
+    which a fork would not carry over) and, on Linux, dying with the build even when it is killed with SIGKILL.
+    It gives None (the caller works in its own process) for one job, and in a process that may not have children
+    (a daemonic one: a Dask worker's, another pool's worker)."""
+    if jobs <= 1 or multiprocessing.current_process().daemon:
+        return contextlib.nullcontext()
     pool = ProcessPoolExecutor(max_workers=jobs, mp_context=_worker_context(), initializer=_die_with,
                                initargs=(os.getpid(),))
     pool.submit(int).result()  # the fork context starts every worker at the first task
@@ -119,7 +123,8 @@ def write_rotations(spec: Spec, plans: tuple[RotationPlan, ...], folder: Path, j
                    key=lambda task: -task[1].table(task[2]).rows)
     rows: dict[str, dict[str, int]] = {p.rotation: {} for p in plans}
     with contextlib.nullcontext(pool) if pool else worker_pool(jobs) as workers:
-        for seed, table, count in workers.map(_write_one, tasks):
+        written = workers.map(_write_one, tasks) if workers else map(_write_one, tasks)
+        for seed, table, count in written:
             rows[rotation_name(seed)][table] = count
             if progress:
                 progress(seed, table, count)
@@ -154,7 +159,7 @@ def derive(spec: Spec, plans: tuple[RotationPlan, ...], previous: PreviousSplits
     """The questions of ``spec`` and their prepared mutants (pure: no row is read), in ``jobs`` worker processes;
     their splits continue ``previous``, the version this build follows (:func:`evalpack.questions.assign_splits`)."""
     questions, declines, selection = select_questions(spec, plans, previous)
-    with contextlib.nullcontext() if jobs <= 1 else worker_pool(jobs) as workers:
+    with worker_pool(jobs) as workers:
         mutants = prepare_mutants(spec, questions, duckdb_types(spec), workers)
     return Derived(plans, questions, mutants, selection, previous, declines)
 
@@ -523,7 +528,7 @@ def build_pack(spec_path: str | Path, out: str | Path, *, seed: int | None = Non
     staging = staging_dir(out, force, inputs=(spec_path,))
     try:
         plans = plan_pack(spec)
-        with contextlib.nullcontext() if jobs <= 1 else worker_pool(jobs) as workers, \
+        with worker_pool(jobs) as workers, \
                 ThreadPoolExecutor(1) as background:
             # the questions come from the declarations and mutating their gold SQL is pure Python:
             # both run while the rotations are written (one phase at a time keeps memory bounded:

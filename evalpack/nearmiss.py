@@ -1021,9 +1021,12 @@ def _prepared(gold_sql: str, schema: str, maybe_null: str, rotated: str | None, 
         need = need_of(tree, types)
         # a rollup is small enough to run its queries one by one: batch only the others
         batch = None if need else batchable(tree)
-        over_rollup = rollup_form(tree, need, result_types).sql(dialect=DIALECT, copy=False) if need else None
+        connective = op in CONNECTIVE_OPERATORS
+        # the tree is needed after the rollup form only by _canonical, which consumes it
+        over_rollup = rollup_form(tree, need, result_types, copy=connective).sql(dialect=DIALECT, copy=False) \
+            if need else None
         shared = () if need or batch else table_subqueries(tree, types)
-        forms = {sql, _canonical(tree)} if op in CONNECTIVE_OPERATORS else {sql}  # _canonical consumes the tree
+        forms = {sql, _canonical(tree)} if connective else {sql}
         if forms & seen:
             out.append((op, None))
             continue

@@ -79,9 +79,10 @@ class Rollup:
         return sql + (f" GROUP BY {', '.join(group)}" if group else "")
 
 
-def rollup_form(tree: exp.Expression, need: Need, result_types: dict[tuple[str, tuple[str, str]], str]
-                ) -> exp.Expression:
-    """``tree`` (whose need is ``need``) rewritten over its table's rollup; ``tree`` is not modified.
+def rollup_form(tree: exp.Expression, need: Need, result_types: dict[tuple[str, tuple[str, str]], str], *,
+                copy: bool = True) -> exp.Expression:
+    """``tree`` (whose need is ``need``) rewritten over its table's rollup; ``tree`` is not modified (with
+    ``copy=False`` it is rewritten in place: for a caller that has no more use for it).
 
     Every SELECT that reads the table (the query itself, a CTE body or a subquery) reads the rollup
     instead, and its own aggregates (not those of an enclosing or nested query) re-aggregate the
@@ -104,7 +105,7 @@ def rollup_form(tree: exp.Expression, need: Need, result_types: dict[tuple[str, 
             total = exp.Coalesce(this=total, expressions=[exp.Literal.number(0)])
         return exp.Cast(this=total, to=_data_type(result_types[(need.table, measure)]))
 
-    out = tree.copy()
+    out = tree.copy() if copy else tree
     for select, table in _readers(out, {need.table}):
         for node in [n for n in _own_nodes(select) if _measure_of(n) is not None and _outermost_aggregate(n, select)]:
             (node.parent if isinstance(node.parent, exp.Filter) else node).replace(swap(node))

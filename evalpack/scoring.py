@@ -580,7 +580,8 @@ class Watchdog:
                     if deadline <= now:
                         del self._due[key]
                         fired.set()
-                        action()
+                        with contextlib.suppress(Exception):  # the thread serves every later query too
+                            action()
                 soonest = min((deadline for deadline, _, _ in self._due.values()), default=None)
                 self._changed.wait(None if soonest is None else max(0.0, soonest - time.monotonic()))
 
