@@ -148,6 +148,26 @@ def _edits(tree: exp.Expression, kind: type | tuple, edit: Callable[[exp.Express
             scratch = None
 
 
+POSITIONS = ("line", "col", "start", "end")  # where the parser found a node, kept in its meta
+
+
+def _lean(tree: exp.Expression) -> exp.Expression:
+    """``tree`` without what the parser leaves on its nodes that nothing here reads: source positions in
+    their meta and empty comment lists. Every mutant is a copy of the gold tree, and copying those small
+    dictionaries and lists was about half the cost of a copy (the other keys of a meta, which sqlglot's
+    generator and simplifier read, stay; an empty comment list prints as nothing)."""
+    for node in tree.walk():
+        meta = node._meta  # None until something is stored: reading ``meta`` would create one
+        if meta:
+            for key in POSITIONS:
+                meta.pop(key, None)
+            if not meta:
+                node._meta = None
+        if node.comments == []:
+            node.comments = None
+    return tree
+
+
 def _nth(tree: exp.Expression, kind: type | tuple, index: int) -> exp.Expression:
     return next(node for i, node in enumerate(tree.find_all(kind)) if i == index)
 
@@ -516,7 +536,7 @@ def mutants_of(q: Question, types: dict[str, dict[str, str]], nullable: dict[str
     are only mistakes (rather than the same query) on those. ``unique`` names the columns that hold no
     value twice: a join on one of them finds at most one row, the parent, which ``join_dropped`` drops.
     """
-    tree = parse_gold(q.gold_sql)
+    tree = _lean(parse_gold(q.gold_sql))
     cols = _Columns(types, tree)
     out: list[tuple[str, exp.Expression]] = []
 
