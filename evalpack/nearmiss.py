@@ -36,10 +36,11 @@ from pathlib import Path
 
 import duckdb
 from sqlglot import exp
+from sqlglot.dialects.dialect import Dialect
 from sqlglot.optimizer.simplify import simplify
 
 from evalpack import cache
-from evalpack.questions import DIALECT, Question, compared_in_order, parse_gold
+from evalpack.questions import DIALECT, Question, compared_in_order, lean, parse_gold
 from evalpack.rollup import (
     Need,
     Rollup,
@@ -53,6 +54,9 @@ from evalpack.rollup import (
 from evalpack.scoring import answer_matches, sha256_files
 from evalpack.spec import Spec
 from evalpack.verify import map_on_cursors
+
+# one dialect object for the thousands of mutants printed: naming the dialect made a new one for every print
+PRINTER = Dialect.get_or_raise(DIALECT)
 
 OPERATORS = (
     "inclusive_end", "exclusive_start", "inclusive_start", "exclusive_end", "date_shift", "whole_units",
@@ -146,26 +150,6 @@ def _edits(tree: exp.Expression, kind: type | tuple, edit: Callable[[exp.Express
                 target.replace(replacement)
                 yield scratch
             scratch = None
-
-
-POSITIONS = ("line", "col", "start", "end")  # where the parser found a node, kept in its meta
-
-
-def _lean(tree: exp.Expression) -> exp.Expression:
-    """``tree`` without what the parser leaves on its nodes that nothing here reads: source positions in
-    their meta and empty comment lists. Every mutant is a copy of the gold tree, and copying those small
-    dictionaries and lists was about half the cost of a copy (the other keys of a meta, which sqlglot's
-    generator and simplifier read, stay; an empty comment list prints as nothing)."""
-    for node in tree.walk():
-        meta = node._meta  # None until something is stored: reading ``meta`` would create one
-        if meta:
-            for key in POSITIONS:
-                meta.pop(key, None)
-            if not meta:
-                node._meta = None
-        if node.comments == []:
-            node.comments = None
-    return tree
 
 
 def _nth(tree: exp.Expression, kind: type | tuple, index: int) -> exp.Expression:
@@ -536,7 +520,7 @@ def mutants_of(q: Question, types: dict[str, dict[str, str]], nullable: dict[str
     are only mistakes (rather than the same query) on those. ``unique`` names the columns that hold no
     value twice: a join on one of them finds at most one row, the parent, which ``join_dropped`` drops.
     """
-    tree = _lean(parse_gold(q.gold_sql))
+    tree = lean(parse_gold(q.gold_sql))
     cols = _Columns(types, tree)
     out: list[tuple[str, exp.Expression]] = []
 
@@ -876,7 +860,7 @@ def table_subqueries(tree: exp.Expression, types: dict[str, dict[str, str]]) -> 
         columns = set().union(*(types[t.name] for t in tables))
         if all((c.table in names and c.name in types[names[c.table]]) if c.table else c.name in columns
                for c in sub.find_all(exp.Column)):
-            out.append(sub.sql(dialect=DIALECT))
+            out.append(sub.sql(dialect=PRINTER))
     return tuple(dict.fromkeys(out))
 
 
@@ -889,9 +873,9 @@ CONNECTIVE_OPERATORS = frozenset({"drop_conjunct", "and_or"})
 def _canonical(tree: exp.Expression) -> str:
     """The SQL of ``tree`` after sqlglot's simplifier (``tree`` is consumed)."""
     try:
-        return simplify(tree).sql(dialect=DIALECT, copy=False)
+        return simplify(tree).sql(dialect=PRINTER, copy=False)
     except Exception:  # simplify can fail on unusual trees; the plain SQL still identifies the query
-        return tree.sql(dialect=DIALECT, copy=False)
+        return tree.sql(dialect=PRINTER, copy=False)
 
 
 # --------------------------------------------------------------------------- running
@@ -1031,10 +1015,10 @@ def _prepared(gold_sql: str, schema: str, maybe_null: str, rotated: str | None, 
     expected = tuple((rotation, value) for rotation, value in json.loads(rotated)) if rotated else ()
     q = Question("", "", gold_sql, expected, "", None, "", ())
     gold = parse_gold(gold_sql)
-    seen = {gold.sql(dialect=DIALECT), _canonical(gold)}
+    seen = {gold.sql(dialect=PRINTER), _canonical(gold)}
     out = []
     for op, tree in mutants_of(q, types, nullable, dict(expected) if rotated else None, unique):
-        sql = tree.sql(dialect=DIALECT, copy=False)  # printing leaves the tree as it was
+        sql = tree.sql(dialect=PRINTER, copy=False)  # printing leaves the tree as it was
         if sql in seen:
             out.append((op, None))
             continue
@@ -1043,7 +1027,7 @@ def _prepared(gold_sql: str, schema: str, maybe_null: str, rotated: str | None, 
         batch = None if need else batchable(tree)
         connective = op in CONNECTIVE_OPERATORS
         # the tree is needed after the rollup form only by _canonical, which consumes it
-        over_rollup = rollup_form(tree, need, result_types, copy=connective).sql(dialect=DIALECT, copy=False) \
+        over_rollup = rollup_form(tree, need, result_types, copy=connective).sql(dialect=PRINTER, copy=False) \
             if need else None
         shared = () if need or batch else table_subqueries(tree, types)
         forms = {sql, _canonical(tree)} if connective else {sql}
@@ -1144,9 +1128,9 @@ def batchable(query: str | exp.Expression) -> _Batchable | None:
             agg.replace(_only_when(agg.copy(), cond))
     bounds = _bounds(cond) if plain else None
     if bounds is not None:
-        bounds = (bounds[0], *(None if b is None else b.sql(dialect=DIALECT) for b in bounds[1:]))
-    source_sql = " ".join([table.sql(dialect=DIALECT), *(j.sql(dialect=DIALECT) for j in joins)])
-    return _Batchable(source_sql, holder.this.sql(dialect=DIALECT), bounds)
+        bounds = (bounds[0], *(None if b is None else b.sql(dialect=PRINTER) for b in bounds[1:]))
+    source_sql = " ".join([table.sql(dialect=PRINTER), *(j.sql(dialect=PRINTER) for j in joins)])
+    return _Batchable(source_sql, holder.this.sql(dialect=PRINTER), bounds)
 
 
 BATCH_WIDTH = 64
