@@ -28,7 +28,7 @@ import functools
 import hashlib
 import json
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from concurrent.futures import Executor
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
@@ -1134,7 +1134,23 @@ def batchable(query: str | exp.Expression) -> _Batchable | None:
 
 
 BATCH_WIDTH = 64
-ROLLUP_BATCH = 16  # rollup queries per statement
+ROLLUP_BATCH = 16  # rollup queries per statement (8 a statement ran slower than one by one in DuckDB 2.0)
+ROW_ALIAS = "__evalpack_row"  # a batched rewrite's rows, each as a struct: no rollup SQL names anything so
+
+
+def _parts(indices: list[int]) -> list[list[int]]:
+    return [indices[k:k + ROLLUP_BATCH] for k in range(0, len(indices), ROLLUP_BATCH)]
+
+
+@dataclass(frozen=True)
+class StudyJob:
+    """One statement of a rotation's study: ``sql`` returns one row with one value per member, the member's
+    scalar answer or, with ``rows``, the list of its result rows (each a struct); None: the one member runs
+    on its own."""
+
+    sql: str | None
+    members: list[int]
+    rows: bool = False
 
 
 def _batches(items: list[tuple[str, _Batchable | None]]) -> tuple[list[tuple[str, list[int]]], list[int]]:
@@ -1188,18 +1204,22 @@ class StudyPlan:
             with contextlib.suppress(duckdb.Error):
                 con.execute(f'CREATE OR REPLACE TABLE "{table}" AS SELECT * FROM {subquery}')
 
-    def jobs(self) -> list[tuple[str | None, list[int]]]:
-        """(SQL returning one row with one value per member, member indices), costliest kinds
-        first; SQL None: the one member runs on its own."""
-        # rewrites over a rollup are tiny queries: several go in one statement as scalar subqueries
-        # (a rewrite that returns rows, or reads the rollup more than once, runs on its own)
-        over_rollup = [i for i in self.alone if self.sql[i] == self.mutants[i].rollup_sql
-                       and not self.mutants[i].need.grouped]
-        grouped = [("SELECT " + ", ".join(f"({self.sql[i]})" for i in part), part)
-                   for part in (over_rollup[k:k + ROLLUP_BATCH] for k in range(0, len(over_rollup), ROLLUP_BATCH))]
-        shared = set(over_rollup)
-        alone = [(None, [i]) for i in self.alone if i not in shared]
-        return [*self.batches, *alone, *grouped]
+    def jobs(self, ordered: Collection[int] = ()) -> list[StudyJob]:
+        """The statements that run the study, costliest kinds first. ``ordered``: the mutants whose
+        result sets are compared in row order."""
+        # rewrites over a rollup are tiny queries: several go in one statement, as scalar subqueries, or
+        # as the list of each one's rows where the rows are compared in no order (a list's order is not
+        # guaranteed to be the rows'); one that DuckDB cannot run that way makes the statement fail
+        over_rollup = [i for i in self.alone if self.sql[i] == self.mutants[i].rollup_sql]
+        scalar = [i for i in over_rollup if not self.mutants[i].need.grouped]
+        listed = [i for i in over_rollup if self.mutants[i].need.grouped and i not in ordered
+                  and ROW_ALIAS not in self.sql[i]]
+        together = set(scalar) | set(listed)
+        return [*(StudyJob(sql, members) for sql, members in self.batches),
+                *(StudyJob(None, [i]) for i in self.alone if i not in together),
+                *(StudyJob("SELECT " + ", ".join(f"({self.sql[i]})" for i in part), part) for part in _parts(scalar)),
+                *(StudyJob("SELECT " + ", ".join(f"(SELECT list({ROW_ALIAS}) FROM ({self.sql[i]}) AS {ROW_ALIAS})"
+                                                 for i in part), part, rows=True) for part in _parts(listed))]
 
 
 def plan_runs(mutants: list[Mutant], rollups: tuple[Rollup, ...]) -> StudyPlan:
@@ -1243,12 +1263,13 @@ def study_rotation(con: duckdb.DuckDBPyConnection, rotation: str, questions: dic
     cursors with one DuckDB thread each keep both cores busy."""
     plan.create_tables(con)
     mutants = plan.mutants
+    # a result set is compared in order when the gold SQL orders it (the scorer's spider rule)
+    in_order = {qid: compared_in_order(questions[qid].gold_sql) for qid in {m.question_id for m in mutants}}
 
     def judge(i: int, rows: list[tuple]) -> bool:
         q = questions[mutants[i].question_id]
-        # a result set is compared in order when the gold SQL orders it (the scorer's spider rule)
         return answer_matches({"answer_type": q.answer_type, "round_decimals": q.round_decimals},
-                              q.expected_for(rotation), rows, ordered=compared_in_order(q.gold_sql))
+                              q.expected_for(rotation), rows, ordered=in_order[q.id])
 
     def one(cursor, i: int) -> bool | None:
         for sql in dict.fromkeys((plan.sql[i], mutants[i].sql)):
@@ -1258,17 +1279,20 @@ def study_rotation(con: duckdb.DuckDBPyConnection, rotation: str, questions: dic
                 continue
         return None
 
-    def run(cursor, job: tuple[str | None, list[int]]) -> dict[int, bool | None]:
-        sql, members = job
+    def run(cursor, job: StudyJob) -> dict[int, bool | None]:
         try:
-            row = cursor.execute(sql).fetchone() if sql else None
+            row = cursor.execute(job.sql).fetchone() if job.sql else None
         except duckdb.Error:  # one member does not bind or run: fall back to each on its own
             row = None
         if row is None:
-            return {i: one(cursor, i) for i in members}
-        return {i: judge(i, [(value,)]) for i, value in zip(members, row)}
+            return {i: one(cursor, i) for i in job.members}
+        if job.rows:  # no rows: the list is NULL
+            return {i: judge(i, [tuple(struct.values()) for struct in value or ()]) for i, value in zip(job.members, row)}
+        return {i: judge(i, [(value,)]) for i, value in zip(job.members, row)}
 
-    return {mutants[i]: r for part in map_on_cursors(con, run, plan.jobs(), workers) for i, r in part.items()}
+    ordered = [i for i, m in enumerate(mutants) if in_order[m.question_id]]
+    jobs = plan.jobs(frozenset(ordered))
+    return {mutants[i]: r for part in map_on_cursors(con, run, jobs, workers) for i, r in part.items()}
 
 
 # what a rotation's study outcomes depend on besides the data, the mutants and the questions
