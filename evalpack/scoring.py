@@ -560,6 +560,11 @@ class Watchdog:
     raises "can't start new thread"), and the next query, however correct, would fail with it."""
 
     def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        """No thread and nothing armed: how a forked child starts (it has none of its parent's threads, and the
+        parent's lock may have been held at the fork)."""
         self._due: dict[int, tuple[float, Callable[[], Any], threading.Event]] = {}
         self._changed = threading.Condition()
         self._thread: threading.Thread | None = None
@@ -604,6 +609,8 @@ class Watchdog:
 
 
 WATCHDOG = Watchdog()
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=WATCHDOG.reset)
 
 
 def run_query(con: duckdb.DuckDBPyConnection, sql: str, timeout: float = DEFAULT_TIMEOUT,

@@ -1,6 +1,7 @@
 """The query watchdog: one thread for every query of a process, so that a sandbox worker under an
 address-space limit never needs a new thread (and its stack) to run the next query."""
 
+import multiprocessing
 import subprocess
 import sys
 import textwrap
@@ -72,3 +73,22 @@ def test_concurrent_queries_each_get_their_own_deadline():
         t.join(60)
     assert results["quick"].rows == [(42,)] and results["quick"].error is None
     assert results["slow"].timed_out and results["slow"].rows is None
+
+
+def _slow_query_timed_out(results) -> None:
+    con = duckdb.connect(":memory:")
+    outcome = run_query(con, "SELECT COUNT(*) FROM range(100000000000) a WHERE a.range % 7 = 3", timeout=0.5)
+    results.put(outcome.timed_out)
+
+
+def test_a_forked_child_gets_a_watchdog_of_its_own():
+    run_query(duckdb.connect(":memory:"), "SELECT 1", timeout=5)  # this process's watchdog thread is running
+    results = multiprocessing.get_context("fork").Queue()
+    child = multiprocessing.get_context("fork").Process(target=_slow_query_timed_out, args=(results,))
+    child.start()
+    child.join(60)
+    stuck = child.is_alive()
+    if stuck:
+        child.kill()
+    assert not stuck, "the child's query was never interrupted: its watchdog was the parent's thread, not carried over"
+    assert results.get(timeout=5) is True
