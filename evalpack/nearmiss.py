@@ -1207,19 +1207,31 @@ class StudyPlan:
     def jobs(self, ordered: Collection[int] = ()) -> list[StudyJob]:
         """The statements that run the study, costliest kinds first. ``ordered``: the mutants whose
         result sets are compared in row order."""
-        # rewrites over a rollup are tiny queries: several go in one statement, as scalar subqueries, or
-        # as the list of each one's rows where the rows are compared in no order (a list's order is not
-        # guaranteed to be the rows'); one that DuckDB cannot run that way makes the statement fail
-        over_rollup = [i for i in self.alone if self.sql[i] == self.mutants[i].rollup_sql]
-        scalar = [i for i in over_rollup if not self.mutants[i].need.grouped]
-        listed = [i for i in over_rollup if self.mutants[i].need.grouped and i not in ordered
-                  and ROW_ALIAS not in self.sql[i]]
-        together = set(scalar) | set(listed)
+        # several mutants go in one statement: rewrites over a rollup that return one value as scalar
+        # subqueries, and the others whose rows are compared in no order as the list of each one's rows (a
+        # list's order is not guaranteed to be the rows'); one that DuckDB cannot run that way makes the
+        # statement fail, and its members then run one by one
+        over_rollup = {i for i in self.alone if self.sql[i] == self.mutants[i].rollup_sql}
+
+        def kind(i: int) -> str:
+            if i in over_rollup and not self.mutants[i].need.grouped:
+                return "scalar"
+            return "alone" if i in ordered or ROW_ALIAS in self.sql[i] else "listed"
+
+        runs: dict[str, list[int]] = {"scalar": [], "alone": [], "listed": []}
+        for i in self.alone:
+            runs[kind(i)].append(i)
+        scalar, alone, listed = runs["scalar"], runs["alone"], runs["listed"]
+
+        def lists(members: list[int]) -> list[StudyJob]:
+            return [StudyJob("SELECT " + ", ".join(f"(SELECT list({ROW_ALIAS}) FROM ({self.sql[i]}) AS {ROW_ALIAS})"
+                                                   for i in part), part, rows=True) for part in _parts(members)]
+
         return [*(StudyJob(sql, members) for sql, members in self.batches),
-                *(StudyJob(None, [i]) for i in self.alone if i not in together),
+                *lists([i for i in listed if i not in over_rollup]),
+                *(StudyJob(None, [i]) for i in alone),
                 *(StudyJob("SELECT " + ", ".join(f"({self.sql[i]})" for i in part), part) for part in _parts(scalar)),
-                *(StudyJob("SELECT " + ", ".join(f"(SELECT list({ROW_ALIAS}) FROM ({self.sql[i]}) AS {ROW_ALIAS})"
-                                                 for i in part), part, rows=True) for part in _parts(listed))]
+                *lists([i for i in listed if i in over_rollup])]
 
 
 def plan_runs(mutants: list[Mutant], rollups: tuple[Rollup, ...]) -> StudyPlan:

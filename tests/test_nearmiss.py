@@ -252,6 +252,8 @@ def test_the_study_runs_each_mutant_exactly_as_written(which, retail_pack, finan
             continue
         assert len(row) == len(job.members)
         for i, value in zip(job.members, row):
+            if mutants[i].operator == "partition_drop":
+                continue  # as above: which row of a month a running sum takes first is the engine's choice
             alone = con.execute(plan.sql[i]).fetchall()
             if job.rows:  # the same rows (a list keeps them in no guaranteed order: compared as a multiset)
                 assert Counter(tuple(r.values()) for r in value or ()) == Counter(alone), plan.sql[i]
