@@ -30,7 +30,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
-from build import SPEC, measure  # noqa: E402
+from build import SPEC, compile_tree, measure  # noqa: E402
 from scaled import scaled_spec  # noqa: E402
 
 BEFORE_ISSUE_16 = "dc357c7"
@@ -72,6 +72,8 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="evalpack-rev-") as tmp:
         work = Path(tmp)
         sides = {"this checkout": ROOT, args.revision: export(args.revision, work)}
+        for tree in sides.values():
+            compile_tree(tree)
         print(f"spec: {SPEC.name} scaled; rotations: {args.rotations}; --jobs {args.jobs}; rounds: {args.rounds}; "
               f"cache: {args.cache}")
         header = f"{'scale':>6} | {'side':>14} | {'median s':>8} {'runs':>24} | {'MB':>6} | {'shipped':>22}"
