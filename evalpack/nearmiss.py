@@ -1135,7 +1135,7 @@ def batchable(query: str | exp.Expression) -> _Batchable | None:
 
 BATCH_WIDTH = 64
 ROLLUP_BATCH = 16  # rollup queries per statement (8 a statement ran slower than one by one in DuckDB 2.0)
-ROW_ALIAS = "__evalpack_row"  # a batched rewrite's rows, each as a struct: no rollup SQL names anything so
+ROW_ALIAS = "__evalpack_row"  # a batched mutant's rows, each as a struct; a mutant whose SQL has it runs alone
 
 
 def _parts(indices: list[int]) -> list[list[int]]:
