@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from fakehub import FakeHub, client_env
 from pg import postgres_dsn  # noqa: F401 - the session's private PostgreSQL server, a fixture
 
 from evalpack.build import build_pack
@@ -43,6 +44,19 @@ def copy_pack(source: Path, target: Path) -> Path:
     if holdout_key_beside(source).is_dir():
         shutil.copytree(holdout_key_beside(source), holdout_key_beside(target))
     return target
+
+
+@pytest.fixture(scope="module")
+def hub() -> Iterator[FakeHub]:
+    """A fake Hub (tests/fakehub.py) of the test module's own, serving the real Hub clients."""
+    with FakeHub() as fake:
+        yield fake
+
+
+@pytest.fixture(scope="module")
+def hub_env(hub, tmp_path_factory) -> dict[str, str]:
+    """The environment that points the real huggingface_hub and datasets clients at ``hub``."""
+    return client_env(hub, tmp_path_factory.mktemp("hf_home"))
 
 
 @pytest.fixture(scope="session", autouse=True)

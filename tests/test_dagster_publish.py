@@ -32,7 +32,7 @@ from dagster import (
     materialize,
 )
 from dagster_duckdb import DuckDBResource
-from fakehub import FakeHub, client_env, git_blob_sha1
+from fakehub import client_env, git_blob_sha1
 from test_dagster import add_one_to_an_amount
 
 from assets import ALL_ASSETS, ALL_CHECKS, EvalpackResource
@@ -51,12 +51,6 @@ SCHEMAS = ROOT / "schemas"
 REPO_TEMPLATE = "tester/{pack}-evalpack"
 REPO = "tester/retail-evalpack"
 EPOCH = "1767225600"
-
-
-@pytest.fixture(scope="module")
-def hub():
-    with FakeHub() as fake:
-        yield fake
 
 
 @pytest.fixture(scope="module")

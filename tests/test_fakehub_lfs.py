@@ -19,7 +19,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from fakehub import LFS_THRESHOLD, FakeHub, client_env, git_blob_sha1, lfs_pointer, lfs_tracked
+from fakehub import LFS_THRESHOLD, client_env, git_blob_sha1, lfs_pointer, lfs_tracked
 
 ROOT = Path(__file__).resolve().parents[1]
 REPO = "tester/lfs-check"
@@ -60,12 +60,6 @@ def call(method: str, url: str, body: bytes = b"", headers: dict | None = None) 
             return response.status, response.read()
     except urllib.error.HTTPError as err:
         return err.code, err.read()
-
-
-@pytest.fixture(scope="module")
-def hub():
-    with FakeHub() as fake:
-        yield fake
 
 
 @pytest.fixture(scope="module")

@@ -21,7 +21,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 import yaml
-from fakehub import DEAD_PROXY, FakeHub, client_env, git_blob_sha1
+from fakehub import DEAD_PROXY, git_blob_sha1
 
 from evalpack.attest import ATTESTATION
 from evalpack.build import build_pack
@@ -31,17 +31,6 @@ from publish.layout import PublishError, build_layout
 
 ROOT = Path(__file__).resolve().parents[1]
 REPO = "tester/retail-evalpack"
-
-
-@pytest.fixture(scope="session")
-def hub():
-    with FakeHub() as fake:
-        yield fake
-
-
-@pytest.fixture(scope="session")
-def hub_env(hub, tmp_path_factory) -> dict[str, str]:
-    return client_env(hub, tmp_path_factory.mktemp("hf_home"))
 
 
 def publish_cli(env: dict, pack: Path, *args: str, repo: str = REPO) -> subprocess.CompletedProcess:
@@ -62,7 +51,7 @@ def retail_v110(tmp_path_factory, retail_pack) -> Path:
     return folder / "pack"
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def published(hub, hub_env, retail_pack, retail_v110):
     """retail published as v1.0.0, then the changed pack as v1.1.0, through the real CLI."""
     first = publish_cli(hub_env, retail_pack)

@@ -16,7 +16,6 @@ from pathlib import Path
 
 import pytest
 from conftest import build_variant
-from fakehub import FakeHub, client_env
 
 from evalpack.card import render_card
 from evalpack.dialect_scoring import sqlite_uri
@@ -25,17 +24,6 @@ ROOT = Path(__file__).resolve().parents[1]
 REPO = "tester/retail-dialects"
 TAG = "v1.0.0"
 SECTION = "## SQLite, BIRD and Spider"
-
-
-@pytest.fixture(scope="module")
-def hub():
-    with FakeHub() as fake:
-        yield fake
-
-
-@pytest.fixture(scope="module")
-def hub_env(hub, tmp_path_factory) -> dict[str, str]:
-    return client_env(hub, tmp_path_factory.mktemp("hf_home"))
 
 
 @pytest.fixture(scope="module")

@@ -38,12 +38,6 @@ WRITES = ("POST", "PUT", "DELETE", "PATCH")
 
 
 @pytest.fixture(scope="module")
-def hub():
-    with FakeHub() as fake:
-        yield fake
-
-
-@pytest.fixture(scope="module")
 def env(hub, tmp_path_factory) -> dict[str, str]:
     return dict(client_env(hub, tmp_path_factory.mktemp("hf_home"), drop=("EVALPACK_",)), PYTHONUNBUFFERED="1")
 
