@@ -138,12 +138,14 @@ MATERIALIZE_ROWS = 5_000_000
 def materialize(con: duckdb.DuckDBPyConnection, max_rows: int = MATERIALIZE_ROWS) -> duckdb.DuckDBPyConnection:
     """Load the views over a rotation's files into memory when the rotation has at most
     ``max_rows`` rows in all: many queries then run on in-memory tables (zone maps, no
-    decompression); larger rotations stay on their files so memory stays bounded."""
+    decompression); larger rotations stay on their files so memory stays bounded.
+
+    From :data:`COMPRESS_MIN_ROWS` rows on, the tables are stored compressed (:func:`_load_compressed`)."""
     con.execute("SET enable_progress_bar = false")  # DuckDB draws a bar on a terminal for long loads
     views = [name for (name,) in con.execute("SELECT view_name FROM duckdb_views() WHERE NOT internal").fetchall()]
     quoted = {name: '"' + name.replace('"', '""') + '"' for name in views}
     total = sum(con.execute(f"SELECT COUNT(*) FROM {quoted[name]}").fetchone()[0] for name in views)
-    if total > max_rows:
+    if total > max_rows or (total >= COMPRESS_MIN_ROWS and _load_compressed(con, list(quoted.values()))):
         return con
     for name in views:
         staged = '"__load_' + name.replace('"', '""') + '"'
@@ -151,6 +153,33 @@ def materialize(con: duckdb.DuckDBPyConnection, max_rows: int = MATERIALIZE_ROWS
         con.execute(f"DROP VIEW {quoted[name]}")
         con.execute(f"ALTER TABLE {staged} RENAME TO {quoted[name]}")
     return con
+
+
+# Below this many rows compressing costs more than it saves (at 400,000 rows: the same check time); at
+# 4M rows a rotation's verification took 0.45 s instead of 1.0 s and the first near-miss study 2.8 s instead of 4.0
+COMPRESS_MIN_ROWS = 1_000_000
+LOADED = "__evalpack_loaded"  # the attached in-memory database, and its schema, that hold compressed tables
+
+
+def _load_compressed(con: duckdb.DuckDBPyConnection, views: list[str]) -> bool:
+    """Copy each view's rows into a compressed in-memory database attached to ``con`` and point the view at
+    its copy; False (nothing changed) where this DuckDB cannot attach one.
+
+    DuckDB compresses an in-memory database's tables only when it is attached with COMPRESS and checkpointed.
+    Its scans then hand text columns to aggregates as dictionaries and dates as runs: grouping by a channel or
+    by a month costs a third of what it costs on plain in-memory tables. The values, types and names queries
+    see are the same; the copies live in their own schema, so nothing that lists ``main`` sees them twice."""
+    try:
+        con.execute(f"ATTACH ':memory:' AS {LOADED} (COMPRESS)")
+    except duckdb.Error:
+        return False
+    con.execute(f"CREATE SCHEMA {LOADED}.{LOADED}")
+    for view in views:
+        con.execute(f"CREATE TABLE {LOADED}.{LOADED}.{view} AS SELECT * FROM {view}")
+    con.execute(f"CHECKPOINT {LOADED}")
+    for view in views:
+        con.execute(f"CREATE OR REPLACE VIEW {view} AS SELECT * FROM {LOADED}.{LOADED}.{view}")
+    return True
 
 
 ENGINE_MEMORY_LIMIT = "1GiB"  # DuckDB's working memory per connection; beyond it DuckDB spills to disk
