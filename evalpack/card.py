@@ -43,6 +43,7 @@ import yaml
 from evalpack.hubfiles import QUESTION_SCHEMA
 from evalpack.kinds import KINDS
 from evalpack.layout import CARD, PackLayout, table_path
+from evalpack.scoring import map_files
 from evalpack.semantics import column_words
 
 QUESTIONS_CONFIG = "questions"
@@ -228,13 +229,17 @@ def arrow_bytes(path: Path) -> int:
 def dataset_info(manifest: dict, pack_dir: Path) -> list[dict]:
     """The header's ``dataset_info``: per config (those with plain features) its ``features`` and ``splits``
     (``name``, ``num_bytes``, ``num_examples``), ``download_size`` (the Parquet bytes) and ``dataset_size``."""
-    out = []
+    described = []
     for config in hub_configs(manifest):
         features = config_features(manifest, config, pack_dir)
         files = [Path(pack_dir) / s.path for s in config.splits]
-        if features is None or not all(f.is_file() for f in files):
-            continue
-        splits = [{"name": s.name, "num_bytes": arrow_bytes(f), "num_examples": s.rows}
+        if features is not None and all(f.is_file() for f in files):
+            described.append((config, features, files))
+    every_file = list(dict.fromkeys(f for _, _, files in described for f in files))
+    sizes = dict(zip(every_file, map_files(arrow_bytes, every_file)))  # pyarrow decodes without the GIL
+    out = []
+    for config, features, files in described:
+        splits = [{"name": s.name, "num_bytes": sizes[f], "num_examples": s.rows}
                   for s, f in zip(config.splits, files)]
         out.append({"config_name": config.name, "features": features, "splits": splits,
                     "download_size": sum(f.stat().st_size for f in files),

@@ -1470,8 +1470,14 @@ def pack_digest(path: Path) -> str:
 
 
 def sha256_files(paths: list[Path], hasher: Callable[[Path], str] = sha256_file) -> list[str]:
-    """``hasher`` (:func:`sha256_file`) of each path, largest first on every core (hashlib hashes large
-    blocks without the GIL), returned in the order given."""
+    """``hasher`` (:func:`sha256_file`) of each path (hashlib hashes large blocks without the GIL), by
+    :func:`map_files`."""
+    return map_files(hasher, paths)
+
+
+def map_files(read: Callable[[Path], Any], paths: list[Path]) -> list[Any]:
+    """``read`` of each path on every core, largest file first, returned in the order given: for readers
+    that do their work without the GIL (hashing, decoding)."""
 
     def size(path: Path) -> int:
         try:
@@ -1481,8 +1487,8 @@ def sha256_files(paths: list[Path], hasher: Callable[[Path], str] = sha256_file)
 
     order = sorted(range(len(paths)), key=lambda i: -size(paths[i]))
     with ThreadPoolExecutor(max_workers=max(1, min(len(paths), os.cpu_count() or 1))) as pool:
-        digests = dict(zip(order, pool.map(hasher, [paths[i] for i in order])))
-    return [digests[i] for i in range(len(paths))]
+        done = dict(zip(order, pool.map(read, [paths[i] for i in order])))
+    return [done[i] for i in range(len(paths))]
 
 
 def read_envelope(pack: Path, name: str = ATTESTATION) -> tuple[dict[str, Any] | None, str | None]:
