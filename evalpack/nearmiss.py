@@ -40,6 +40,7 @@ from sqlglot.dialects.dialect import Dialect
 from sqlglot.optimizer.simplify import simplify
 
 from evalpack import cache
+from evalpack.cells import Cells, cells_form, merged
 from evalpack.questions import DIALECT, Question, compared_in_order, lean, parse_gold
 from evalpack.rollup import (
     Need,
@@ -90,6 +91,8 @@ class Mutant:
     # its scalar subqueries that read only tables (as SQL, each as it appears in ``sql``): where mutants
     # share one, a rotation computes it once (see plan_runs)
     subqueries: tuple[str, ...] = ()
+    # the same query reading its groups' aggregates from cells (evalpack.cells), and those cells
+    cells: tuple[str, tuple[Cells, ...]] | None = None
 
 
 # --------------------------------------------------------------------------- column types
@@ -949,7 +952,7 @@ PREPARED_CACHE = 4096  # gold SQL texts whose mutants a process keeps
 PREPARE_CHUNK = 4  # gold SQL texts per task given to a worker: their costs differ, small tasks balance them
 _PREPARED: dict[tuple, tuple] = {}
 # what preparing a gold SQL's mutants reads besides its arguments: a change to any of them is a new key
-PREPARING_CODE = ("evalpack.nearmiss", "evalpack.rollup", "evalpack.questions", "evalpack.scoring")
+PREPARING_CODE = ("evalpack.nearmiss", "evalpack.rollup", "evalpack.cells", "evalpack.questions", "evalpack.scoring")
 
 
 def _cached_prepared(key: tuple) -> tuple:
@@ -974,10 +977,12 @@ def encode_prepared(prepared: tuple) -> list:
         if made is None:
             out.append([op, None])
             continue
-        sql, batch, need, over_rollup, shared = made
+        sql, batch, need, over_rollup, shared, cells = made
         out.append([op, [sql, None if batch is None else [batch.source, batch.projection, batch.bounds],
                          None if need is None else [need.table, sorted(need.dims), sorted(need.measures), need.grouped],
-                         over_rollup, list(shared)]])
+                         over_rollup, list(shared),
+                         None if cells is None else [cells[0], [[c.table, list(c.keys), [list(a) for a in c.aggregates]]
+                                                                for c in cells[1]]]]])
     return out
 
 
@@ -990,7 +995,7 @@ def decode_prepared(stored: list) -> tuple:
         if made is None:
             out.append((op, None))
             continue
-        sql, batch, need, over_rollup, shared = made
+        sql, batch, need, over_rollup, shared, cells = made
         if not isinstance(sql, str) or not (over_rollup is None or isinstance(over_rollup, str)) \
                 or not all(isinstance(sub, str) and sub in sql for sub in shared):
             raise TypeError("mutant SQL is not text")
@@ -1000,14 +1005,20 @@ def decode_prepared(stored: list) -> tuple:
         if need is not None:
             table, dims, measures, grouped = need
             need = Need(str(table), frozenset(dims), frozenset(tuple(m) for m in measures), bool(grouped))
-        out.append((op, (sql, batch, need, over_rollup, tuple(shared))))
+        if cells is not None:
+            cells_sql, tables = cells
+            if not isinstance(cells_sql, str):
+                raise TypeError("cells SQL is not text")
+            cells = (cells_sql, tuple(Cells(str(table), tuple(map(str, keys)), tuple((str(c), str(a)) for c, a in aggs))
+                                      for table, keys, aggs in tables))
+        out.append((op, (sql, batch, need, over_rollup, tuple(shared), cells)))
     return tuple(out)
 
 
 def _prepared(gold_sql: str, schema: str, maybe_null: str, rotated: str | None, unique_keys: str = "{}"
               ) -> tuple[tuple[str, tuple | None], ...]:
-    """(operator, (sql, batch form, rollup need, rollup SQL, table subqueries) or None when equivalent to the gold SQL) for
-    one gold SQL. Pure, and its arguments are text (JSON), so that they key :data:`_PREPARED`."""
+    """(operator, (sql, batch form, rollup need, rollup SQL, table subqueries, cells form) or None when equivalent to the
+    gold SQL) for one gold SQL. Pure, and its arguments are text (JSON), so that they key :data:`_PREPARED`."""
     types = json.loads(schema)
     nullable = {t: set(c) for t, c in json.loads(maybe_null).items()}
     unique = {t: set(c) for t, c in json.loads(unique_keys).items()}
@@ -1030,12 +1041,13 @@ def _prepared(gold_sql: str, schema: str, maybe_null: str, rotated: str | None, 
         over_rollup = rollup_form(tree, need, result_types, copy=connective).sql(dialect=PRINTER, copy=False) \
             if need else None
         shared = () if need or batch else table_subqueries(tree, types)
+        cells = None if need or batch else cells_form(tree, types)
         forms = {sql, _canonical(tree)} if connective else {sql}
         if forms & seen:
             out.append((op, None))
             continue
         seen |= forms
-        out.append((op, (sql, batch, need, over_rollup, shared)))
+        out.append((op, (sql, batch, need, over_rollup, shared, cells)))
     return tuple(out)
 
 
@@ -1195,14 +1207,20 @@ class StudyPlan:
     batches: tuple[tuple[str, list[int]], ...]
     alone: tuple[int, ...]
     shared: tuple[tuple[str, str], ...] = ()  # (table, scalar subquery SQL) computed once per rotation
+    cells: tuple[Cells, ...] = ()  # computed once per rotation
+    over_cells: frozenset[int] = frozenset()  # the mutants that read them
 
     def create_tables(self, con: duckdb.DuckDBPyConnection) -> None:
-        """The rollups and the shared subqueries' values, in ``con``'s database (every cursor sees them)."""
+        """The rollups, the shared subqueries' values and the cells, in ``con``'s database (every cursor sees
+        them)."""
         create_rollups(con, self.rollups)
+        # if one fails, the mutants reading it fall back to their own SQL, which fails or not on its own
         for table, subquery in self.shared:
-            # if it fails, the mutants reading it fall back to their own SQL, which fails or not on its own
             with contextlib.suppress(duckdb.Error):
                 con.execute(f'CREATE OR REPLACE TABLE "{table}" AS SELECT * FROM {subquery}')
+        for cells in self.cells:
+            with contextlib.suppress(duckdb.Error):
+                con.execute(cells.create_sql())
 
     def jobs(self, ordered: Collection[int] = ()) -> list[StudyJob]:
         """The statements that run the study, costliest kinds first. ``ordered``: the mutants whose
@@ -1211,10 +1229,11 @@ class StudyPlan:
         # subqueries, and the others whose rows are compared in no order as the list of each one's rows (a
         # list's order is not guaranteed to be the rows'); one that DuckDB cannot run that way makes the
         # statement fail, and its members then run one by one
-        over_rollup = {i for i in self.alone if self.sql[i] == self.mutants[i].rollup_sql}
+        # rewrites over a rollup or over cells read far fewer rows than the table has: they run last
+        over_rollup = {i for i in self.alone if self.sql[i] == self.mutants[i].rollup_sql or i in self.over_cells}
 
         def kind(i: int) -> str:
-            if i in over_rollup and not self.mutants[i].need.grouped:
+            if i in over_rollup and self.mutants[i].need and not self.mutants[i].need.grouped:
                 return "scalar"
             return "alone" if i in ordered or ROW_ALIAS in self.sql[i] else "listed"
 
@@ -1238,16 +1257,26 @@ def plan_runs(mutants: list[Mutant], rollups: tuple[Rollup, ...]) -> StudyPlan:
     """Rewrite the mutants a rollup covers onto it, then batch everything that can share a scan.
 
     A scalar subquery that reads only tables and appears in several mutants (a year's total in every
-    month's share, mistaken the same way) is computed once into a table; those mutants read its one value."""
+    month's share, mistaken the same way) is computed once into a table; those mutants read its one value.
+    Cells (:mod:`evalpack.cells`) that several mutants read are computed once, and those mutants read them."""
     counts = Counter(sub for m in mutants if not (m.rollup_sql or m.batch) for sub in m.subqueries)
     shared = {sub: f"__shared_{index}" for index, sub in enumerate(sorted(s for s, n in counts.items() if n > 1))}
-    sql, items = [], []
-    for m in mutants:
-        if m.rollup_sql and any(r.covers(m.need) for r in rollups):
+    covered = [bool(m.rollup_sql and any(r.covers(m.need) for r in rollups)) for m in mutants]
+    readers = Counter(c.name for m, done in zip(mutants, covered) if m.cells and not done
+                      for c in {c.name: c for c in m.cells[1]}.values())
+    cells = merged([c for m, done in zip(mutants, covered) if m.cells and not done
+                    for c in m.cells[1] if readers[c.name] > 1])
+    made = {c.name for c in cells}
+    sql, items, over_cells = [], [], set()
+    for i, (m, done) in enumerate(zip(mutants, covered)):
+        if done:
             sql.append(m.rollup_sql)
             items.append((m.question_id, None))
         else:
             text = m.sql
+            if m.cells and all(c.name in made for c in m.cells[1]):
+                text = m.cells[0]
+                over_cells.add(i)
             for sub in m.subqueries:
                 if sub in shared:
                     text = text.replace(sub, f'(SELECT * FROM "{shared[sub]}")')
@@ -1255,7 +1284,7 @@ def plan_runs(mutants: list[Mutant], rollups: tuple[Rollup, ...]) -> StudyPlan:
             items.append((m.question_id, m.batch if m.need is None else batchable(m.sql)))
     batches, alone = _batches(items)
     return StudyPlan(tuple(mutants), rollups, tuple(sql), tuple(batches), tuple(alone),
-                     tuple((table, sub) for sub, table in shared.items()))
+                     tuple((table, sub) for sub, table in shared.items()), tuple(cells), frozenset(over_cells))
 
 
 def plan_study(con: duckdb.DuckDBPyConnection, mutants: list[Mutant], types: dict[str, dict[str, str]]
@@ -1308,7 +1337,8 @@ def study_rotation(con: duckdb.DuckDBPyConnection, rotation: str, questions: dic
 
 
 # what a rotation's study outcomes depend on besides the data, the mutants and the questions
-STUDYING_CODE = ("evalpack.nearmiss", "evalpack.rollup", "evalpack.questions", "evalpack.scoring", "evalpack.verify")
+STUDYING_CODE = ("evalpack.nearmiss", "evalpack.rollup", "evalpack.cells", "evalpack.questions", "evalpack.scoring",
+                 "evalpack.verify")
 
 
 def study_key(tables: Path, rotation: str, questions: Mapping[str, Question], mutants: list[Mutant]) -> str:
@@ -1321,7 +1351,8 @@ def study_key(tables: Path, rotation: str, questions: Mapping[str, Question], mu
     studied = {m.question_id for m in mutants}
     asked = {qid: [q.answer_type, q.round_decimals, q.gold_sql, q.expected_for(rotation)]
              for qid, q in questions.items() if qid in studied}
-    runs = [[m.question_id, m.operator, m.sql, m.rollup_sql, list(m.subqueries)] for m in mutants]
+    runs = [[m.question_id, m.operator, m.sql, m.rollup_sql, list(m.subqueries), m.cells and m.cells[0]]
+            for m in mutants]
     detail = hashlib.sha256(json.dumps([asked, runs], default=repr, sort_keys=True).encode()).hexdigest()
     return cache.entry_key("studies", cache.code_fingerprint(STUDYING_CODE),
                            [f"duckdb {duckdb.__version__}", files.hexdigest(), detail])

@@ -32,7 +32,7 @@ from evalpack.scoring import quote_ident
 
 MAX_DIM_VALUES = 4096  # a column with more distinct values is not worth grouping by
 MIN_REDUCTION = 8  # a rollup must be at least this many times smaller than its table
-_EXACT_SUM_TYPES = ("DECIMAL", "TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT",
+EXACT_SUM_TYPES = ("DECIMAL", "TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT",
                     "UINTEGER", "UBIGINT", "UHUGEINT")
 _COMPARISONS = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE)
 
@@ -106,7 +106,7 @@ def rollup_form(tree: exp.Expression, need: Need, result_types: dict[tuple[str, 
         return exp.Cast(this=total, to=_data_type(result_types[(need.table, measure)]))
 
     out = tree.copy() if copy else tree
-    for select, table in _readers(out, {need.table}):
+    for select, table in table_readers(out, {need.table}):
         for node in [n for n in _own_nodes(select) if _measure_of(n) is not None and _outermost_aggregate(n, select)]:
             (node.parent if isinstance(node.parent, exp.Filter) else node).replace(swap(node))
         table.replace(exp.Table(this=exp.to_identifier(rollup_name(need.table))))
@@ -128,7 +128,7 @@ def _outermost_aggregate(node: exp.Expression, select: exp.Select) -> bool:
     return True
 
 
-def _readers(tree: exp.Expression, tables: set[str]) -> list[tuple[exp.Select, exp.Table]] | None:
+def table_readers(tree: exp.Expression, tables: set[str]) -> list[tuple[exp.Select, exp.Table]] | None:
     """(SELECT, its FROM table) for every reference in ``tree`` to one of ``tables`` (not a CTE of the
     same name), or None when a reference is not the sole source of a SELECT (a join, a lateral...)."""
     ctes = {cte.alias_or_name for cte in tree.find_all(exp.CTE)}
@@ -152,7 +152,7 @@ def every_measure(types: dict[str, dict[str, str]]) -> list[Need]:
         measures = {("count", "*")}
         for column, typ in columns.items():
             measures |= {("count", column), ("min", column), ("max", column)}
-            if typ.upper().startswith(_EXACT_SUM_TYPES):
+            if typ.upper().startswith(EXACT_SUM_TYPES):
                 measures.add(("sum", column))
         needs.append(Need(table, frozenset(), frozenset(measures)))
     return needs
@@ -209,20 +209,27 @@ def _measure_of(node: exp.Expression) -> tuple[str, str] | None:
     return (kind, arg.name) if isinstance(arg, exp.Column) else None
 
 
-def _midnight(node: exp.Expression) -> bool:
-    """A DATE or TIMESTAMP literal at midnight (``CAST('2025-01-01' AS DATE)``, or a bare string)."""
+def literal_moment(node: exp.Expression) -> dt.datetime | None:
+    """The value of a DATE or TIMESTAMP literal without a time zone (``CAST('2025-01-01' AS DATE)``, or a
+    bare string), else None."""
     if isinstance(node, exp.Cast):
         if not node.to.is_type(exp.DataType.Type.DATE, exp.DataType.Type.TIMESTAMP, exp.DataType.Type.TIMESTAMPNTZ,
                                exp.DataType.Type.DATETIME):
-            return False
+            return None
         node = node.this
     if not (isinstance(node, exp.Literal) and node.is_string):
-        return False
+        return None
     try:
         value = dt.datetime.fromisoformat(node.this)
     except ValueError:
-        return False
-    return value.time() == dt.time(0) and value.tzinfo is None
+        return None
+    return None if value.tzinfo else value
+
+
+def _midnight(node: exp.Expression) -> bool:
+    """A DATE or TIMESTAMP literal at midnight (``CAST('2025-01-01' AS DATE)``, or a bare string)."""
+    moment = literal_moment(node)
+    return moment is not None and moment.time() == dt.time(0)
 
 
 def _only_midnight_comparisons(col: exp.Column) -> bool:
@@ -257,7 +264,7 @@ def need_of(query: str | exp.Expression, types: dict[str, dict[str, str]]) -> Ne
     if len(read) != 1:
         return None
     (name,) = read
-    readers = _readers(tree, read)
+    readers = table_readers(tree, read)
     if not readers:
         return None
     leaves = [_leaf_need(select, name, types) for select, _ in readers]
@@ -291,7 +298,7 @@ def _leaf_need(select: exp.Select, table: str, types: dict[str, dict[str, str]]
         kind, column = measure
         if column != "*" and column not in columns:
             return None
-        if kind == "sum" and not columns[column].startswith(_EXACT_SUM_TYPES):
+        if kind == "sum" and not columns[column].startswith(EXACT_SUM_TYPES):
             return None
         measures.add(measure)
     for col in (n for n in own if isinstance(n, exp.Column)):

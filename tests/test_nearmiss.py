@@ -271,6 +271,8 @@ def test_the_study_runs_each_mutant_exactly_as_written(which, retail_pack, finan
         assert len(rewritten) >= len(mutants) // 3, "rollups answer most single-table aggregate mutants"
         # the year's total in a month's share, mistaken alike in every month's question, is computed once
         assert plan.shared and all(any(table in plan.sql[i] for i in rewritten) for table, _ in plan.shared)
+    # DISTINCT and AVG mistakes in monthly series: no rollup answers them; cells computed once do
+    assert plan.cells and plan.over_cells and plan.over_cells <= set(rewritten)
     for i in rewritten:
         if mutants[i].operator == "partition_drop":
             continue  # a running sum over several groups' rows of one month: their order is the engine's choice
