@@ -45,11 +45,13 @@ _BLOCKERS = ("joins", "laterals", "distinct", "qualify", "windows", "pivots", "p
 @dataclass(frozen=True)
 class Cells:
     """The aggregates of one table's groups: ``keys`` (grouping expressions, as SQL) and ``aggregates``
-    ((column, aggregate as SQL)). Tables with the same table and keys are one table (:func:`merged`)."""
+    ((column, aggregate as SQL)), over the rows of ``window`` ((column, first moment, end), ISO; None: every
+    row). Tables with the same table and keys are one table (:func:`merged`)."""
 
     table: str
     keys: tuple[str, ...]
     aggregates: tuple[tuple[str, str], ...]
+    window: tuple[str, str, str] | None = None
 
     @property
     def name(self) -> str:
@@ -60,19 +62,42 @@ class Cells:
         """CREATE TABLE name AS SELECT keys, aggregates FROM table GROUP BY keys."""
         keys = [f"{key} AS {_key(i)}" for i, key in enumerate(self.keys)]
         aggregates = [f"{sql} AS {column}" for column, sql in self.aggregates]
+        where = ""
+        if self.window is not None:  # whole periods: every group is in it or out of it
+            column, start, end = self.window
+            where = (f" WHERE {quote_ident(column)} >= CAST('{start}' AS TIMESTAMP) "
+                     f"AND {quote_ident(column)} < CAST('{end}' AS TIMESTAMP)")
         return (f"CREATE OR REPLACE TABLE {quote_ident(self.name)} AS SELECT {', '.join(keys + aggregates)} "
-                f"FROM {quote_ident(self.table)} GROUP BY {', '.join(self.keys)}")
+                f"FROM {quote_ident(self.table)}{where} GROUP BY {', '.join(self.keys)}")
 
 
 def merged(cells: list[Cells]) -> list[Cells]:
-    """One table per name, holding every aggregate any of ``cells`` asks of it (in a stable order)."""
+    """One table per name, holding every aggregate any of ``cells`` asks of it (in a stable order), over the
+    span of their windows (every row when one of them has none)."""
     by_name: dict[str, Cells] = {}
     for c in cells:
         known = by_name.get(c.name)
         columns = dict(known.aggregates) if known else {}
         columns.update(c.aggregates)
-        by_name[c.name] = Cells(c.table, c.keys, tuple(sorted(columns.items())))
+        window = c.window
+        if known is not None:
+            window = None if known.window is None or window is None or known.window[0] != window[0] else \
+                (window[0], min(known.window[1], window[1]), max(known.window[2], window[2]))
+        by_name[c.name] = Cells(c.table, c.keys, tuple(sorted(columns.items())), window)
     return [by_name[name] for name in sorted(by_name)]
+
+
+def worth_computing(readers: list[Cells]) -> bool:
+    """Whether one table of cells costs less than its ``readers`` (the Cells each reading query asks for)
+    reading the table themselves: their windows, added up, cover the span of all of them at least twice
+    (each reader without a window counts as the whole table, and the others then as nothing)."""
+    whole = sum(1 for c in readers if c.window is None)
+    if whole:
+        return whole >= 2
+    moments = [(dt.datetime.fromisoformat(c.window[1]), dt.datetime.fromisoformat(c.window[2])) for c in readers]
+    span = (max(end for _, end in moments) - min(start for start, _ in moments)).total_seconds()
+    covered = sum(max(0.0, (end - start).total_seconds()) for start, end in moments)
+    return span > 0 and covered >= 2 * span
 
 
 def _key(index: int) -> str:
@@ -136,6 +161,34 @@ def _exact(agg: exp.Expression, value: exp.Expression, columns: dict[str, str]) 
     return isinstance(agg, _ORDER_FREE) or columns[value.name].upper().startswith(EXACT_SUM_TYPES)
 
 
+def _after(start: dt.datetime, period: str) -> dt.datetime:
+    """The start of the period after the one that starts at ``start``."""
+    if period == "DAY":
+        return start + dt.timedelta(days=1)
+    months = start.year * 12 + start.month - 1 + {"MONTH": 1, "QUARTER": 3, "YEAR": 12}[period]
+    return start.replace(year=months // 12, month=months % 12 + 1)
+
+
+def _one_period(terms: list[exp.Expression], columns: dict[str, str]) -> tuple[str, str] | None:
+    """(column, period) when ``terms`` bound a DATE or TIMESTAMP column to exactly one whole period (``>=`` its
+    start and ``<`` the next one's; the longest period that fits), else None."""
+    bounds: dict[str, dict[type, list[dt.datetime]]] = {}
+    for term in terms:
+        if isinstance(term, (exp.GTE, exp.LT)) and isinstance(term.this, exp.Column) and not term.this.table \
+                and columns.get(term.this.name, "").upper() in ("DATE", "TIMESTAMP"):
+            moment = literal_moment(term.expression)
+            if moment is not None and moment.time() == dt.time(0):
+                bounds.setdefault(term.this.name, {}).setdefault(type(term), []).append(moment)
+    for column, sides in sorted(bounds.items()):
+        (low, *more_low), (high, *more_high) = sides.get(exp.GTE, [None]), sides.get(exp.LT, [None])
+        if low is None or high is None or more_low or more_high:
+            continue
+        for period in ("YEAR", "QUARTER", "MONTH", "DAY"):
+            if PERIODS[period](low.date()) and _after(low, period) == high:
+                return column, period
+    return None
+
+
 def _conjuncts(condition: exp.Expression) -> list[exp.Expression]:
     """The terms of an AND chain, through parentheses and nested ANDs."""
     condition = condition.unnest()
@@ -156,13 +209,16 @@ def _rewrite(select: exp.Select, source: exp.Table, columns: dict[str, str]) -> 
     keys = list(group.expressions)
     if any(isinstance(k, exp.Literal) for k in keys):
         return None  # GROUP BY 1
+    where = select.args.get("where")
+    conjuncts = _conjuncts(where.this) if where else []
     periods = [p for p in (_period_key(k, columns) for k in keys) if p]
-    if not periods:
-        return None
-    # the period key first: bounds are rewritten onto __k0
-    first = next(i for i, k in enumerate(keys) if _period_key(k, columns))
-    keys = [keys[first], *keys[:first], *keys[first + 1:]]
-    column, period = periods[0]
+    single = None if periods else _one_period(conjuncts, columns)
+    column, period = periods[0] if periods else single or (None, None)
+    if periods:  # the period key first: bounds are rewritten onto __k0
+        first = next(i for i, k in enumerate(keys) if _period_key(k, columns))
+        keys = [keys[first], *keys[:first], *keys[first + 1:]]
+    elif single:  # one whole period: its groups are the cells of that period
+        keys = [exp.TimestampTrunc(this=exp.column(column), unit=exp.var(period)), *keys]
     if any(c.table or c.name not in columns for k in keys for c in k.find_all(exp.Column)):
         return None
     aggregates: dict[str, str] = {}
@@ -210,11 +266,12 @@ def _rewrite(select: exp.Select, source: exp.Table, columns: dict[str, str]) -> 
             return None
         return node
 
-    terms = []
-    where = select.args.get("where")
-    for term in _conjuncts(where.this) if where else []:
-        bound = _bound(term, column, period)
-        if bound is None:
+    terms, starts, ends = [], [], []
+    for term in conjuncts:
+        bound = _bound(term, column, period) if column else None
+        if bound is not None:
+            (starts if isinstance(term, exp.GTE) else ends).append(literal_moment(term.expression))
+        else:
             bound = substituted(term)
         if bound is None:
             return None
@@ -239,7 +296,8 @@ def _rewrite(select: exp.Select, source: exp.Table, columns: dict[str, str]) -> 
         ordered = substituted(order)
         if ordered is None:
             return None
-    cells = Cells(source.name, tuple(k.sql(dialect=DIALECT) for k in keys), tuple(sorted(aggregates.items())))
+    window = (column, max(starts).isoformat(sep=" "), min(ends).isoformat(sep=" ")) if starts and ends else None
+    cells = Cells(source.name, tuple(k.sql(dialect=DIALECT) for k in keys), tuple(sorted(aggregates.items())), window)
     rewritten = exp.select(*projection).from_(exp.Table(this=exp.to_identifier(cells.name)))
     if terms:
         rewritten = rewritten.where(exp.and_(*(exp.Paren(this=t) for t in terms)))
@@ -251,4 +309,4 @@ def _rewrite(select: exp.Select, source: exp.Table, columns: dict[str, str]) -> 
     return rewritten, cells
 
 
-__all__ = ["Cells", "cells_form", "merged"]
+__all__ = ["Cells", "cells_form", "merged", "worth_computing"]

@@ -40,7 +40,7 @@ from sqlglot.dialects.dialect import Dialect
 from sqlglot.optimizer.simplify import simplify
 
 from evalpack import cache
-from evalpack.cells import Cells, cells_form, merged
+from evalpack.cells import Cells, cells_form, merged, worth_computing
 from evalpack.questions import DIALECT, Question, compared_in_order, lean, parse_gold
 from evalpack.rollup import (
     Need,
@@ -981,7 +981,8 @@ def encode_prepared(prepared: tuple) -> list:
         out.append([op, [sql, None if batch is None else [batch.source, batch.projection, batch.bounds],
                          None if need is None else [need.table, sorted(need.dims), sorted(need.measures), need.grouped],
                          over_rollup, list(shared),
-                         None if cells is None else [cells[0], [[c.table, list(c.keys), [list(a) for a in c.aggregates]]
+                         None if cells is None else [cells[0], [[c.table, list(c.keys), [list(a) for a in c.aggregates],
+                                                                 None if c.window is None else list(c.window)]
                                                                 for c in cells[1]]]]])
     return out
 
@@ -1009,8 +1010,9 @@ def decode_prepared(stored: list) -> tuple:
             cells_sql, tables = cells
             if not isinstance(cells_sql, str):
                 raise TypeError("cells SQL is not text")
-            cells = (cells_sql, tuple(Cells(str(table), tuple(map(str, keys)), tuple((str(c), str(a)) for c, a in aggs))
-                                      for table, keys, aggs in tables))
+            cells = (cells_sql, tuple(Cells(str(table), tuple(map(str, keys)), tuple((str(c), str(a)) for c, a in aggs),
+                                            None if window is None else tuple(map(str, window)))
+                                      for table, keys, aggs, window in tables))
         out.append((op, (sql, batch, need, over_rollup, tuple(shared), cells)))
     return tuple(out)
 
@@ -1262,10 +1264,11 @@ def plan_runs(mutants: list[Mutant], rollups: tuple[Rollup, ...]) -> StudyPlan:
     counts = Counter(sub for m in mutants if not (m.rollup_sql or m.batch) for sub in m.subqueries)
     shared = {sub: f"__shared_{index}" for index, sub in enumerate(sorted(s for s, n in counts.items() if n > 1))}
     covered = [bool(m.rollup_sql and any(r.covers(m.need) for r in rollups)) for m in mutants]
-    readers = Counter(c.name for m, done in zip(mutants, covered) if m.cells and not done
-                      for c in {c.name: c for c in m.cells[1]}.values())
-    cells = merged([c for m, done in zip(mutants, covered) if m.cells and not done
-                    for c in m.cells[1] if readers[c.name] > 1])
+    readers: dict[str, list[Cells]] = {}
+    for m, done in zip(mutants, covered):
+        for c in m.cells[1] if m.cells and not done else ():
+            readers.setdefault(c.name, []).append(c)
+    cells = merged([c for name, of in readers.items() if worth_computing(of) for c in of])
     made = {c.name for c in cells}
     sql, items, over_cells = [], [], set()
     for i, (m, done) in enumerate(zip(mutants, covered)):
