@@ -170,6 +170,7 @@ DEFAULT_TIMEOUT = 10.0  # seconds per query per rotation
 DEFAULT_MEMORY_MB = 1024  # working memory per rotation, on top of the loaded tables
 DEFAULT_THREADS = 2
 PAIRED_PARQUET_BYTES = 64 * 2**20  # rotations with less Parquet than this are scored two at once
+COPIED_GOLD_BYTES = 4 * 2**20  # even in place, rotations with less Parquet than this are copied into memory
 DEFAULT_RUN_TIMEOUT = 3600.0  # seconds for a whole run; what is left when it is spent is not run (wrong)
 MAX_SQL_CHARS = 100_000  # longer SQL text is that candidate's error, never parsed
 KILL_GRACE = 1.0  # seconds past a query's time limit before its worker process is killed
@@ -2167,8 +2168,9 @@ def score_pack(pack: Path, sql_by_id: dict[str, str | None], *, rule: str = "spi
 
     The pack's integrity is not checked here: callers check it first (``score_command`` does).
     ``in_place`` (the pack's own gold SQL only) queries the Parquet files where they are
-    (:func:`open_sandbox`). ``sandbox`` (rotation, limits) -> a worker like :class:`SandboxWorker` runs the
-    candidates on another engine instead, named by ``dialect`` in the report.
+    (:func:`open_sandbox`), except those of rotations with less than :data:`COPIED_GOLD_BYTES` of them.
+    ``sandbox`` (rotation, limits) -> a worker like :class:`SandboxWorker` runs the candidates on another
+    engine instead, named by ``dialect`` in the report.
     """
     if rule not in RULES:
         raise InputError(f"unknown rule {rule!r}; use one of {', '.join(RULES)}")
@@ -2191,11 +2193,11 @@ def score_pack(pack: Path, sql_by_id: dict[str, str | None], *, rule: str = "spi
     # once (one loads while the other queries), large ones one at a time so that memory stays that
     # of one rotation; sandboxes over the files hold only working memory, and more of them than
     # cores keeps the cores busy between short queries
+    place = {r: in_place and gold_in_place(origin, r) for r in names}
     if in_place:
         workers = min(len(names), 2 * (os.cpu_count() or 1))
     else:
-        small = all(sum(p.stat().st_size for p in origin.tables_dir(r).iterdir() if p.suffix in (".parquet", ".csv"))
-                    < PAIRED_PARQUET_BYTES for r in names)
+        small = all(_table_bytes(origin, r, (".parquet", ".csv")) < PAIRED_PARQUET_BYTES for r in names)
         workers = 2 if small else 1
     # whether a result-set question is compared in order depends on its gold SQL alone: parsed once
     with contextlib.closing(duckdb.connect(":memory:")) as parser:
@@ -2204,7 +2206,7 @@ def score_pack(pack: Path, sql_by_id: dict[str, str | None], *, rule: str = "spi
     deadline = time.monotonic() + limits.run_timeout
     with ThreadPoolExecutor(max_workers=workers) as pool:
         scored_rotations = list(pool.map(
-            lambda rotation: _score_rotation(origin, rotation, questions, sql_by_id, rule, limits, in_place, ordered,
+            lambda rotation: _score_rotation(origin, rotation, questions, sql_by_id, rule, limits, place[rotation], ordered,
                                              deadline, sandbox),
             names))
     per_rotation: dict[str, dict[str, dict]] = {q["id"]: {} for q in questions}
@@ -2237,6 +2239,18 @@ def score_pack(pack: Path, sql_by_id: dict[str, str | None], *, rule: str = "spi
         query_seconds=query_seconds, usage=[(w.cap_bytes, w.peak_bytes, w.replaced) for w in workers],
         tables_loaded={rotation: w.loaded for rotation, w in zip(names, workers)},
     ) | ({} if dialect is None else {"dialect": dialect})
+
+
+def _table_bytes(source: PackSource, rotation: str, suffixes: tuple[str, ...]) -> int:
+    return sum(p.stat().st_size for p in source.tables_dir(rotation).iterdir() if p.suffix in suffixes)
+
+
+def gold_in_place(source: PackSource, rotation: str) -> bool:
+    """Whether the pack's own gold SQL reads ``rotation``'s Parquet files in place rather than copies in
+    memory: when they hold :data:`COPIED_GOLD_BYTES` or more. Loading a small rotation costs less than
+    reading its files at every query (``verify.py`` at 1x: 1.58 -> 1.23 s, at 10x 2.24 -> 2.08 s); in
+    place holds less memory, which is what counts for large ones."""
+    return _table_bytes(source, rotation, (".parquet",)) >= COPIED_GOLD_BYTES
 
 
 def question_result(q: dict, status: str, answered: bool, runs: dict, confidence: float | None = None) -> dict:

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 from conftest import copy_pack, gold_questions
 
-from evalpack.scoring import Limits, catalog_state, open_sandbox, run_query, score_command
+from evalpack import scoring
+from evalpack.scoring import Limits, catalog_state, open_sandbox, pack_source, run_gold, run_query, score_command
 
 SECRET = "s3cr3t-never-leaves-this-file"
 
@@ -244,3 +245,16 @@ def test_gold_sql_returns_the_same_rows_in_place_as_on_copied_tables(arena):
     finally:
         copied.close()
         in_place.close()
+
+
+def test_verify_reads_small_rotations_from_copies_and_reports_what_it_reports_in_place(arena, monkeypatch):
+    """Gold mode copies rotations of less than COPIED_GOLD_BYTES of Parquet into its sandbox (40,000 orders
+    are about 0.2 MB) and reads larger ones in place; the report is the same either way."""
+    source = pack_source(arena["pack"])
+    rotations = [name for name, _ in source.databases]
+    copied = run_gold(arena["pack"])
+    assert [scoring.gold_in_place(source, r) for r in rotations] == [False] * 3
+    monkeypatch.setattr(scoring, "COPIED_GOLD_BYTES", 1)
+    assert [scoring.gold_in_place(source, r) for r in rotations] == [True] * 3
+    assert run_gold(arena["pack"]) == copied
+    assert copied[0] == copied[1] > 100
