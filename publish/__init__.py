@@ -17,7 +17,22 @@ Modules: ``layout`` (pack -> repo files; configs and splits from ``evalpack.card
 
 from __future__ import annotations
 
-from publish.hub import PackRefused, PublishResult, publish_pack
-from publish.layout import HubLayout, PublishError, build_layout
+import importlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from publish.hub import PackRefused, PublishResult, publish_pack
+    from publish.layout import HubLayout, PublishError, build_layout
 
 __all__ = ["HubLayout", "PackRefused", "PublishError", "PublishResult", "build_layout", "publish_pack"]
+_HOMES = {"PackRefused": "hub", "PublishResult": "hub", "publish_pack": "hub",
+          "HubLayout": "layout", "PublishError": "layout", "build_layout": "layout"}
+
+
+def __getattr__(name: str):
+    # the modules load on first use: every `evalpack` command imports this package to register `evalpack
+    # publish` and `evalpack diff`, and the Hub client, the pack's checks and the card's Arrow schemas are
+    # about 0.3 s of imports that only those commands need
+    if name in _HOMES:
+        return getattr(importlib.import_module(f"publish.{_HOMES[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

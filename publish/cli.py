@@ -14,11 +14,13 @@ import argparse
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from evalpack.scoring import PUBLIC_KEY_ENV
-from publish.hub import PackRefused, holdout_key, prepare, release, resolve_endpoint, resolve_token
-from publish.layout import HubLayout, PublishError, check_repo_id, read_manifest
 from publish.revision import fetch_side
+
+if TYPE_CHECKING:
+    from publish.layout import HubLayout
 
 
 def _size(n: int) -> str:
@@ -42,6 +44,8 @@ def describe(layout: HubLayout) -> list[str]:
 
 def _repo_of(pack: str | Path) -> str:
     """The repo the pack's spec names (``repo:``, recorded in the manifest and named by its card)."""
+    from publish.layout import PublishError, read_manifest
+
     named = read_manifest(Path(pack)).get("repo")
     if not named:
         raise PublishError(f"{pack}: no --repo given and its spec names no `repo:`; pass --repo OWNER/NAME, or set "
@@ -54,6 +58,11 @@ def publish_command(pack: str | Path, repo: str | None, *, private: bool = False
     """Re-verify PACK (signed by ``public_key`` when given), then publish it to REPO, gated against the last
     release, and its holdout answer key to ``holdout_repo`` (or, with ``dry_run``, print what would go up).
     Returns the exit code."""
+    # loaded here, not with the module: every `evalpack` command registers this one (an entry point), and the
+    # Hub client, the pack's checks and the card's Arrow schemas are imports that only a publish needs
+    from publish.hub import PackRefused, holdout_key, prepare, release, resolve_endpoint, resolve_token
+    from publish.layout import PublishError, check_repo_id
+
     try:
         repo = repo or _repo_of(pack)
         check_repo_id(repo)

@@ -236,3 +236,22 @@ def test_the_evalpack_command_builds_without_importing_pandas_and_writes_the_sam
     ours, theirs = snapshot(tmp_path / "in_process"), snapshot(tmp_path / "console")
     differing = sorted(k for k in ours.keys() | theirs.keys() if ours.get(k) != theirs.get(k))
     assert set(differing) <= {"attestation.intoto.json"}, differing  # the attestation records the build's times
+
+
+def test_evalpack_help_lists_publish_and_diff_without_loading_what_only_they_use() -> None:
+    """Every `evalpack` command registers `publish` and `diff` (entry points); the Hub client, the pack's checks and
+    pyarrow load only when one of those runs (issue 24: `evalpack --help` under 0.3 s), and the package's names
+    still resolve on first use."""
+    heavy = ("publish.hub", "publish.check", "publish.layout", "huggingface_hub", "pyarrow", "sqlglot")
+    script = ("import sys; from evalpack.cli import console\n"
+              "sys.argv = ['evalpack', '--help']\n"
+              "try:\n    console()\nexcept SystemExit as done:\n    code = done.code\n"
+              f"print(code, sorted(m for m in {heavy!r} if m in sys.modules))\n"
+              "from publish import PackRefused, publish_pack, HubLayout\n"
+              "print(PackRefused.__module__, publish_pack.__module__, HubLayout.__module__)")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    *usage, loaded, resolved = done.stdout.splitlines()
+    assert {"publish", "diff"} <= set(" ".join(usage).replace("{", " ").replace("}", " ").replace(",", " ").split())
+    assert loaded == "0 []"
+    assert resolved == "publish.hub publish.hub publish.layout"
