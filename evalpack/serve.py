@@ -486,6 +486,9 @@ async def _serve_http(server, desk: Desk) -> None:
         sock.close()
         raise EvalpackError(f"--port {options.port}: cannot listen on {options.host} ({exc.strerror or exc}); "
                             "choose another port (0: any free one)") from None
+    # listening before the address is printed: a client that connects as soon as it reads the line waits in the
+    # backlog until the server accepts, instead of being refused while the server starts (seen under load)
+    sock.listen(2048)
     host, port = sock.getsockname()[:2]
     print(f"evalpack serve: {desk.grader.pack} on http://{host if family == socket.AF_INET else f'[{host}]'}:{port}/mcp "
           f"(rotation {desk.rotation}; episodes in {desk.episodes.log.path})", file=sys.stderr, flush=True)
