@@ -5,7 +5,7 @@ from __future__ import annotations
 import duckdb
 import pytest
 
-from evalpack.cells import cells_form, merged
+from evalpack.cells import cells_form, merged, worth_computing
 from evalpack.questions import parse_gold
 
 TYPES = {"sales": {"id": "BIGINT", "shop": "VARCHAR", "paid": "BOOLEAN", "amount": "DECIMAL(18,2)",
@@ -137,8 +137,6 @@ def _reader(sql: str):
 
 
 def test_cells_are_computed_only_where_their_readers_would_read_the_span_twice():
-    from evalpack.cells import worth_computing
-
     def months(start: str, end: str) -> str:
         return (f"SELECT {MONTH}, SUM(DISTINCT amount) FROM sales WHERE day >= CAST('{start}' AS DATE) "
                 f"AND day < CAST('{end}' AS DATE) GROUP BY {MONTH}")

@@ -62,10 +62,11 @@ class HttpServer:
                                          stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
                                          cwd=episode.parent)
         deadline = time.monotonic() + 120
-        while not (found := re.search(r"on (http://127\.0\.0\.1:\d+/mcp)", self.errors.read_text())):
+        # read often, so that the first request follows the printed address as closely as a harness's would
+        while not (found := re.search(r"on (http://127\.0\.0\.1:(\d+)/mcp)", self.errors.read_text())):
             assert self.proc.poll() is None and time.monotonic() < deadline, self.errors.read_text()
-            time.sleep(0.1)
-        self.url = found.group(1)
+            time.sleep(0.001)
+        self.url, self.port = found.group(1), int(found.group(2))
 
     @asynccontextmanager
     async def session(self):
@@ -240,22 +241,13 @@ def test_an_agent_works_a_pack_and_its_report_is_evalpack_scores(retail_pack, tm
 def test_a_client_that_connects_as_soon_as_the_address_is_printed_is_accepted(retail_pack, tmp_path):
     """`serve --transport http` prints its address once it listens: a harness that connects the moment it reads the
     line waits for the server instead of being refused while it starts (CI saw that refusal under load)."""
-    episode = tmp_path / "episode.jsonl"
-    errors = tmp_path / "episode.stderr"
-    with open(errors, "wb") as err:
-        proc = subprocess.Popen([*SERVE, *serve_args(retail_pack, episode, "--transport", "http", "--port", "0")],
-                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err, cwd=tmp_path)
+    server = HttpServer(retail_pack, tmp_path / "episode.jsonl")
     try:
-        deadline = time.monotonic() + 120
-        while not (found := re.search(r"on http://127\.0\.0\.1:(\d+)/mcp", errors.read_text())):
-            assert proc.poll() is None and time.monotonic() < deadline, errors.read_text()
-            time.sleep(0.001)
-        with socket.create_connection(("127.0.0.1", int(found.group(1))), timeout=30) as conn:
+        with socket.create_connection(("127.0.0.1", server.port), timeout=30) as conn:
             conn.sendall(b"GET /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
             assert conn.recv(12).startswith(b"HTTP/1.1 ")
     finally:
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=60)
+        server.stop()
 
 
 def test_an_episode_ends_by_its_tool_and_a_new_session_starts_another(retail_pack, tmp_path):
