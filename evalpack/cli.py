@@ -190,7 +190,7 @@ def cmd_build(args: argparse.Namespace) -> int:
 
 
 def cmd_score(args: argparse.Namespace) -> int:
-    from evalpack.scoring import score_command
+    from evalpack.scoring import prestart_for, score_command
 
     if args.html is not None:
         check_html_path(args.html, args.pack)
@@ -202,6 +202,7 @@ def cmd_score(args: argparse.Namespace) -> int:
         from evalpack.dialect_scoring import score_arguments
 
         return score_arguments(args, on_report=render if args.html else None)
+    prestart_for(args.pack)
     return score_command(args.pack, args.candidates, json_path=args.json, rule=args.rule,
                          public_key=args.public_key, timeout=args.timeout, memory_mb=args.memory_mb,
                          threads=args.threads, run_timeout=args.run_timeout,

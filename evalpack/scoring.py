@@ -57,7 +57,7 @@ recall and the penalty score (:data:`PENALTY_RULE`).
 Sandbox
 -------
 SQL to score never runs in the scoring process. Per rotation a worker process (this file, run with
-``--sandbox-worker``) holds the sandbox below, under operating-system limits: its address space (what
+``--sandbox-worker``, or forked from ``python verify.py`` before it starts any thread) holds the sandbox below, under operating-system limits: its address space (what
 it holds with the tables loaded, plus the working memory, plus WORKER_OVERHEAD_MB), CPU seconds per
 query, no file writes (RLIMIT_FSIZE 0), 256 descriptors, no core dumps, and death with its parent.
 The scorer sends one query at a time and kills the worker when no answer came within the time limit
@@ -874,7 +874,7 @@ def worker_main(argv: list[str], opener: Opener = open_duckdb_worker) -> int:
     _die_with_parent(int(argv[0]))
     replies = os.fdopen(os.dup(1), "wb")
     os.dup2(os.open(os.devnull, os.O_WRONLY), 1)  # whatever a library prints must not corrupt the replies
-    inbox = sys.stdin.fileno()
+    inbox = 0  # stdin's descriptor, whatever became of sys.stdin in a process this one was forked from
     _limit(resource.RLIMIT_CORE, 0)
     _limit(resource.RLIMIT_FSIZE, 0)  # no file can be written, whatever the SQL does
     _limit(resource.RLIMIT_NOFILE, 256)
@@ -883,6 +883,8 @@ def worker_main(argv: list[str], opener: Opener = open_duckdb_worker) -> int:
         return 0
     limits = Limits(setup["timeout"], setup["memory_mb"], setup["threads"])
     try:
+        if setup.get("tables"):  # where a started DuckDB worker begins; a forked one learns it here
+            os.chdir(setup["tables"])
         run, state, loaded = opener(setup, limits)
         before = state()
     except Exception as exc:  # noqa: BLE001 - reported to the parent, which decides
@@ -915,6 +917,105 @@ def worker_main(argv: list[str], opener: Opener = open_duckdb_worker) -> int:
     return 0
 
 
+class ForkedWorker:
+    """A sandbox worker forked from this process (:func:`prestart_workers`), with the members of
+    :class:`subprocess.Popen` that :class:`SandboxWorker` uses."""
+
+    def __init__(self, pid: int, stdin, stdout) -> None:
+        self.pid, self.stdin, self.stdout = pid, stdin, stdout
+        self.returncode: int | None = None
+
+    def _reaped(self, flags: int) -> int | None:
+        if self.returncode is None:
+            try:
+                pid, status = os.waitpid(self.pid, flags)
+            except ChildProcessError:  # reaped elsewhere: how it ended is unknown
+                pid, status = self.pid, 1 << 8
+            if pid:
+                self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
+    def poll(self) -> int | None:
+        return self._reaped(os.WNOHANG)
+
+    def wait(self) -> int:
+        return self._reaped(0)
+
+    def kill(self) -> None:
+        if self.returncode is None:
+            os.kill(self.pid, signal.SIGKILL)
+
+
+_SPARES: list[ForkedWorker] = []
+_SPARES_LOCK = threading.Lock()
+
+
+def _one_thread() -> bool:
+    """Whether this process runs a single thread, so that a fork copies no lock another thread holds (Linux)."""
+    try:
+        return len(os.listdir("/proc/self/task")) == 1
+    except OSError:
+        return False
+
+
+def _fork_worker(parent_ends: list[int]) -> ForkedWorker:
+    to_child, to_parent = os.pipe(), os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: the sandbox worker, as if started with --sandbox-worker
+        code = 1
+        try:
+            os.dup2(to_child[0], 0)
+            os.dup2(to_parent[1], 1)
+            null = os.open(os.devnull, os.O_RDWR)
+            os.dup2(null, 2)
+            # the parent's ends of every pipe, so that each worker sees the end of its own input alone
+            for fd in {null, *to_child, *to_parent, *parent_ends} - {0, 1, 2}:
+                os.close(fd)
+            code = worker_main([str(os.getppid())])
+        finally:
+            os._exit(code)
+    os.close(to_child[0])
+    os.close(to_parent[1])
+    parent_ends += [to_child[1], to_parent[0]]
+    return ForkedWorker(pid, os.fdopen(to_child[1], "wb"), os.fdopen(to_parent[0], "rb"))
+
+
+def prestart_workers(count: int) -> int:
+    """Fork ``count`` sandbox workers ahead for :class:`SandboxWorker` to take instead of starting a new
+    interpreter each (which imports DuckDB and this file again: about 0.2 s each). Only while this
+    process runs one thread and on Linux; so call it first thing, before any thread pool or DuckDB
+    database. Spares left from an earlier call count towards ``count``. Returns how many were forked;
+    workers never taken end when this process does."""
+    if count <= 0 or not sys.platform.startswith("linux") or not _one_thread():
+        return 0
+    sys.stdout.flush()
+    sys.stderr.flush()
+    with _SPARES_LOCK:
+        ends = [fd for w in _SPARES for fd in (w.stdin.fileno(), w.stdout.fileno())]
+        forked = [_fork_worker(ends) for _ in range(count - len(_SPARES))]
+        _SPARES.extend(forked)
+    return len(forked)
+
+
+def prestart_for(pack: str | Path) -> int:
+    """:func:`prestart_workers`: one per rotation of ``pack``, the workers a run on it starts (none when the pack
+    cannot be read: the command reports that)."""
+    try:
+        rotations = len(pack_source(Path(pack)).databases)
+    except Exception:  # noqa: BLE001 - whatever a damaged pack raises is reported by the run, not here
+        return 0
+    return prestart_workers(rotations)
+
+
+def _spare() -> ForkedWorker | None:
+    with _SPARES_LOCK:
+        while _SPARES:
+            spare = _SPARES.pop(0)
+            if spare.poll() is None:
+                return spare
+    return None
+
+
 class SandboxWorker:
     """One rotation's sandbox (:func:`open_sandbox`) in a child process; :meth:`run` is :func:`run_query`
     with the wall clock enforced by killing the child. Use as a context manager. ``csv_types``: the
@@ -925,7 +1026,7 @@ class SandboxWorker:
         self.tables_dir, self.limits, self.in_place = Path(tables_dir).resolve(), limits, in_place
         self.csv_types = csv_types
         self.loaded: dict[str, str] = {}
-        self.proc: subprocess.Popen | None = None
+        self.proc: subprocess.Popen | ForkedWorker | None = None
         self.cap_bytes = 0
         self.peak_bytes = 0
         self.replaced = 0
@@ -945,9 +1046,11 @@ class SandboxWorker:
         return {"tables": str(self.tables_dir), "in_place": self.in_place, "timeout": self.limits.timeout,
                 "memory_mb": self.limits.memory_mb, "threads": self.limits.threads, "csv_types": self.csv_types}
 
-    def _start(self) -> subprocess.Popen:
-        proc = subprocess.Popen(self.command(), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                stderr=subprocess.DEVNULL, close_fds=True, cwd=str(self.tables_dir))
+    def _start(self) -> subprocess.Popen | ForkedWorker:
+        # a worker forked ahead runs this file's DuckDB sandbox: only for a worker started with this command
+        spare = _spare() if type(self).command is SandboxWorker.command else None
+        proc = spare or subprocess.Popen(self.command(), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                         stderr=subprocess.DEVNULL, close_fds=True, cwd=str(self.tables_dir))
         try:
             _write_frame(proc.stdin, self.setup())
             ready = _read_frame(proc.stdout.fileno())
@@ -961,7 +1064,7 @@ class SandboxWorker:
         self.loaded = dict(ready.get("loaded") or {})
         return proc
 
-    def _kill(self, proc: subprocess.Popen) -> None:
+    def _kill(self, proc: subprocess.Popen | ForkedWorker) -> None:
         self.peak_bytes = max(self.peak_bytes, _vm_bytes(proc.pid, "VmHWM"))
         with contextlib.suppress(OSError):
             proc.kill()
@@ -2602,6 +2705,7 @@ def main(argv: list[str] | None = None) -> int:
     if argv[:1] == [WORKER_FLAG]:
         return worker_main(argv[1:])
     args = build_parser().parse_args(argv)
+    prestart_for(args.pack)
     if args.candidates:
         return score_command(args.pack, args.candidates, args.json, args.rule, public_key=args.public_key,
                              timeout=args.timeout, memory_mb=args.memory_mb, threads=args.threads,
