@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import gc
 import json
 import multiprocessing
 import os
@@ -29,6 +30,7 @@ from evalpack.audit import Finding, Run, audit_rotation, counted, in_question_or
 from evalpack.certify import certificate, dumps, manifest, pack_warnings
 from evalpack.diff import changes_since
 from evalpack.errors import EvalpackError
+from evalpack.gcpause import gc_paused
 from evalpack.holdout import read_previous, seal, write_key
 from evalpack.hubfiles import write_questions_parquet
 from evalpack.layout import PackLayout, rotation_name
@@ -78,8 +80,8 @@ PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 
 
 def _die_with(parent: int) -> None:
-    """Pool initializer: have Linux SIGKILL this worker when ``parent`` (the build that forked it) dies, so a
-    killed build's writers do not write on; then check that it has not died already, before the request."""
+    """Have Linux SIGKILL this worker when ``parent`` (the build that forked it) dies, so a killed build's
+    writers do not write on; then check that it has not died already, before the request."""
     try:
         prctl = ctypes.CDLL(None, use_errno=True).prctl
     except (OSError, AttributeError):  # not Linux: no such request, workers outlive a killed build there
@@ -87,6 +89,15 @@ def _die_with(parent: int) -> None:
     prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     if os.getppid() != parent:
         os._exit(1)
+
+
+def _start_worker(parent: int) -> None:
+    """Pool initializer: :func:`_die_with` ``parent``; the objects inherited from the build are left out of
+    garbage collection, which would otherwise walk them again and again (and copy every page it touches), and
+    young objects are collected 70 times less often: preparing mutants makes many (:mod:`evalpack.gcpause`)."""
+    _die_with(parent)
+    gc.freeze()
+    gc.set_threshold(50_000, 20, 20)
 
 
 def _worker_context() -> multiprocessing.context.BaseContext | None:
@@ -102,7 +113,7 @@ def worker_pool(jobs: int) -> contextlib.AbstractContextManager[ProcessPoolExecu
     (a daemonic one: a Dask worker's, another pool's worker)."""
     if jobs <= 1 or multiprocessing.current_process().daemon:
         return contextlib.nullcontext()
-    pool = ProcessPoolExecutor(max_workers=jobs, mp_context=_worker_context(), initializer=_die_with,
+    pool = ProcessPoolExecutor(max_workers=jobs, mp_context=_worker_context(), initializer=_start_worker,
                                initargs=(os.getpid(),))
     pool.submit(int).result()  # the fork context starts every worker at the first task
     return pool
@@ -150,7 +161,8 @@ class Derived:
 def select_questions(spec: Spec, plans: tuple[RotationPlan, ...], previous: PreviousSplits | None = None
                      ) -> tuple[tuple[Question, ...], tuple[Question, ...], Selection]:
     """(the questions with gold SQL, the questions to decline, how they were selected)."""
-    selected, selection = derive_selected(spec, plans, previous)
+    with gc_paused():
+        selected, selection = derive_selected(spec, plans, previous)
     return selected, derive_declines(spec, plans, len(selected)), selection
 
 
