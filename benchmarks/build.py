@@ -33,6 +33,7 @@ import argparse
 import compileall
 import os
 import platform
+import resource
 import shutil
 import statistics
 import subprocess
@@ -57,6 +58,7 @@ class Run:
     peak_mb: float
     code: int
     tail: str
+    cpu_seconds: float = 0.0  # user + system time of the whole process tree (each process reaped by its parent)
 
 
 def _tree_pss_kb(root: int) -> int:
@@ -75,7 +77,8 @@ def _tree_pss_kb(root: int) -> int:
 
 
 def measure(cmd: list[str], cwd: Path | None = None) -> Run:
-    """Run ``cmd``; wall time and the peak summed PSS of its process tree."""
+    """Run ``cmd``; wall time, CPU time and the peak summed PSS of its process tree."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     peak = 0
@@ -92,7 +95,10 @@ def measure(cmd: list[str], cwd: Path | None = None) -> Run:
     out, _ = proc.communicate()
     done.set()
     sampler.join()
-    return Run(time.perf_counter() - started, peak / 1024, proc.returncode, out[-600:])
+    seconds = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+    return Run(seconds, peak / 1024, proc.returncode, out[-600:], cpu)
 
 
 def compile_tree(root: Path) -> None:

@@ -7,7 +7,8 @@ The revision is exported with `git archive` into a temporary folder and run from
 Python and packages (PYTHONPATH), so both sides differ only in evalpack's own code. Each round runs
 the two sides one after the other (the order alternates between rounds), each as its own process
 tree, on the same scaled Misata-format spec as benchmarks/build.py; wall time and peak memory are
-measured as there. The table gives each side's median and the ratio this checkout / revision, and
+measured as there, and CPU time (user + system of the whole process tree), which varies less than wall time on a
+machine that other work shares. The table gives each side's median and the ratio this checkout / revision, and
 what each side shipped (questions, near-miss mutants), since the two build different packs.
 
 evalpack's cache on disk (prepared mutants, studied rotations) is off by default (`--cache off`): every
@@ -102,12 +103,14 @@ def main(argv: list[str] | None = None) -> int:
                     runs[name].append(run)
                     made[name] = shipped(work / f"pack_{scale}")
             medians = {name: statistics.median(r.seconds for r in rs) for name, rs in runs.items()}
+            cpu = {name: statistics.median(r.cpu_seconds for r in rs) for name, rs in runs.items()}
             for name, rs in runs.items():
                 times = ", ".join(f"{r.seconds:.1f}" for r in rs)
                 print(f"{scale:>5}x | {name:>14} | {medians[name]:8.1f} {times:>24} | "
-                      f"{max(r.peak_mb for r in rs):6.0f} | {made[name]:>22}")
+                      f"{max(r.peak_mb for r in rs):6.0f} | {made[name]:>22} | CPU {cpu[name]:.1f} s")
             ours, theirs = medians["this checkout"], medians[args.revision]
-            print(f"{'':>6} | ratio this checkout / {args.revision}: {ours / theirs:.2f}", flush=True)
+            print(f"{'':>6} | ratio this checkout / {args.revision}: {ours / theirs:.2f} (CPU time, user + "
+                  f"system of the process tree: {cpu['this checkout'] / cpu[args.revision]:.2f})", flush=True)
     return 0
 
 
