@@ -4,9 +4,10 @@
     python benchmarks/build.py --scales 1 10   # a subset
     python benchmarks/build.py --scales 1000 --only evalpack   # 40M orders, evalpack alone
 
-Each side runs in turn as its own process tree; wall time is measured around it and peak
-memory is the largest sum of proportional memory (PSS) over the whole tree (worker processes included),
-sampled every 50 ms from /proc (on two cores a faster sampler takes measurable CPU from the
+Each side runs in turn as its own process tree; wall time is measured around it, CPU time is its
+tree's user + system time (from the rusage of reaped children: less affected than wall time by other
+work on the machine), and peak memory is the largest sum of proportional memory (PSS) over the whole
+tree (worker processes included), sampled every 50 ms from /proc (on two cores a faster sampler takes measurable CPU from the
 side being measured). PSS divides each shared page among the processes sharing it, so forked workers
 are not counted once for every page they share with the process that forked them (summed resident
 memory would); reading it makes the kernel walk each process's page tables, about 3% of a 100x build's
@@ -190,7 +191,8 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"evalpack failed at {scale}x:\n{ours.tail}")
                 if args.warm:
                     warm = measure(build)
-                    print(f"  evalpack {scale}x rebuilt with the cache warm: {warm.seconds:.2f} s, {warm.peak_mb:.0f} MB"
+                    print(f"  evalpack {scale}x rebuilt with the cache warm: {warm.seconds:.2f} s, {warm.peak_mb:.0f} MB, "
+                          f"CPU {warm.cpu_seconds:.1f} s"
                           + (f" (failed: {warm.tail})" if warm.code else ""))
                 checks["evalpack"] = time_verify(sys.executable, out, args.verify_runs)
                 shutil.rmtree(out, ignore_errors=True)
@@ -208,6 +210,9 @@ def main(argv: list[str] | None = None) -> int:
             ratio = (f"{theirs.seconds / ours.seconds:6.1f} {theirs.peak_mb / ours.peak_mb:6.1f}"
                      if ours and theirs else f"{'-':>6} {'-':>6}")
             print(f"{scale:>5}x {orders:>11,} | {e} | {m} | {ratio}", flush=True)
+            cpu = ", ".join(f"{side} {run.cpu_seconds:.1f} s" for side, run in (("evalpack", ours), ("misata", theirs))
+                            if run)
+            print(f"  CPU time (user + system of the process tree): {cpu}", flush=True)
             verified[scale] = checks
     if args.verify_runs > 0:
         print_verify_table(verified, args.verify_runs)
