@@ -4,16 +4,17 @@
     python benchmarks/build.py --scales 1 10   # a subset
     python benchmarks/build.py --scales 1000 --only evalpack   # 40M orders, evalpack alone
 
-Each side runs in turn as its own process tree; wall time is measured around it, CPU time is its
-tree's user + system time (from the rusage of reaped children: less affected than wall time by other
-work on the machine), and peak memory is the largest sum of proportional memory (PSS) over the whole
-tree (worker processes included), sampled every 50 ms from /proc (on two cores a faster sampler takes measurable CPU from the
-side being measured). PSS divides each shared page among the processes sharing it, so forked workers
-are not counted once for every page they share with the process that forked them (summed resident
-memory would); reading it makes the kernel walk each process's page tables, about 3% of a 100x build's
-time (11.8 s unsampled, 12.2-12.4 s sampled for PSS, 11.9-12.25 s for resident memory). `misata` is used when benchmarks/.venv-misata/bin/misata exists
-(`python -m venv benchmarks/.venv-misata && benchmarks/.venv-misata/bin/pip install 'misata[evalpack]'`)
-or `misata` is on PATH. Ratios are misata / evalpack.
+Each side runs in turn as its own process tree; wall time is measured around it, CPU time is its tree's user +
+system time (from the rusage of reaped children: less affected than wall time by other work on the machine),
+and peak memory is the largest sum of proportional memory (PSS) over the whole tree (worker processes
+included), sampled every 50 ms from /proc (on two cores a faster sampler takes measurable CPU from the side
+being measured). PSS divides each shared page among the processes sharing it, so forked workers are not
+counted once for every page they share with the process that forked them (summed resident memory would);
+reading it makes the kernel walk each process's page tables, about 3% of a 100x build's time (11.8 s
+unsampled, 12.2-12.4 s sampled for PSS, 11.9-12.25 s for resident memory). `misata` is used when
+benchmarks/.venv-misata/bin/misata exists (`python -m venv benchmarks/.venv-misata &&
+benchmarks/.venv-misata/bin/pip install 'misata[evalpack]'`) or `misata` is on PATH. Ratios are misata /
+evalpack.
 
 evalpack runs as the `evalpack` command of this environment (its console entry point, as a user runs it)
 with a cache folder of its own per scale, empty at first: the evalpack column is a first build of the
