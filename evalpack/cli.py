@@ -243,10 +243,15 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
-    from evalpack.audit import audit_command
+    from evalpack.scoring import prestart_for
 
     _check_pack_folder(args.pack)
     check_report_path(args.json)
+    # the pack's SQL runs in a sandbox worker per rotation: forked before the audit's imports start threads
+    # (NumPy's, for one)
+    prestart_for(args.pack)
+    from evalpack.audit import audit_command
+
     return audit_command(args.pack, json_path=args.json)
 
 

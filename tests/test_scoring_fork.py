@@ -138,3 +138,35 @@ def _alive(pid: int) -> bool:
             return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
     except FileNotFoundError:
         return False
+
+
+AUDIT_DRIVER = r"""
+import json, sys
+import evalpack.scoring as scoring
+from evalpack import cli
+
+counts = []
+prestart = scoring.prestart_workers
+scoring.prestart_workers = lambda n: counts.append((n, prestart(n))) or counts[-1][1]
+code = cli.main([sys.argv[2], sys.argv[1], *sys.argv[3:]])
+print(json.dumps({"code": code, "counts": counts, "left": len(scoring._SPARES)}), file=sys.stderr)
+"""
+
+
+def test_evalpack_audit_and_score_fork_their_workers_before_any_thread_starts(tmp_path, retail_pack):
+    script = tmp_path / "audit_driver.py"
+    script.write_text(AUDIT_DRIVER)
+    rotations = len(list((retail_pack / "rotations").iterdir()))
+    candidates = tmp_path / "candidates.jsonl"
+    lines = (retail_pack / "questions.jsonl").read_text().splitlines()
+    candidates.write_text("".join(json.dumps({"id": r["id"], "sql": r["gold_sql"]}) + "\n"
+                                  for r in map(json.loads, lines) if r.get("gold_sql")))
+    for command in (["audit"], ["score", "--candidates", str(candidates)]):
+        run = subprocess.run([sys.executable, str(script), str(retail_pack), *command], capture_output=True,
+                             text=True, timeout=300, cwd=tmp_path)
+        got = json.loads(run.stderr.strip().splitlines()[-1])
+        # score: 1 as the holdout's questions are not scored without their key
+        assert got["code"] == (0 if command == ["audit"] else 1), run.stdout[-2000:] + run.stderr[-2000:]
+        assert command != ["audit"] or "no findings" in run.stdout, run.stdout[-2000:]
+        # every rotation's worker was forked (NumPy's threads would have stopped that) and taken
+        assert got["counts"] == [[rotations, rotations]] and got["left"] == 0, (command, got)
