@@ -221,6 +221,9 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
+    from evalpack.scoring import prestart_for
+
+    prestart_for(args.pack)  # the gold SQL reruns in a sandbox worker per rotation
     from evalpack.attest import verify_command
 
     return verify_command(args.pack, public_key=args.public_key, allow_unattested=args.allow_unattested,

@@ -57,10 +57,11 @@ recall and the penalty score (:data:`PENALTY_RULE`).
 Sandbox
 -------
 SQL to score never runs in the scoring process. Per rotation a worker process (this file, run with
-``--sandbox-worker``, or forked from ``python verify.py`` and ``evalpack score`` as they start, before
-any thread) holds the sandbox below, under operating-system limits: its address space (what it holds
-with the tables loaded, plus the working memory, plus WORKER_OVERHEAD_MB), CPU seconds per query, no
-file writes (RLIMIT_FSIZE 0), 256 descriptors, no core dumps, and death with its parent.
+``--sandbox-worker``, or forked from ``python verify.py`` and ``evalpack score``/``verify``/``audit`` as
+they start, before any thread) holds the sandbox below, under operating-system limits: its address
+space (what it holds with the tables loaded, plus the working memory, plus WORKER_OVERHEAD_MB), CPU
+seconds per query, no file writes (RLIMIT_FSIZE 0), 256 descriptors, no core dumps, and death with its
+parent.
 The scorer sends one query at a time and kills the worker when no answer came within the time limit
 plus KILL_GRACE; a worker that was killed or ended is replaced for the next query. Results cross
 the pipe as JSON with tagged values (decimals, dates, intervals, bytes), never as pickles. SQL text

@@ -153,7 +153,7 @@ print(json.dumps({"code": code, "counts": counts, "left": len(scoring._SPARES)})
 """
 
 
-def test_evalpack_audit_and_score_fork_their_workers_before_any_thread_starts(tmp_path, retail_pack):
+def test_evalpack_audit_verify_and_score_fork_their_workers_before_any_thread_starts(tmp_path, retail_pack):
     script = tmp_path / "audit_driver.py"
     script.write_text(AUDIT_DRIVER)
     rotations = len(list((retail_pack / "rotations").iterdir()))
@@ -161,12 +161,13 @@ def test_evalpack_audit_and_score_fork_their_workers_before_any_thread_starts(tm
     lines = (retail_pack / "questions.jsonl").read_text().splitlines()
     candidates.write_text("".join(json.dumps({"id": r["id"], "sql": r["gold_sql"]}) + "\n"
                                   for r in map(json.loads, lines) if r.get("gold_sql")))
-    for command in (["audit"], ["score", "--candidates", str(candidates)]):
+    for command in (["audit"], ["verify"], ["score", "--candidates", str(candidates)]):
         run = subprocess.run([sys.executable, str(script), str(retail_pack), *command], capture_output=True,
                              text=True, timeout=300, cwd=tmp_path)
         got = json.loads(run.stderr.strip().splitlines()[-1])
         # score: 1 as the holdout's questions are not scored without their key
-        assert got["code"] == (0 if command == ["audit"] else 1), run.stdout[-2000:] + run.stderr[-2000:]
+        assert got["code"] == (1 if command[0] == "score" else 0), run.stdout[-2000:] + run.stderr[-2000:]
         assert command != ["audit"] or "no findings" in run.stdout, run.stdout[-2000:]
+        assert command != ["verify"] or "OK gold SQL" in run.stdout, run.stdout[-2000:]
         # every rotation's worker was forked (NumPy's threads would have stopped that) and taken
         assert got["counts"] == [[rotations, rotations]] and got["left"] == 0, (command, got)
