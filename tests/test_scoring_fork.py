@@ -1,6 +1,6 @@
-"""verify.py forks its sandbox workers ahead instead of starting a new interpreter for each: the forked
-workers answer as started ones do, under the same limits, die with the scorer, and a worker that has to be
-replaced is started as before."""
+"""verify.py (and evalpack score, verify and audit) fork their sandbox workers ahead instead of starting a new
+interpreter for each: the forked workers answer as started ones do, under the same limits, die with the scorer,
+and a worker that has to be replaced is started as before."""
 
 from __future__ import annotations
 
@@ -66,11 +66,11 @@ elif mode == "orphan":
 """
 
 
-def _driver(tmp_path: Path, pack: Path, mode: str, **kwargs) -> subprocess.CompletedProcess:
+def _driver(tmp_path: Path, pack: Path, mode: str) -> subprocess.CompletedProcess:
     script = tmp_path / "driver.py"
     script.write_text(DRIVER)
     return subprocess.run([sys.executable, str(script), str(pack), mode], capture_output=True, text=True,
-                          timeout=300, cwd=tmp_path, **kwargs)
+                          timeout=300, cwd=tmp_path)
 
 
 def test_a_forked_worker_answers_every_gold_query_as_a_started_one_does(tmp_path, retail_pack):
