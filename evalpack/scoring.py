@@ -961,6 +961,8 @@ def _one_thread() -> bool:
 
 
 def _fork_worker(parent_ends: list[int]) -> ForkedWorker:
+    """One worker forked from here; ``parent_ends``: this process's ends of the pipes of the workers forked
+    before it, which the child closes."""
     to_child, to_parent = os.pipe(), os.pipe()
     pid = os.fork()
     if pid == 0:  # the child: the sandbox worker, as if started with --sandbox-worker
@@ -978,7 +980,6 @@ def _fork_worker(parent_ends: list[int]) -> ForkedWorker:
             os._exit(code)
     os.close(to_child[0])
     os.close(to_parent[1])
-    parent_ends += [to_child[1], to_parent[0]]
     return ForkedWorker(pid, os.fdopen(to_child[1], "wb"), os.fdopen(to_parent[0], "rb"))
 
 
@@ -990,13 +991,12 @@ def prestart_workers(count: int) -> int:
     workers never taken end when this process does."""
     if count <= 0 or not sys.platform.startswith("linux") or not _one_thread():
         return 0
-    sys.stdout.flush()
-    sys.stderr.flush()
     with _SPARES_LOCK:
-        ends = [fd for w in _SPARES for fd in (w.stdin.fileno(), w.stdout.fileno())]
-        forked = [_fork_worker(ends) for _ in range(count - len(_SPARES))]
-        _SPARES.extend(forked)
-    return len(forked)
+        wanted = count - len(_SPARES)
+        for _ in range(wanted):
+            ends = [fd for w in _SPARES for fd in (w.stdin.fileno(), w.stdout.fileno())]
+            _SPARES.append(_fork_worker(ends))
+    return max(wanted, 0)
 
 
 def prestart_for(pack: str | Path) -> int:
