@@ -515,15 +515,16 @@ def _without_table(select: exp.Select, index: int, types: dict[str, dict[str, st
 
 
 def mutants_of(q: Question, types: dict[str, dict[str, str]], nullable: dict[str, set[str]] | None = None,
-               rotated_answers: dict[str, object] | None = None, unique: dict[str, set[str]] | None = None
-               ) -> list[tuple[str, exp.Expression]]:
+               rotated_answers: dict[str, object] | None = None, unique: dict[str, set[str]] | None = None,
+               parsed: exp.Expression | None = None) -> list[tuple[str, exp.Expression]]:
     """Every (operator, mutated AST) for one question's gold SQL.
 
     ``nullable`` names the columns that can hold NULL: COUNT(*) -> COUNT(col) and NOT EXISTS -> NOT IN
     are only mistakes (rather than the same query) on those. ``unique`` names the columns that hold no
     value twice: a join on one of them finds at most one row, the parent, which ``join_dropped`` drops.
+    ``parsed``: the gold SQL already parsed and :func:`lean` (it is left as it is; each mutant is a copy).
     """
-    tree = lean(parse_gold(q.gold_sql))
+    tree = lean(parse_gold(q.gold_sql)) if parsed is None else parsed
     cols = _Columns(types, tree)
     out: list[tuple[str, exp.Expression]] = []
 
@@ -1027,10 +1028,10 @@ def _prepared(gold_sql: str, schema: str, maybe_null: str, rotated: str | None, 
     result_types = _result_types(schema)
     expected = tuple((rotation, value) for rotation, value in json.loads(rotated)) if rotated else ()
     q = Question("", "", gold_sql, expected, "", None, "", ())
-    gold = parse_gold(gold_sql)
-    seen = {gold.sql(dialect=PRINTER), _canonical(gold)}
+    gold = lean(parse_gold(gold_sql))
+    seen = {gold.sql(dialect=PRINTER), _canonical(gold.copy())}
     out = []
-    for op, tree in mutants_of(q, types, nullable, dict(expected) if rotated else None, unique):
+    for op, tree in mutants_of(q, types, nullable, dict(expected) if rotated else None, unique, parsed=gold):
         sql = tree.sql(dialect=PRINTER, copy=False)  # printing leaves the tree as it was
         if sql in seen:
             out.append((op, None))

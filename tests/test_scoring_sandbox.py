@@ -258,3 +258,24 @@ def test_verify_reads_small_rotations_from_copies_and_reports_what_it_reports_in
     assert [scoring.gold_in_place(source, r) for r in rotations] == [True] * 3
     assert run_gold(arena["pack"]) == copied
     assert copied[0] == copied[1] > 100
+
+
+@pytest.mark.parametrize(("cores", "asked", "each"), [(2, 2, 1), (8, 2, 2), (8, 1, 1), (64, 8, 8)])
+def test_verify_gives_each_rotation_s_sandbox_its_share_of_the_cores(arena, monkeypatch, cores, asked, each):
+    """The gold run's sandboxes (one per rotation, side by side) get no more DuckDB threads than their share of
+    the cores, and never more than asked for; candidates keep the threads asked for."""
+    started: list[int] = []
+
+    class Recorded(scoring.SandboxWorker):
+        def setup(self) -> dict:
+            started.append(self.limits.threads)
+            return super().setup()
+
+    monkeypatch.setattr(scoring, "SandboxWorker", Recorded)
+    monkeypatch.setattr(scoring.os, "cpu_count", lambda: cores)
+    passed, total, _ = run_gold(arena["pack"], limits=Limits(threads=asked))
+    assert passed == total > 100 and started == [each] * 3
+    started.clear()
+    gold = {q["id"]: q["gold_sql"] for q in gold_questions(arena["pack"])[:3]}
+    scoring.score_pack(arena["pack"], gold, limits=Limits(threads=asked))
+    assert started and set(started) == {asked}

@@ -57,6 +57,28 @@ def test_an_armed_action_runs_at_its_deadline_and_a_disarmed_one_never():
     assert not fired.is_set() and calls == ["late"]
 
 
+def test_a_sooner_deadline_fires_while_the_thread_waits_for_a_later_one():
+    watchdog = Watchdog()
+    calls = []
+    with watchdog.armed(60, lambda: calls.append("later")) as later:
+        time.sleep(0.05)  # the thread now sleeps until the later deadline
+        with watchdog.armed(0.05, lambda: calls.append("sooner")) as sooner:
+            time.sleep(0.5)
+    assert sooner.is_set() and not later.is_set() and calls == ["sooner"]
+
+
+def test_queries_one_after_another_do_not_wake_the_thread_each_time():
+    watchdog = Watchdog()
+    with watchdog.armed(60, lambda: None):
+        time.sleep(0.05)
+    settled = watchdog.wakes
+    for _ in range(200):  # each block's deadline is later than the one the thread already waits for
+        with watchdog.armed(60, lambda: None):
+            pass
+    time.sleep(0.05)
+    assert settled >= 1 and watchdog.wakes - settled <= 1
+
+
 def test_concurrent_queries_each_get_their_own_deadline():
     con = duckdb.connect(":memory:")
     slow = "SELECT COUNT(*) FROM range(100000000000) a WHERE a.range % 7 = 3"
