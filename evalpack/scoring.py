@@ -2732,7 +2732,9 @@ def add_limit_options(parser: argparse.ArgumentParser) -> None:
                              f"(default {DEFAULT_RUN_TIMEOUT:g})")
     parser.add_argument("--memory-mb", type=int, default=DEFAULT_MEMORY_MB,
                         help=f"DuckDB working memory per rotation in MiB (default {DEFAULT_MEMORY_MB})")
-    parser.add_argument("--threads", type=int, default=DEFAULT_THREADS, help=f"DuckDB threads (default {DEFAULT_THREADS})")
+    parser.add_argument("--threads", type=int, default=DEFAULT_THREADS,
+                        help=f"DuckDB threads per rotation's sandbox (default {DEFAULT_THREADS}; rerunning the gold "
+                             "SQL, no more than each rotation's share of the cores)")
 
 
 def main(argv: list[str] | None = None) -> int:
