@@ -44,8 +44,9 @@ from evalpack.verify import Link, Observation, Verdict, rotation_connection, ver
 
 SCORER = Path(__file__).with_name("scoring.py")
 Progress = Callable[[int, str, int], None]
-# below this many rows a rotation is small: written in this process (starting worker processes would cost
-# more than it saves) and checked with the other rotations open at once (see check_rotations)
+# below this many rows a rotation is small: written in this process unless the caller's worker processes are
+# already running (starting some for it would cost more than it saves), and checked with the other rotations
+# open at once (see check_rotations)
 PARALLEL_MIN_ROWS = 250_000
 
 
@@ -122,13 +123,14 @@ def worker_pool(jobs: int) -> contextlib.AbstractContextManager[ProcessPoolExecu
 def write_rotations(spec: Spec, plans: tuple[RotationPlan, ...], folder: Path, jobs: int = 1,
                     progress: Progress | None = None, pool: ProcessPoolExecutor | None = None
                     ) -> dict[str, dict[str, int]]:
-    """Write every rotation's tables, in ``jobs`` worker processes for large packs (those of ``pool``
-    when given, else a :func:`worker_pool` of their own).
+    """Write every rotation's tables, in ``jobs`` worker processes: those of ``pool`` when given (whatever
+    the size: they are running already, and this process derives the questions meanwhile), else, for large
+    packs, a :func:`worker_pool` of their own.
 
     Each (rotation, table) is one task, largest first, so that three rotations keep two cores busy
     to the end; every file depends only on its own plan, so the bytes do not depend on the order."""
     rows_per_rotation = sum(t.rows for t in plans[0].tables)
-    if jobs <= 1 or len(plans) == 1 or rows_per_rotation < PARALLEL_MIN_ROWS:
+    if jobs <= 1 or len(plans) == 1 or (rows_per_rotation < PARALLEL_MIN_ROWS and pool is None):
         return {p.rotation: write_rotation(spec, p, folder, progress) for p in plans}
     tasks = sorted(((spec, p, t.name, str(folder)) for p in plans for t in p.tables),
                    key=lambda task: -task[1].table(task[2]).rows)
@@ -546,8 +548,7 @@ def build_pack(spec_path: str | Path, out: str | Path, *, seed: int | None = Non
             # both run while the rotations are written (one phase at a time keeps memory bounded:
             # writers and DuckDB never hold a large rotation at once); the questions first, so that
             # the first rotation's verification and audit, which need only them, run while the
-            # mutants are still being prepared, by the workers that write large rotations (after
-            # their writing) or, for small ones, beside the writing in this process
+            # mutants are still being prepared by the workers, after their writing
             selected = background.submit(select_questions, spec, plans, splits)
             prepared = background.submit(lambda: prepare_mutants(spec, selected.result()[0], duckdb_types(spec),
                                                                  workers))
