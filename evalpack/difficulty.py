@@ -30,6 +30,7 @@ families, the near-miss study, the card) can use it. A query sqlglot cannot pars
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterator
 
 import sqlglot
 from sqlglot import exp
@@ -89,7 +90,7 @@ def skills(sql: str, answer_type: str) -> tuple[str, ...]:
     >>> skills("SELECT g, SUM(a) FROM t GROUP BY g ORDER BY 2 DESC LIMIT 1", "rows")
     ('aggregation', 'group_by', 'order_limit', 'rows_answer')
     """
-    return _skills(_parse(sql), answer_type)
+    return _skills(_Nodes(_parse(sql)), answer_type)
 
 
 def difficulty(sql: str, answer_type: str) -> str:
@@ -100,7 +101,7 @@ def difficulty(sql: str, answer_type: str) -> str:
     >>> difficulty("SELECT SUM(a) FROM t WHERE g = 'web' AND d >= DATE '2025-01-01'", "number")
     'moderate'
     """
-    return _level(_score(_parse(sql), answer_type))
+    return _level(_score(_Nodes(_parse(sql)), answer_type))
 
 
 def label(sql: str, answer_type: str) -> tuple[str, tuple[str, ...]]:
@@ -109,12 +110,32 @@ def label(sql: str, answer_type: str) -> tuple[str, tuple[str, ...]]:
     >>> label("WITH m AS (SELECT 1 AS x) SELECT x FROM m", "integer")
     ('challenging', ('cte',))
     """
-    tree = _parse(sql)
-    return _level(_score(tree, answer_type)), _skills(tree, answer_type)
+    nodes = _Nodes(_parse(sql))
+    return _level(_score(nodes, answer_type)), _skills(nodes, answer_type)
 
 
 def _parse(sql: str) -> exp.Expression:
     return sqlglot.parse_one(sql, read=_DIALECT)
+
+
+class _Nodes:
+    """A tree's nodes by class, from one walk: the rule asks about thirty questions of each tree, and one walk
+    of the tree per question was most of a label's cost."""
+
+    def __init__(self, tree: exp.Expression) -> None:
+        self.by_class: dict[type, list[exp.Expression]] = {}
+        for node in tree.walk():
+            self.by_class.setdefault(type(node), []).append(node)
+
+    def all(self, *kinds: type) -> Iterator[exp.Expression]:
+        """Every node that is an instance of one of ``kinds`` (in no particular order)."""
+        for cls, nodes in self.by_class.items():
+            if issubclass(cls, kinds):
+                yield from nodes
+
+    def has(self, *kinds: type) -> bool:
+        """Whether some node is an instance of one of ``kinds``."""
+        return any(issubclass(cls, kinds) for cls in self.by_class)
 
 
 def _level(score: int) -> str:
@@ -123,44 +144,43 @@ def _level(score: int) -> str:
     return "moderate" if score >= _MODERATE_FROM else "simple"
 
 
-def _skills(tree: exp.Expression, answer_type: str) -> tuple[str, ...]:
+def _skills(tree: _Nodes, answer_type: str) -> tuple[str, ...]:
     found = {
-        "aggregation": any(not _is_window_function(node) for node in tree.find_all(exp.AggFunc)),
-        "cte": tree.find(exp.CTE) is not None,
-        "date_arithmetic": _has_date_function(tree) or any(_is_temporal_cast(node)
-                                                           for node in tree.find_all(exp.Cast)),
-        "group_by": tree.find(exp.Group) is not None,
-        "having": tree.find(exp.Having) is not None,
-        "join": tree.find(exp.Join) is not None,
+        "aggregation": any(not _is_window_function(node) for node in tree.all(exp.AggFunc)),
+        "cte": tree.has(exp.CTE),
+        "date_arithmetic": _has_date_function(tree) or any(_is_temporal_cast(node) for node in tree.all(exp.Cast)),
+        "group_by": tree.has(exp.Group),
+        "having": tree.has(exp.Having),
+        "join": tree.has(exp.Join),
         "null_handling": _has_null_handling(tree),
-        "order_limit": any(query.args.get("order") and query.args.get("limit") for query in tree.find_all(exp.Query)),
+        "order_limit": any(query.args.get("order") and query.args.get("limit") for query in tree.all(exp.Query)),
         "ratio": _has_ratio(tree),
         "rows_answer": answer_type == "rows",
-        "set_operation": tree.find(exp.SetOperation) is not None,
+        "set_operation": tree.has(exp.SetOperation),
         "subquery": _subquery_count(tree) > 0,
-        "window": tree.find(exp.Window) is not None,
+        "window": tree.has(exp.Window),
     }
     return tuple(sorted(skill for skill, present in found.items() if present))
 
 
-def _score(tree: exp.Expression, answer_type: str) -> int:
+def _score(tree: _Nodes, answer_type: str) -> int:
     """The rule's weighted count of the query's components."""
     once = {
-        "cte": tree.find(exp.CTE) is not None,
-        "window": tree.find(exp.Window) is not None,
-        "set_operation": tree.find(exp.SetOperation) is not None,
-        "having": tree.find(exp.Having) is not None,
-        "group_by": tree.find(exp.Group) is not None,
-        "order_by": any(isinstance(node.parent, exp.Query) for node in tree.find_all(exp.Order)),
-        "case": tree.find(exp.Case, exp.If) is not None,
+        "cte": tree.has(exp.CTE),
+        "window": tree.has(exp.Window),
+        "set_operation": tree.has(exp.SetOperation),
+        "having": tree.has(exp.Having),
+        "group_by": tree.has(exp.Group),
+        "order_by": any(isinstance(node.parent, exp.Query) for node in tree.all(exp.Order)),
+        "case": tree.has(exp.Case, exp.If),
         "date_function": _has_date_function(tree),
         "ratio": _has_ratio(tree),
         "rows_answer": answer_type == "rows",
     }
     each = Counter({
-        "join": len(list(tree.find_all(exp.Join))),
+        "join": sum(1 for _ in tree.all(exp.Join)),
         "subquery": _subquery_count(tree),
-        "extra_predicate": sum(max(_predicate_count(where.this) - 1, 0) for where in tree.find_all(exp.Where)),
+        "extra_predicate": sum(max(_predicate_count(where.this) - 1, 0) for where in tree.all(exp.Where)),
     })
     return sum(_ONCE[name] for name, present in once.items() if present) + sum(_EACH[k] * n for k, n in each.items())
 
@@ -173,29 +193,29 @@ def _is_window_function(node: exp.Expression) -> bool:
     return isinstance(parent, exp.Window)
 
 
-def _has_date_function(tree: exp.Expression) -> bool:
-    if tree.find(*_DATE_FUNCTIONS) is not None:
+def _has_date_function(tree: _Nodes) -> bool:
+    if tree.has(*_DATE_FUNCTIONS):
         return True
-    return any(node.name.lower() in _DATE_FUNCTION_NAMES for node in tree.find_all(exp.Anonymous))
+    return any(node.name.lower() in _DATE_FUNCTION_NAMES for node in tree.all(exp.Anonymous))
 
 
 def _is_temporal_cast(node: exp.Cast) -> bool:
     return node.to.is_type(*exp.DataType.TEMPORAL_TYPES)
 
 
-def _has_null_handling(tree: exp.Expression) -> bool:
-    if tree.find(exp.Coalesce, exp.Nullif, exp.NullSafeEQ, exp.NullSafeNEQ) is not None:
+def _has_null_handling(tree: _Nodes) -> bool:
+    if tree.has(exp.Coalesce, exp.Nullif, exp.NullSafeEQ, exp.NullSafeNEQ):
         return True
-    if any(isinstance(node.expression, exp.Null) for node in tree.find_all(exp.Is)):
+    if any(isinstance(node.expression, exp.Null) for node in tree.all(exp.Is)):
         return True
-    return any(node.name.lower() in _NULL_FUNCTION_NAMES for node in tree.find_all(exp.Anonymous))
+    return any(node.name.lower() in _NULL_FUNCTION_NAMES for node in tree.all(exp.Anonymous))
 
 
-def _has_ratio(tree: exp.Expression) -> bool:
+def _has_ratio(tree: _Nodes) -> bool:
     """A division by anything but a number literal, or a multiplication by 100 (a percentage)."""
-    if any(not _is_number(node.expression) for node in tree.find_all(exp.Div, exp.IntDiv)):
+    if any(not _is_number(node.expression) for node in tree.all(exp.Div, exp.IntDiv)):
         return True
-    return any(_is_number(side, 100) for node in tree.find_all(exp.Mul) for side in (node.this, node.expression))
+    return any(_is_number(side, 100) for node in tree.all(exp.Mul) for side in (node.this, node.expression))
 
 
 def _is_number(node: exp.Expression, value: float | None = None) -> bool:
@@ -205,7 +225,7 @@ def _is_number(node: exp.Expression, value: float | None = None) -> bool:
     return value is None or float(node.this) == value
 
 
-def _subquery_count(tree: exp.Expression) -> int:
+def _subquery_count(tree: _Nodes) -> int:
     """Queries nested in another query, not counting CTE bodies and the branches of a set operation.
 
     A nested query is found from each SELECT by climbing through its wrappers (parentheses and
@@ -213,7 +233,7 @@ def _subquery_count(tree: exp.Expression) -> int:
     a CTE body. A UNION in FROM is one subquery, not two.
     """
     tops = {}
-    for select in tree.find_all(exp.Select):
+    for select in tree.all(exp.Select):
         top = select
         while isinstance(top.parent, _WRAPPERS):
             top = top.parent
