@@ -610,12 +610,20 @@ def _build(spec: Path, out: Path, *extra: str) -> None:
 
 
 def test_same_spec_and_seed_give_byte_identical_packs(tmp_path: Path, capsys, monkeypatch) -> None:
+    import evalpack.build
+
     monkeypatch.setenv("SOURCE_DATE_EPOCH", "1767225600")  # reproducible build: fixed attestation times
-    monkeypatch.setattr("evalpack.build.PARALLEL_MIN_ROWS", 0)  # use worker processes even for a small spec
+    in_this_process = []
+    write_rotation = evalpack.build.write_rotation
+    monkeypatch.setattr(evalpack.build, "write_rotation",
+                        lambda spec, plan, *rest: in_this_process.append(plan.seed) or write_rotation(spec, plan, *rest))
     spec = tmp_path / "small.yaml"
     spec.write_text(SMALL, encoding="utf-8")
     _build(spec, tmp_path / "a", "--jobs", "1")
-    _build(spec, tmp_path / "b", "--jobs", "2")  # rotations written in parallel processes
+    assert in_this_process == [5, 6]
+    in_this_process.clear()
+    _build(spec, tmp_path / "b", "--jobs", "2")  # a small spec too is written by the build's worker processes
+    assert in_this_process == []
     a, b = files(tmp_path / "a"), files(tmp_path / "b")
     assert any(name.endswith(".parquet") for name in a) and any(name.endswith(".csv") for name in a)
     assert "questions.jsonl" in a and "manifest.json" in a
