@@ -144,43 +144,43 @@ def _level(score: int) -> str:
     return "moderate" if score >= _MODERATE_FROM else "simple"
 
 
-def _skills(tree: _Nodes, answer_type: str) -> tuple[str, ...]:
+def _skills(nodes: _Nodes, answer_type: str) -> tuple[str, ...]:
     found = {
-        "aggregation": any(not _is_window_function(node) for node in tree.all(exp.AggFunc)),
-        "cte": tree.has(exp.CTE),
-        "date_arithmetic": _has_date_function(tree) or any(_is_temporal_cast(node) for node in tree.all(exp.Cast)),
-        "group_by": tree.has(exp.Group),
-        "having": tree.has(exp.Having),
-        "join": tree.has(exp.Join),
-        "null_handling": _has_null_handling(tree),
-        "order_limit": any(query.args.get("order") and query.args.get("limit") for query in tree.all(exp.Query)),
-        "ratio": _has_ratio(tree),
+        "aggregation": any(not _is_window_function(node) for node in nodes.all(exp.AggFunc)),
+        "cte": nodes.has(exp.CTE),
+        "date_arithmetic": _has_date_function(nodes) or any(_is_temporal_cast(node) for node in nodes.all(exp.Cast)),
+        "group_by": nodes.has(exp.Group),
+        "having": nodes.has(exp.Having),
+        "join": nodes.has(exp.Join),
+        "null_handling": _has_null_handling(nodes),
+        "order_limit": any(query.args.get("order") and query.args.get("limit") for query in nodes.all(exp.Query)),
+        "ratio": _has_ratio(nodes),
         "rows_answer": answer_type == "rows",
-        "set_operation": tree.has(exp.SetOperation),
-        "subquery": _subquery_count(tree) > 0,
-        "window": tree.has(exp.Window),
+        "set_operation": nodes.has(exp.SetOperation),
+        "subquery": _subquery_count(nodes) > 0,
+        "window": nodes.has(exp.Window),
     }
     return tuple(sorted(skill for skill, present in found.items() if present))
 
 
-def _score(tree: _Nodes, answer_type: str) -> int:
+def _score(nodes: _Nodes, answer_type: str) -> int:
     """The rule's weighted count of the query's components."""
     once = {
-        "cte": tree.has(exp.CTE),
-        "window": tree.has(exp.Window),
-        "set_operation": tree.has(exp.SetOperation),
-        "having": tree.has(exp.Having),
-        "group_by": tree.has(exp.Group),
-        "order_by": any(isinstance(node.parent, exp.Query) for node in tree.all(exp.Order)),
-        "case": tree.has(exp.Case, exp.If),
-        "date_function": _has_date_function(tree),
-        "ratio": _has_ratio(tree),
+        "cte": nodes.has(exp.CTE),
+        "window": nodes.has(exp.Window),
+        "set_operation": nodes.has(exp.SetOperation),
+        "having": nodes.has(exp.Having),
+        "group_by": nodes.has(exp.Group),
+        "order_by": any(isinstance(node.parent, exp.Query) for node in nodes.all(exp.Order)),
+        "case": nodes.has(exp.Case, exp.If),
+        "date_function": _has_date_function(nodes),
+        "ratio": _has_ratio(nodes),
         "rows_answer": answer_type == "rows",
     }
     each = Counter({
-        "join": sum(1 for _ in tree.all(exp.Join)),
-        "subquery": _subquery_count(tree),
-        "extra_predicate": sum(max(_predicate_count(where.this) - 1, 0) for where in tree.all(exp.Where)),
+        "join": sum(1 for _ in nodes.all(exp.Join)),
+        "subquery": _subquery_count(nodes),
+        "extra_predicate": sum(max(_predicate_count(where.this) - 1, 0) for where in nodes.all(exp.Where)),
     })
     return sum(_ONCE[name] for name, present in once.items() if present) + sum(_EACH[k] * n for k, n in each.items())
 
@@ -193,29 +193,29 @@ def _is_window_function(node: exp.Expression) -> bool:
     return isinstance(parent, exp.Window)
 
 
-def _has_date_function(tree: _Nodes) -> bool:
-    if tree.has(*_DATE_FUNCTIONS):
+def _has_date_function(nodes: _Nodes) -> bool:
+    if nodes.has(*_DATE_FUNCTIONS):
         return True
-    return any(node.name.lower() in _DATE_FUNCTION_NAMES for node in tree.all(exp.Anonymous))
+    return any(node.name.lower() in _DATE_FUNCTION_NAMES for node in nodes.all(exp.Anonymous))
 
 
 def _is_temporal_cast(node: exp.Cast) -> bool:
     return node.to.is_type(*exp.DataType.TEMPORAL_TYPES)
 
 
-def _has_null_handling(tree: _Nodes) -> bool:
-    if tree.has(exp.Coalesce, exp.Nullif, exp.NullSafeEQ, exp.NullSafeNEQ):
+def _has_null_handling(nodes: _Nodes) -> bool:
+    if nodes.has(exp.Coalesce, exp.Nullif, exp.NullSafeEQ, exp.NullSafeNEQ):
         return True
-    if any(isinstance(node.expression, exp.Null) for node in tree.all(exp.Is)):
+    if any(isinstance(node.expression, exp.Null) for node in nodes.all(exp.Is)):
         return True
-    return any(node.name.lower() in _NULL_FUNCTION_NAMES for node in tree.all(exp.Anonymous))
+    return any(node.name.lower() in _NULL_FUNCTION_NAMES for node in nodes.all(exp.Anonymous))
 
 
-def _has_ratio(tree: _Nodes) -> bool:
+def _has_ratio(nodes: _Nodes) -> bool:
     """A division by anything but a number literal, or a multiplication by 100 (a percentage)."""
-    if any(not _is_number(node.expression) for node in tree.all(exp.Div, exp.IntDiv)):
+    if any(not _is_number(node.expression) for node in nodes.all(exp.Div, exp.IntDiv)):
         return True
-    return any(_is_number(side, 100) for node in tree.all(exp.Mul) for side in (node.this, node.expression))
+    return any(_is_number(side, 100) for node in nodes.all(exp.Mul) for side in (node.this, node.expression))
 
 
 def _is_number(node: exp.Expression, value: float | None = None) -> bool:
@@ -225,7 +225,7 @@ def _is_number(node: exp.Expression, value: float | None = None) -> bool:
     return value is None or float(node.this) == value
 
 
-def _subquery_count(tree: _Nodes) -> int:
+def _subquery_count(nodes: _Nodes) -> int:
     """Queries nested in another query, not counting CTE bodies and the branches of a set operation.
 
     A nested query is found from each SELECT by climbing through its wrappers (parentheses and
@@ -233,7 +233,7 @@ def _subquery_count(tree: _Nodes) -> int:
     a CTE body. A UNION in FROM is one subquery, not two.
     """
     tops = {}
-    for select in tree.all(exp.Select):
+    for select in nodes.all(exp.Select):
         top = select
         while isinstance(top.parent, _WRAPPERS):
             top = top.parent
