@@ -18,7 +18,7 @@ import signal
 import sys
 from collections import Counter
 from collections.abc import Callable, Iterable
-from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -36,7 +36,14 @@ from evalpack.hubfiles import write_questions_parquet
 from evalpack.layout import PackLayout, rotation_name
 from evalpack.nearmiss import Mutant, MutantSet, prepare_mutants, still_studied, study_outcomes, summarize_study
 from evalpack.plan import RotationPlan, plan_pack
-from evalpack.questions import PreviousSplits, Question, Selection, derive_declines, derive_selected
+from evalpack.questions import (
+    PreviousSplits,
+    Question,
+    Selection,
+    derive_declines,
+    derive_selected,
+    rotation_answers,
+)
 from evalpack.scoring import HOLDOUT_FILE, holdout_key_beside
 from evalpack.spec import Spec, load_spec
 from evalpack.tables import duckdb_types, write_rotation, write_table
@@ -160,11 +167,12 @@ class Derived:
         return next(p for p in self.plans if p.seed == seed)
 
 
-def select_questions(spec: Spec, plans: tuple[RotationPlan, ...], previous: PreviousSplits | None = None
-                     ) -> tuple[tuple[Question, ...], tuple[Question, ...], Selection]:
-    """(the questions with gold SQL, the questions to decline, how they were selected)."""
+def select_questions(spec: Spec, plans: tuple[RotationPlan, ...], previous: PreviousSplits | None = None,
+                     later: list[Future] | None = None) -> tuple[tuple[Question, ...], tuple[Question, ...], Selection]:
+    """(the questions with gold SQL, the questions to decline, how they were selected); ``later``: as
+    :func:`evalpack.questions.derive_selected` takes it."""
     with gc_paused():
-        selected, selection = derive_selected(spec, plans, previous)
+        selected, selection = derive_selected(spec, plans, previous, later)
     return selected, derive_declines(spec, plans, len(selected)), selection
 
 
@@ -549,7 +557,10 @@ def build_pack(spec_path: str | Path, out: str | Path, *, seed: int | None = Non
             # writers and DuckDB never hold a large rotation at once); the questions first, so that
             # the first rotation's verification and audit, which need only them, run while the
             # mutants are still being prepared by the workers, after their writing
-            selected = background.submit(select_questions, spec, plans, splits)
+            # the other rotations' answers first, in the workers (before their writing): the first rotation's
+            # drafts, gold SQL and labels are derived here meanwhile
+            later = [workers.submit(rotation_answers, spec, plan) for plan in plans[1:]] if workers else None
+            selected = background.submit(select_questions, spec, plans, splits, later)
             prepared = background.submit(lambda: prepare_mutants(spec, selected.result()[0], duckdb_types(spec),
                                                                  workers))
             rows = write_rotations(spec, plans, staging, jobs, progress, workers)

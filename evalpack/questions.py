@@ -12,6 +12,8 @@ import datetime as dt
 import functools
 import hashlib
 import json
+from collections.abc import Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, replace
 from decimal import ROUND_HALF_EVEN, Decimal
 from fractions import Fraction
@@ -388,24 +390,35 @@ def derive_questions(spec: Spec, plans: tuple[RotationPlan, ...]) -> tuple[Quest
     return derive_selected(spec, plans)[0]
 
 
-def derive_selected(spec: Spec, plans: tuple[RotationPlan, ...],
-                    previous: PreviousSplits | None = None) -> tuple[tuple[Question, ...], Selection]:
+def rotation_answers(spec: Spec, plan: RotationPlan) -> list[tuple[str, Any]]:
+    """(key, answer) of every question one rotation's answer key yields: what :func:`derive_selected` needs of
+    each rotation after the first (the wording and gold SQL are the same on every rotation)."""
+    return [(draft.key, answer) for draft, answer in _drafts(spec, plan.answer_key)]
+
+
+def derive_selected(spec: Spec, plans: tuple[RotationPlan, ...], previous: PreviousSplits | None = None,
+                    later: Sequence[Future] | None = None) -> tuple[tuple[Question, ...], Selection]:
     """The questions ``spec.questions`` selects, with each rotation's expected answer, ids ``q001``..., and
-    how they were selected; their splits continue ``previous`` (:func:`assign_splits`)."""
-    per_rotation = [_drafts(spec, p.answer_key) for p in plans]
-    base = per_rotation[0]
-    for other in per_rotation[1:]:
-        if [d.key for d, _ in other] != [d.key for d, _ in base]:
-            raise AssertionError("rotations planned different question sets")
+    how they were selected; their splits continue ``previous`` (:func:`assign_splits`). ``later``: the
+    :func:`rotation_answers` of the rotations after the first, being computed elsewhere (a build's worker
+    processes); else they are computed here."""
+    base = _drafts(spec, plans[0].answer_key)
     gold = [draft.sql.sql(dialect=DIALECT) for draft, _ in base]
     labels = [label(sql, draft.answer_type) for sql, (draft, _) in zip(gold, base)]
+    keys = [draft.key for draft, _ in base]
+    per_rotation = [[answer for _, answer in base]]
+    for plan, pending in zip(plans[1:], later or [None] * (len(plans) - 1)):
+        pairs = pending.result() if pending is not None else rotation_answers(spec, plan)
+        if [key for key, _ in pairs] != keys:
+            raise AssertionError("rotations planned different question sets")
+        per_rotation.append([answer for _, answer in pairs])
     kept, selection = select(spec, [(draft, level, skills) for (draft, _), (level, skills) in zip(base, labels)])
     width = _id_width(len(kept), len(_to_decline(spec, plans, len(kept))))
     orphan_rows = _orphan_rows(plans[0].answer_key)
     questions = []
     for n, i in enumerate(kept):
         draft = base[i][0]
-        expected = tuple((p.rotation, rot[i][1]) for p, rot in zip(plans, per_rotation))
+        expected = tuple((p.rotation, answers[i]) for p, answers in zip(plans, per_rotation))
         text, paraphrases = draft.wording.chosen(spec.seed, draft.key)
         level, skills = labels[i]
         questions.append(Question(

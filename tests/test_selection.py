@@ -11,7 +11,7 @@ from pathlib import Path
 from evalpack.kinds import KINDS
 from evalpack.plan import plan_pack
 from evalpack.questions import derive_selected
-from evalpack.spec import DEFAULT_MIX, QuestionPlan, load_spec
+from evalpack.spec import DEFAULT_MIX, QuestionPlan, load_spec, parse_spec
 
 ROOT = Path(__file__).resolve().parents[1]
 COMPLEX = {"window", "cte", "subquery", "having", "join"}
@@ -106,3 +106,39 @@ def test_the_built_pack_reports_the_mix(retail_pack):
     families = manifest["near_miss_study"]["families"]
     assert set(families) == set(info["shipped_by_kind"])
     assert all(f["match_all_rate"] <= 1 for f in families.values())
+
+
+def test_the_later_rotations_answers_may_come_from_worker_processes():
+    """A build derives the first rotation's questions itself and takes the other rotations' answers from its
+    worker processes (``later``): the questions are those derived in one process, and the answers are the ones
+    the workers gave."""
+    import multiprocessing
+    from concurrent.futures import Future, ProcessPoolExecutor
+
+    import pytest
+
+    from evalpack.questions import rotation_answers
+
+    rotated = ROOT / "schemas/retail.yaml"
+    spec = parse_spec(rotated.read_text(encoding="utf-8").replace("answers: shared", "answers: rotated"), file=str(rotated))
+    plans = plan_pack(spec)
+    here, selection = derive_selected(spec, plans)
+    assert any(len({repr(value) for _, value in q.expected}) > 1 for q in here)  # the rotations' answers differ
+    with ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("fork")) as pool:
+        later = [pool.submit(rotation_answers, spec, plan) for plan in plans[1:]]
+        there, selection_there = derive_selected(spec, plans, later=later)
+    assert there == here and selection_there == selection
+
+    given = rotation_answers(spec, plans[2])
+    marked = [(key, ("given", n)) for n, (key, _) in enumerate(given)]
+    futures = [Future(), Future()]
+    futures[0].set_result(rotation_answers(spec, plans[1]))
+    futures[1].set_result(marked)
+    used, _ = derive_selected(spec, plans, later=futures)
+    assert all(q.expected[2][1][0] == "given" for q in used)
+    assert [q.expected[:2] for q in used] == [q.expected[:2] for q in here]
+
+    futures[1] = Future()
+    futures[1].set_result(marked[1:])  # a different question set
+    with pytest.raises(AssertionError, match="different question sets"):
+        derive_selected(spec, plans, later=futures)
