@@ -7,11 +7,13 @@
 Each side runs in turn as its own process tree; wall time is measured around it, CPU time is its tree's user +
 system time (from the rusage of reaped children: less affected than wall time by other work on the machine),
 and peak memory is the largest sum of proportional memory (PSS) over the whole tree (worker processes
-included), sampled every 50 ms from /proc (on two cores a faster sampler takes measurable CPU from the side
-being measured). PSS divides each shared page among the processes sharing it, so forked workers are not
-counted once for every page they share with the process that forked them (summed resident memory would);
-reading it makes the kernel walk each process's page tables, about 3% of a 100x build's time (11.8 s
-unsampled, 12.2-12.4 s sampled for PSS, 11.9-12.25 s for resident memory). `misata` is used when
+included), sampled every 250 ms from /proc. PSS divides each shared page among the processes sharing it, so
+forked workers are not counted once for every page they share with the process that forked them (summed
+resident memory would); reading it makes the kernel walk each process's page tables, which slows the side
+being measured: every 50 ms (as until 2026-12-05) it cost 3-4% of the build's wall time (100x: 14.55 s against
+13.97 s unsampled; 1x: 4.54 against 4.34 s), every 250 ms nothing measurable (13.93 s, 4.37 s) with the same
+peaks (636 against 630 MB at 100x, 312 MB both at 1x). The wall time ends when the side exits, not after the
+sampler's last sleep. `misata` is used when
 benchmarks/.venv-misata/bin/misata exists (`python -m venv benchmarks/.venv-misata &&
 benchmarks/.venv-misata/bin/pip install 'misata[evalpack]'`) or `misata` is on PATH. Ratios are misata /
 evalpack.
@@ -51,7 +53,7 @@ sys.path.insert(0, str(HERE))
 from scaled import scaled_spec  # noqa: E402
 
 SPEC = HERE / "specs" / "retail_misata.yaml"
-SAMPLE_SECONDS = 0.05
+SAMPLE_SECONDS = 0.25  # how often the process tree's PSS is read (see above)
 
 
 @dataclass(frozen=True)
@@ -95,9 +97,9 @@ def measure(cmd: list[str], cwd: Path | None = None) -> Run:
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
     out, _ = proc.communicate()
+    seconds = time.perf_counter() - started  # not the sampler's last sleep
     done.set()
     sampler.join()
-    seconds = time.perf_counter() - started
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
     return Run(seconds, peak / 1024, proc.returncode, out[-600:], cpu)
