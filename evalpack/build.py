@@ -17,7 +17,7 @@ import shutil
 import signal
 import sys
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -167,10 +167,19 @@ class Derived:
         return next(p for p in self.plans if p.seed == seed)
 
 
+def later_answers(spec: Spec, plans: tuple[RotationPlan, ...], workers: ProcessPoolExecutor | None
+                  ) -> list[Future] | None:
+    """The answers of the rotations after the first (:func:`evalpack.questions.rotation_answers`), submitted to
+    ``workers`` now, ahead of what is submitted after: :func:`select_questions` takes them as ``later`` and
+    derives the first rotation's questions meanwhile. None without workers (it works them out itself)."""
+    return [workers.submit(rotation_answers, spec, plan) for plan in plans[1:]] if workers else None
+
+
 def select_questions(spec: Spec, plans: tuple[RotationPlan, ...], previous: PreviousSplits | None = None,
-                     later: list[Future] | None = None) -> tuple[tuple[Question, ...], tuple[Question, ...], Selection]:
-    """(the questions with gold SQL, the questions to decline, how they were selected); ``later``: as
-    :func:`evalpack.questions.derive_selected` takes it."""
+                     later: Sequence[Future] | None = None
+                     ) -> tuple[tuple[Question, ...], tuple[Question, ...], Selection]:
+    """(the questions with gold SQL, the questions to decline, how they were selected); ``later``: from
+    :func:`later_answers`."""
     with gc_paused():
         selected, selection = derive_selected(spec, plans, previous, later)
     return selected, derive_declines(spec, plans, len(selected)), selection
@@ -180,8 +189,8 @@ def derive(spec: Spec, plans: tuple[RotationPlan, ...], previous: PreviousSplits
            ) -> Derived:
     """The questions of ``spec`` and their prepared mutants (pure: no row is read), in ``jobs`` worker processes;
     their splits continue ``previous``, the version this build follows (:func:`evalpack.questions.assign_splits`)."""
-    questions, declines, selection = select_questions(spec, plans, previous)
     with worker_pool(jobs) as workers:
+        questions, declines, selection = select_questions(spec, plans, previous, later_answers(spec, plans, workers))
         mutants = prepare_mutants(spec, questions, duckdb_types(spec), workers)
     return Derived(plans, questions, mutants, selection, previous, declines)
 
@@ -554,13 +563,11 @@ def build_pack(spec_path: str | Path, out: str | Path, *, seed: int | None = Non
                 ThreadPoolExecutor(1) as background:
             # the questions come from the declarations and mutating their gold SQL is pure Python:
             # both run while the rotations are written (one phase at a time keeps memory bounded:
-            # writers and DuckDB never hold a large rotation at once); the questions first, so that
-            # the first rotation's verification and audit, which need only them, run while the
-            # mutants are still being prepared by the workers, after their writing
-            # the other rotations' answers first, in the workers (before their writing): the first rotation's
-            # drafts, gold SQL and labels are derived here meanwhile
-            later = [workers.submit(rotation_answers, spec, plan) for plan in plans[1:]] if workers else None
-            selected = background.submit(select_questions, spec, plans, splits, later)
+            # writers and DuckDB never hold a large rotation at once); the questions first (the workers
+            # work out the later rotations' answers before they write), so that the first rotation's
+            # verification and audit, which need only them, run while the mutants are still being
+            # prepared by the workers, after their writing
+            selected = background.submit(select_questions, spec, plans, splits, later_answers(spec, plans, workers))
             prepared = background.submit(lambda: prepare_mutants(spec, selected.result()[0], duckdb_types(spec),
                                                                  workers))
             rows = write_rotations(spec, plans, staging, jobs, progress, workers)

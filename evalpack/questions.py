@@ -407,7 +407,7 @@ def derive_selected(spec: Spec, plans: tuple[RotationPlan, ...], previous: Previ
     labels = [label(sql, draft.answer_type) for sql, (draft, _) in zip(gold, base)]
     keys = [draft.key for draft, _ in base]
     per_rotation = [[answer for _, answer in base]]
-    for plan, pending in zip(plans[1:], later or [None] * (len(plans) - 1)):
+    for plan, pending in zip(plans[1:], later or [None] * (len(plans) - 1), strict=True):
         pairs = pending.result() if pending is not None else rotation_answers(spec, plan)
         if [key for key, _ in pairs] != keys:
             raise AssertionError("rotations planned different question sets")
