@@ -27,6 +27,7 @@ import datetime as dt
 import functools
 import hashlib
 import json
+import re
 from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from concurrent.futures import Executor
@@ -1150,6 +1151,9 @@ def batchable(query: str | exp.Expression) -> _Batchable | None:
 
 BATCH_WIDTH = 64
 ROLLUP_BATCH = 16  # rollup queries per statement (8 a statement ran slower than one by one in DuckDB 2.0)
+# mutants of one shape whose SQL differs only in DATE literals, as every mutant prints them
+DATE_LITERAL = re.compile(r"CAST\('(\d{4}-\d{2}-\d{2})' AS DATE\)")
+LITERALS = "__evalpack_literal"  # the table of a templated statement's literals; a SQL naming it is not templated
 ROW_ALIAS = "__evalpack_row"  # a batched mutant's rows, each as a struct; a mutant whose SQL has it runs alone
 
 
@@ -1161,11 +1165,56 @@ def _parts(indices: list[int]) -> list[list[int]]:
 class StudyJob:
     """One statement of a rotation's study: ``sql`` returns one row with one value per member, the member's
     scalar answer or, with ``rows``, the list of its result rows (each a struct); None: the one member runs
-    on its own."""
+    on its own. ``per_member``: ``sql`` returns one row per member instead, (member, list of its rows)."""
 
     sql: str | None
     members: list[int]
     rows: bool = False
+    per_member: bool = False
+
+
+def date_template(sql: str) -> tuple[str, tuple[str, ...]] | None:
+    """``sql`` with each of its DATE literals read from a column of :data:`LITERALS` (``CAST('2025-01-01' AS
+    DATE)`` becomes ``CAST(__evalpack_literal.__evalpack_literal_0 AS DATE)``), and those literals' texts; None
+    when it has none or names :data:`LITERALS`. DuckDB's tokenizer confirms each is a literal, not text inside a
+    quoted name, a string or a comment."""
+    found = list(DATE_LITERAL.finditer(sql))
+    if not found or LITERALS in sql:
+        return None
+    starts = dict(duckdb.tokenize(sql))
+    if any(starts.get(m.start()) != duckdb.token_type.keyword
+           or starts.get(m.start(1) - 1) != duckdb.token_type.string_const for m in found):
+        return None
+    parts, end = [], 0
+    for n, m in enumerate(found):
+        parts += [sql[end:m.start()], f"CAST({LITERALS}.{LITERALS}_{n} AS DATE)"]
+        end = m.end()
+    return "".join(parts) + sql[end:], tuple(m.group(1) for m in found)
+
+
+def templated_jobs(sql: Mapping[int, str]) -> tuple[list[StudyJob], list[int]]:
+    """Statements for the members of ``sql`` (index -> SQL) that share a :func:`date_template` with another:
+    each group runs its template once per member's literals, as a correlated subquery over a VALUES list of
+    them (planned once instead of once per member); and the members left over."""
+    groups: dict[str, list[tuple[int, tuple[str, ...]]]] = {}
+    rest = []
+    for i, text in sql.items():
+        found = date_template(text)
+        if found is None:
+            rest.append(i)
+        else:
+            groups.setdefault(found[0], []).append((i, found[1]))
+    jobs = []
+    for template, members in groups.items():
+        if len(members) < 2:
+            rest.append(members[0][0])
+            continue
+        columns = ", ".join(f"{LITERALS}_{n}" for n in range(len(members[0][1])))
+        values = ", ".join(f"({i}, {', '.join(repr(text) for text in literals)})" for i, literals in members)
+        jobs.append(StudyJob(f"SELECT {LITERALS}.{LITERALS}_member, (SELECT list({ROW_ALIAS}) FROM ({template}) "
+                             f"AS {ROW_ALIAS}) FROM (VALUES {values}) AS {LITERALS}({LITERALS}_member, {columns})",
+                             [i for i, _ in members], rows=True, per_member=True))
+    return jobs, sorted(rest)
 
 
 def _batches(items: list[tuple[str, _Batchable | None]]) -> tuple[list[tuple[str, list[int]]], list[int]]:
@@ -1249,11 +1298,15 @@ class StudyPlan:
             return [StudyJob("SELECT " + ", ".join(f"(SELECT list({ROW_ALIAS}) FROM ({self.sql[i]}) AS {ROW_ALIAS})"
                                                    for i in part), part, rows=True) for part in _parts(members)]
 
-        return [*(StudyJob(sql, members) for sql, members in self.batches),
+        # over a rollup or cells, mutants that differ only in dates run as one correlated statement per shape
+        # (on the table itself that is a join of every row with every date, far slower than each alone)
+        templated, rest = templated_jobs({i: self.sql[i] for i in listed if i in over_rollup})
+        return [*templated,
+                *(StudyJob(sql, members) for sql, members in self.batches),
                 *lists([i for i in listed if i not in over_rollup]),
                 *(StudyJob(None, [i]) for i in alone),
                 *(StudyJob("SELECT " + ", ".join(f"({self.sql[i]})" for i in part), part) for part in _parts(scalar)),
-                *lists([i for i in listed if i in over_rollup])]
+                *lists(rest)]
 
 
 def plan_runs(mutants: list[Mutant], rollups: tuple[Rollup, ...]) -> StudyPlan:
@@ -1326,8 +1379,12 @@ def study_rotation(con: duckdb.DuckDBPyConnection, rotation: str, questions: dic
 
     def run(cursor, job: StudyJob) -> dict[int, bool | None]:
         try:
-            row = cursor.execute(job.sql).fetchone() if job.sql else None
-        except duckdb.Error:  # one member does not bind or run: fall back to each on its own
+            if job.per_member:
+                row = dict(cursor.execute(job.sql).fetchall())
+                row = [row[i] for i in job.members] if len(row) == len(job.members) else None
+            else:
+                row = cursor.execute(job.sql).fetchone() if job.sql else None
+        except (duckdb.Error, KeyError):  # one member does not bind or run: fall back to each on its own
             row = None
         if row is None:
             return {i: one(cursor, i) for i in job.members}

@@ -298,7 +298,12 @@ def test_the_study_runs_each_mutant_exactly_as_written(which, retail_pack, finan
         if job.sql is None:
             continue
         try:
-            row = cursor.execute(job.sql).fetchone()
+            if job.per_member:  # one row per member: (member, its rows)
+                per_member = dict(cursor.execute(job.sql).fetchall())
+                assert sorted(per_member) == sorted(job.members), job.sql
+                row = [per_member[i] for i in job.members]
+            else:
+                row = cursor.execute(job.sql).fetchone()
         except duckdb.Error:  # the study then runs each member on its own: one of them must fail as written
             assert any(_outcome(con, mutants[i].sql)[0] == "error" for i in job.members), job.sql
             continue
@@ -312,3 +317,22 @@ def test_the_study_runs_each_mutant_exactly_as_written(which, retail_pack, finan
             else:
                 assert [(value,)] == alone, plan.sql[i]
     con.close()
+
+
+def test_a_date_template_reads_only_real_date_literals_from_the_literal_table():
+    from evalpack.nearmiss import LITERALS, date_template
+
+    sql = "SELECT a FROM t WHERE d >= CAST('2025-01-01' AS DATE) AND d < CAST('2025-02-01' AS DATE)"
+    template, literals = date_template(sql)
+    assert literals == ("2025-01-01", "2025-02-01")
+    assert template == (f"SELECT a FROM t WHERE d >= CAST({LITERALS}.{LITERALS}_0 AS DATE) "
+                        f"AND d < CAST({LITERALS}.{LITERALS}_1 AS DATE)")
+    # text that only looks like a literal (inside a quoted name or a comment) is not one: nothing is templated
+    assert date_template("""SELECT "CAST('2025-01-01' AS DATE)" FROM t WHERE d >= CAST('2025-01-01' AS DATE)""") \
+        is None
+    assert date_template("SELECT 1 -- CAST('2025-01-01' AS DATE)") is None
+    # inside a string the quotes are doubled: no match, and the string is left as it is
+    kept = "SELECT 'CAST(''2025-03-01'' AS DATE)' FROM t WHERE d >= CAST('2025-01-01' AS DATE)"
+    assert date_template(kept)[0].startswith("SELECT 'CAST(''2025-03-01'' AS DATE)' FROM t")
+    assert date_template("SELECT 1") is None
+    assert date_template(f"SELECT {LITERALS} FROM t WHERE d >= CAST('2025-01-01' AS DATE)") is None
