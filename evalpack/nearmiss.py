@@ -1173,6 +1173,11 @@ class StudyJob:
     per_member: bool = False
 
 
+def _rows_list(sql: str) -> str:
+    """A scalar subquery with the list of ``sql``'s result rows, each a struct (NULL when there are none)."""
+    return f"(SELECT list({ROW_ALIAS}) FROM ({sql}) AS {ROW_ALIAS})"
+
+
 def date_template(sql: str) -> tuple[str, tuple[str, ...]] | None:
     """``sql`` with each of its DATE literals read from a column of :data:`LITERALS` (``CAST('2025-01-01' AS
     DATE)`` becomes ``CAST(__evalpack_literal.__evalpack_literal_0 AS DATE)``), and those literals' texts; None
@@ -1211,8 +1216,8 @@ def templated_jobs(sql: Mapping[int, str]) -> tuple[list[StudyJob], list[int]]:
             continue
         columns = ", ".join(f"{LITERALS}_{n}" for n in range(len(members[0][1])))
         values = ", ".join(f"({i}, {', '.join(repr(text) for text in literals)})" for i, literals in members)
-        jobs.append(StudyJob(f"SELECT {LITERALS}.{LITERALS}_member, (SELECT list({ROW_ALIAS}) FROM ({template}) "
-                             f"AS {ROW_ALIAS}) FROM (VALUES {values}) AS {LITERALS}({LITERALS}_member, {columns})",
+        jobs.append(StudyJob(f"SELECT {LITERALS}.{LITERALS}_member, {_rows_list(template)} "
+                             f"FROM (VALUES {values}) AS {LITERALS}({LITERALS}_member, {columns})",
                              [i for i, _ in members], rows=True, per_member=True))
     return jobs, sorted(rest)
 
@@ -1295,8 +1300,8 @@ class StudyPlan:
         scalar, alone, listed = runs["scalar"], runs["alone"], runs["listed"]
 
         def lists(members: list[int]) -> list[StudyJob]:
-            return [StudyJob("SELECT " + ", ".join(f"(SELECT list({ROW_ALIAS}) FROM ({self.sql[i]}) AS {ROW_ALIAS})"
-                                                   for i in part), part, rows=True) for part in _parts(members)]
+            return [StudyJob("SELECT " + ", ".join(_rows_list(self.sql[i]) for i in part), part, rows=True)
+                    for part in _parts(members)]
 
         # over a rollup or cells, mutants that differ only in dates run as one correlated statement per shape
         # (on the table itself that is a join of every row with every date, far slower than each alone)
