@@ -813,7 +813,8 @@ TOP_KEYS = (
 )
 GATE_POLICIES = ("block", "warn", "off")  # evalpack.diff.POLICIES
 EXPORT_FORMATS = ("sqlite", "postgres", "bird", "spider")  # evalpack.exports writes them
-QUESTIONS_KEYS = ("include", "exclude", "max", "difficulty", "unanswerable")
+QUESTIONS_KEYS = ("families", "include", "exclude", "max", "difficulty", "unanswerable")
+FAMILIES_KEYS = ("include", "exclude")
 SEMANTICS_KEYS = ("tables", "columns", "measures", "currency", "synonyms")
 TABLE_KEYS = ("rows", "columns", "constraints", "description")
 COLUMN_KEYS = (
@@ -1589,21 +1590,31 @@ def _read_questions(r: _Reader, raw: Any) -> QuestionPlan:
         return QuestionPlan()
     p = ("questions",)
     m = r.mapping(raw, p, QUESTIONS_KEYS, (), "questions key")
+    # SPEC_FORMAT's form is `families: {include: [...], exclude: [...]}`; `include:`/`exclude:` directly under
+    # `questions:` (this README's form until 2026-12-05) are read the same way; a spec gives one form or the other
+    fp, lists = p, m
+    if "families" in m:
+        flat = [key for key in FAMILIES_KEYS if key in m]
+        if flat:
+            raise r.err(p + (flat[0],), f"`questions.{flat[0]}` and `questions.families` both choose families; "
+                                        f"move it into `families:` ({{include: [...], exclude: [...]}})")
+        fp = p + ("families",)
+        lists = r.mapping(m["families"], fp, FAMILIES_KEYS, (), "families key")
 
     def kinds(key: str) -> tuple[str, ...]:
         out = []
-        for i, kind in enumerate(r.sequence(m.get(key, []), p + (key,))):
+        for i, kind in enumerate(r.sequence(lists.get(key, []), fp + (key,))):
             if kind not in KINDS:
                 close = difflib.get_close_matches(str(kind), tuple(KINDS), n=1, cutoff=0.6)
                 hint = f"did you mean '{close[0]}'?" if close else "the families are listed in README.md"
-                raise r.err(p + (key, i), f"unknown question family {kind!r}; {hint}")
+                raise r.err(fp + (key, i), f"unknown question family {kind!r}; {hint}")
             out.append(kind)
         return tuple(out)
 
     include, exclude = kinds("include"), kinds("exclude")
     both = sorted(set(include) & set(exclude))
     if both:
-        raise r.err(p + ("exclude",), f"{both} are both included and excluded; keep each family in one list")
+        raise r.err(fp + ("exclude",), f"{both} are both included and excluded; keep each family in one list")
     most = None if m.get("max") is None else r.integer(m["max"], p + ("max",), lo=1)
     raw_mix = m.get("difficulty", dict(DEFAULT_MIX))
     mix: tuple[tuple[str, float], ...] | None

@@ -8,10 +8,12 @@ from collections import Counter
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
+
 from evalpack.kinds import KINDS
 from evalpack.plan import plan_pack
 from evalpack.questions import derive_selected
-from evalpack.spec import DEFAULT_MIX, QuestionPlan, load_spec, parse_spec
+from evalpack.spec import DEFAULT_MIX, QuestionPlan, SpecError, load_spec, parse_spec
 
 ROOT = Path(__file__).resolve().parents[1]
 COMPLEX = {"window", "cte", "subquery", "having", "join"}
@@ -115,8 +117,6 @@ def test_the_later_rotations_answers_may_come_from_worker_processes():
     import multiprocessing
     from concurrent.futures import Future, ProcessPoolExecutor
 
-    import pytest
-
     from evalpack.questions import rotation_answers
 
     rotated = ROOT / "schemas/retail.yaml"
@@ -142,3 +142,28 @@ def test_the_later_rotations_answers_may_come_from_worker_processes():
     futures[1].set_result(marked[1:])  # a different question set
     with pytest.raises(AssertionError, match="different question sets"):
         derive_selected(spec, plans, later=futures)
+
+
+def _with_questions(block: str):
+    text = (ROOT / "schemas" / "retail.yaml").read_text(encoding="utf-8")
+    assert "\nquestions:" not in text  # the block below is the spec's only `questions:`
+    return parse_spec(text + "\nquestions:\n" + block, file="retail.yaml")
+
+
+def test_families_take_the_spec_formats_form_and_the_flat_one_alike():
+    # SPEC_FORMAT.md: `questions: {families: {exclude: [...]}}  # or include: [...]`
+    nested = _with_questions("  families: {exclude: [period_rows], include: []}\n  max: 40\n").questions
+    flat = _with_questions("  exclude: [period_rows]\n  max: 40\n").questions
+    assert nested == flat and nested.exclude == ("period_rows",) and nested.max == 40
+    only = _with_questions("  families:\n    include: [period_total, group_change]\n").questions
+    assert only.include == ("period_total", "group_change") and only.exclude == ()
+
+
+def test_families_given_both_ways_or_misspelt_are_refused_by_line():
+    with pytest.raises(SpecError, match=r"retail\.yaml:\d+: questions\.include: .*both choose families"):
+        _with_questions("  families: {exclude: [period_rows]}\n  include: [period_total]\n")
+    with pytest.raises(SpecError, match=r"questions\.families\.exlude: unknown families key 'exlude'; "
+                                        r"did you mean 'exclude'\?"):
+        _with_questions("  families: {exlude: [period_rows]}\n")
+    with pytest.raises(SpecError, match=r"questions\.families\.include\[0\]: unknown question family 'period_totl'; did you mean 'period_total'\?"):
+        _with_questions("  families: {include: [period_totl]}\n")
