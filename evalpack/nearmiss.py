@@ -1407,36 +1407,57 @@ STUDYING_CODE = ("evalpack.nearmiss", "evalpack.rollup", "evalpack.cells", "eval
                  "evalpack.verify")
 
 
-def study_key(tables: Path, rotation: str, questions: Mapping[str, Question], mutants: list[Mutant]) -> str:
-    """The cache address of a rotation's study: SHA-256 over the code, DuckDB's version, every table
-    file's bytes, and each mutant with its question's comparison (answer type, digits, expected answer)."""
+def study_keys(tables: Path, rotation: str, questions: Mapping[str, Question], mutants: list[Mutant]
+               ) -> dict[str, str]:
+    """The cache address of each studied question's outcomes on a rotation (question id -> key): SHA-256 over the
+    code, DuckDB's version, every table file's bytes, the question's comparison (answer type, digits, gold SQL,
+    expected answer) and its mutants in order. Not the question's id, which a changed selection renumbers: a
+    question asked again with the same SQL and answer on the same files finds its outcomes."""
     paths = sorted(tables.iterdir())
     files = hashlib.sha256()
     for path, digest in zip(paths, sha256_files(paths)):
         files.update(path.name.encode() + b"\0" + digest.encode() + b"\0")
-    studied = {m.question_id for m in mutants}
-    asked = {qid: [q.answer_type, q.round_decimals, q.gold_sql, q.expected_for(rotation)]
-             for qid, q in questions.items() if qid in studied}
-    runs = [[m.question_id, m.operator, m.sql, m.rollup_sql, list(m.subqueries), m.cells and m.cells[0]]
-            for m in mutants]
-    detail = hashlib.sha256(json.dumps([asked, runs], default=repr, sort_keys=True).encode()).hexdigest()
-    return cache.entry_key("studies", cache.code_fingerprint(STUDYING_CODE),
-                           [f"duckdb {duckdb.__version__}", files.hexdigest(), detail])
+    common = [f"duckdb {duckdb.__version__}", files.hexdigest()]
+    fingerprint = cache.code_fingerprint(STUDYING_CODE)
+    runs: dict[str, list] = {}
+    for m in mutants:
+        runs.setdefault(m.question_id, []).append([m.operator, m.sql, m.rollup_sql, list(m.subqueries),
+                                                   m.cells and m.cells[0]])
+    keys = {}
+    for qid, studied in runs.items():
+        q = questions[qid]
+        asked = [q.answer_type, q.round_decimals, q.gold_sql, q.expected_for(rotation)]
+        detail = hashlib.sha256(json.dumps([asked, studied], default=repr, sort_keys=True).encode()).hexdigest()
+        keys[qid] = cache.entry_key("studies", fingerprint, [*common, detail])
+    return keys
 
 
 def study_outcomes(con: duckdb.DuckDBPyConnection, tables: Path, rotation: str, questions: Mapping[str, Question],
                    mutants: list[Mutant], types: dict[str, dict[str, str]]) -> dict[Mutant, bool | None]:
     """:func:`study_rotation` of ``mutants`` on the rotation whose table files are in ``tables`` (loaded
-    into ``con``), through the cache on disk: a rotation whose files are byte for byte one studied
-    before, with the same mutants, questions and code, has the same outcomes."""
-    key = study_key(tables, rotation, questions, mutants) if cache.cache_dir() else None  # hashing the files costs
-    stored = cache.load("studies", key) if key else None
-    if isinstance(stored, list) and len(stored) == len(mutants) and all(o is None or isinstance(o, bool) for o in stored):
-        return dict(zip(mutants, stored))
-    outcomes = study_rotation(con, rotation, questions, plan_study(con, mutants, types))
-    if key:
-        cache.store("studies", key, [outcomes[m] for m in mutants])
-    return outcomes
+    into ``con``), through the cache on disk, question by question (:func:`study_keys`): only the questions
+    not studied before on files byte for byte these, with the same mutants, answer and code, run. A mutant's
+    outcome does not depend on which others run beside it (the plan decides only how fast), so the outcomes
+    are the same either way; they are given in the order of ``mutants``."""
+    if not cache.cache_dir():  # hashing the files costs: not without a cache
+        outcomes = study_rotation(con, rotation, questions, plan_study(con, mutants, types))
+        return {m: outcomes[m] for m in mutants}
+    keys = study_keys(tables, rotation, questions, mutants)
+    of_question: dict[str, list[Mutant]] = {}
+    for m in mutants:
+        of_question.setdefault(m.question_id, []).append(m)
+    known: dict[Mutant, bool | None] = {}
+    for qid, studied in of_question.items():
+        stored = cache.load("studies", keys[qid])
+        if isinstance(stored, list) and len(stored) == len(studied) \
+                and all(o is None or isinstance(o, bool) for o in stored):
+            known.update(zip(studied, stored))
+    missing = [m for m in mutants if m not in known]
+    if missing:
+        known.update(study_rotation(con, rotation, questions, plan_study(con, missing, types)))
+        for qid in dict.fromkeys(m.question_id for m in missing):
+            cache.store("studies", keys[qid], [known[m] for m in of_question[qid]])
+    return {m: known[m] for m in mutants}
 
 
 def judged(mutant: Mutant, per_rotation: Iterable[Mapping[Mutant, bool | None]]) -> list[bool | None]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,7 @@ from evalpack.plan import plan_pack
 from evalpack.questions import derive_selected
 from evalpack.spec import load_spec
 from evalpack.tables import duckdb_types
+from evalpack.verify import rotation_connection
 
 SCHEMAS = Path(__file__).resolve().parents[1] / "schemas"
 
@@ -102,18 +104,60 @@ def test_a_rotation_studied_before_is_not_studied_again_and_gives_the_same_study
         assert (tmp_path / "first" / name).read_bytes() == (tmp_path / "uncached" / name).read_bytes()
 
 
-def test_the_study_key_covers_every_byte_of_the_tables(tmp_path, finance_pack, finance):
+def test_the_study_keys_cover_every_byte_of_the_tables_and_each_questions_mutants(tmp_path, finance_pack, finance):
     spec, questions = finance
     mutants = list(nearmiss.prepare_mutants(spec, questions, duckdb_types(spec)).mutants)[:50]
     rotation = sorted((finance_pack / "rotations").iterdir())[0]
     copy = tmp_path / "tables"
     shutil.copytree(rotation / "tables", copy)
     by_id = {q.id: q for q in questions}
-    key = nearmiss.study_key(copy, rotation.name, by_id, mutants)
-    assert key == nearmiss.study_key(rotation / "tables", rotation.name, by_id, mutants)
+    keys = nearmiss.study_keys(copy, rotation.name, by_id, mutants)
+    assert len(set(keys.values())) == len(keys) == len({m.question_id for m in mutants}) > 1
+    assert keys == nearmiss.study_keys(rotation / "tables", rotation.name, by_id, mutants)
+    # one mutant fewer changes its question's key alone
+    fewer = nearmiss.study_keys(rotation / "tables", rotation.name, by_id, mutants[1:])
+    first = mutants[0].question_id
+    assert fewer[first] != keys[first] and {q: k for q, k in fewer.items() if q != first} == \
+        {q: k for q, k in keys.items() if q != first}
+    # a question renumbered by another selection keeps its key
+    renamed = {f"x{qid}": replace(q, id=f"x{qid}") for qid, q in by_id.items()}
+    moved = [replace(m, question_id=f"x{m.question_id}") for m in mutants]
+    assert nearmiss.study_keys(copy, rotation.name, renamed, moved) == {f"x{q}": k for q, k in keys.items()}
     target = sorted(copy.glob("*.csv"))[0]
     data = bytearray(target.read_bytes())
     data[-2] = ord("7") if data[-2] != ord("7") else ord("8")
     target.write_bytes(bytes(data))
-    assert nearmiss.study_key(copy, rotation.name, by_id, mutants) != key
-    assert nearmiss.study_key(rotation / "tables", rotation.name, by_id, mutants[1:]) != key
+    changed = nearmiss.study_keys(copy, rotation.name, by_id, mutants)
+    assert not set(changed.values()) & set(keys.values())
+
+
+def test_a_question_studied_before_on_the_same_files_is_not_studied_again(tmp_path, finance_pack, finance,
+                                                                          monkeypatch):
+    spec, questions = finance
+    types = duckdb_types(spec)
+    mutants = list(nearmiss.prepare_mutants(spec, questions, types).mutants)
+    asked = sorted({m.question_id for m in mutants})
+    earlier = [m for m in mutants if m.question_id in asked[: len(asked) // 2]]
+    tables = sorted((finance_pack / "rotations").iterdir())[0] / "tables"
+    by_id = {q.id: q for q in questions}
+    studied = []
+    real = nearmiss.study_rotation
+
+    def recording(con, rotation, questions_, plan, *args, **kwargs):
+        studied.append(list(plan.mutants))
+        return real(con, rotation, questions_, plan, *args, **kwargs)
+
+    monkeypatch.setattr(nearmiss, "study_rotation", recording)
+
+    def outcomes(folder: str, these):
+        monkeypatch.setenv(cache.CACHE_ENV, folder)
+        with rotation_connection(tables) as con:
+            return nearmiss.study_outcomes(con, tables, tables.parent.name, by_id, these, types)
+
+    first = outcomes(str(tmp_path), earlier)
+    every = outcomes(str(tmp_path), mutants)  # the other half of the questions joins the selection
+    assert [set(s) for s in studied] == [set(earlier), set(mutants) - set(earlier)]
+    assert list(every) == mutants and {m: every[m] for m in earlier} == first
+    assert every == outcomes("off", mutants)
+    assert outcomes(str(tmp_path), mutants) == every and len(studied) == 3  # all found: nothing more studied
+    assert any(every.values()) and not all(every.values())
