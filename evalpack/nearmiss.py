@@ -1439,15 +1439,12 @@ def study_outcomes(con: duckdb.DuckDBPyConnection, tables: Path, rotation: str, 
     not studied before on files byte for byte these, with the same mutants, answer and code, run. A mutant's
     outcome does not depend on which others run beside it (the plan decides only how fast), so the outcomes
     are the same either way; they are given in the order of ``mutants``."""
-    if not cache.cache_dir():  # hashing the files costs: not without a cache
-        outcomes = study_rotation(con, rotation, questions, plan_study(con, mutants, types))
-        return {m: outcomes[m] for m in mutants}
-    keys = study_keys(tables, rotation, questions, mutants)
+    keys = study_keys(tables, rotation, questions, mutants) if cache.cache_dir() else {}  # hashing the files costs
     of_question: dict[str, list[Mutant]] = {}
     for m in mutants:
         of_question.setdefault(m.question_id, []).append(m)
     known: dict[Mutant, bool | None] = {}
-    for qid, studied in of_question.items():
+    for qid, studied in of_question.items() if keys else ():
         stored = cache.load("studies", keys[qid])
         if isinstance(stored, list) and len(stored) == len(studied) \
                 and all(o is None or isinstance(o, bool) for o in stored):
@@ -1455,7 +1452,7 @@ def study_outcomes(con: duckdb.DuckDBPyConnection, tables: Path, rotation: str, 
     missing = [m for m in mutants if m not in known]
     if missing:
         known.update(study_rotation(con, rotation, questions, plan_study(con, missing, types)))
-        for qid in dict.fromkeys(m.question_id for m in missing):
+        for qid in dict.fromkeys(m.question_id for m in missing) if keys else ():
             cache.store("studies", keys[qid], [known[m] for m in of_question[qid]])
     return {m: known[m] for m in mutants}
 
