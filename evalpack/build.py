@@ -27,6 +27,7 @@ import duckdb
 from evalpack import debris
 from evalpack.attest import load_signer, now_utc, write_attestation
 from evalpack.audit import Finding, Run, audit_rotation, counted, in_question_order, seal_findings
+from evalpack.cache import cache_dir
 from evalpack.certify import certificate, dumps, manifest, pack_warnings
 from evalpack.diff import changes_since
 from evalpack.errors import EvalpackError
@@ -47,7 +48,7 @@ from evalpack.questions import (
 from evalpack.scoring import HOLDOUT_FILE, holdout_key_beside
 from evalpack.spec import Spec, load_spec
 from evalpack.tables import duckdb_types, write_rotation, write_table
-from evalpack.verify import Link, Observation, Verdict, rotation_connection, verify_rotation
+from evalpack.verify import Link, Observation, Verdict, rotation_connection, tables_digest, verify_rotation
 
 SCORER = Path(__file__).with_name("scoring.py")
 Progress = Callable[[int, str, int], None]
@@ -217,13 +218,14 @@ class Verified:
 
 
 def verify_and_audit(spec: Spec, questions: tuple[Question, ...], rotation: str,
-                     con: duckdb.DuckDBPyConnection) -> Verified:
+                     con: duckdb.DuckDBPyConnection, tables: str | None = None) -> Verified:
     """Verification's golden checks of every question on a rotation's connection, then the audit's checks of
-    the questions that passed (on verification's gold results: the same SQL on the same connection)."""
+    the questions that passed (on verification's gold results: the same SQL on the same connection).
+    ``tables``: the digest of the rotation's files, for the cache on disk (:func:`evalpack.verify.verify_rotation`)."""
     links = links_of(spec)
     link_counts = counted(con, [(link, "declared") for link in links])
     live = tuple(lc.link for lc in link_counts if lc.orphan_rows)
-    observations = tuple(verify_rotation(con, questions, rotation, links, live))
+    observations = tuple(verify_rotation(con, questions, rotation, links, live, tables))
     passed = {q.id: o for q, o in zip(questions, observations) if o.passed}
     # what the certificate will record: verification's observation, through JSON
     recorded = {(qid, rotation): json.loads(json.dumps(o.value)) for qid, o in passed.items()}
@@ -233,17 +235,17 @@ def verify_and_audit(spec: Spec, questions: tuple[Question, ...], rotation: str,
     return Verified(observations, tuple(findings), frozenset(passed))
 
 
-def study_verified(spec: Spec, derived: Derived, pack_dir: Path, seed: int, con: duckdb.DuckDBPyConnection,
+def study_verified(spec: Spec, derived: Derived, seed: int, con: duckdb.DuckDBPyConnection,
                    verified: Verified, earlier: tuple[RotationCheck, ...] | None = None,
-                   mutants: Callable[[], MutantSet] | None = None) -> RotationCheck:
+                   mutants: Callable[[], MutantSet] | None = None, tables: str | None = None) -> RotationCheck:
     """The near-miss study of the mutants of the questions that passed on a verified rotation, and the
-    rotation's check (:func:`check_rotation` says what ``earlier`` and ``mutants`` do)."""
+    rotation's check (:func:`check_rotation` says what ``earlier`` and ``mutants`` do; ``tables`` is the digest
+    of the rotation's files, for the cache on disk)."""
     rotation = rotation_name(seed)
     studied, _ = (mutants() if mutants else derived.mutants).of(verified.passed)
     if earlier is not None:
         studied = still_studied(studied, [c.outcomes for c in earlier])
-    outcomes = study_outcomes(con, PackLayout(pack_dir).tables(seed), rotation, {q.id: q for q in derived.questions},
-                              studied, duckdb_types(spec))
+    outcomes = study_outcomes(con, tables, rotation, {q.id: q for q in derived.questions}, studied, duckdb_types(spec))
     return RotationCheck(rotation, verified.observations, verified.findings, outcomes)
 
 
@@ -264,9 +266,11 @@ def check_rotation(spec: Spec, derived: Derived, pack_dir: Path, seed: int,
 
     ``mutants`` (default: ``derived.mutants``) is called only once verification and the audit are done:
     ``evalpack build`` checks rotations while the mutants are still being prepared."""
-    with rotation_connection(PackLayout(pack_dir).tables(seed), con=con) as con:
-        verified = verify_and_audit(spec, derived.questions, rotation_name(seed), con)
-        return study_verified(spec, derived, pack_dir, seed, con, verified, earlier, mutants)
+    files = PackLayout(pack_dir).tables(seed)
+    digest = cached_digest(files)
+    with rotation_connection(files, con=con) as con:
+        verified = verify_and_audit(spec, derived.questions, rotation_name(seed), con, digest)
+        return study_verified(spec, derived, seed, con, verified, earlier, mutants, digest)
 
 
 def check_rotations(spec: Spec, derived: Derived, pack_dir: Path, seeds: Iterable[int],
@@ -282,11 +286,18 @@ def check_rotations(spec: Spec, derived: Derived, pack_dir: Path, seeds: Iterabl
         return checks
     with contextlib.ExitStack() as opened:
         cons = {seed: opened.enter_context(rotation_connection(PackLayout(pack_dir).tables(seed))) for seed in seeds}
-        verified = {seed: verify_and_audit(spec, derived.questions, rotation_name(seed), con)
+        digests = {seed: cached_digest(PackLayout(pack_dir).tables(seed)) for seed in seeds}
+        verified = {seed: verify_and_audit(spec, derived.questions, rotation_name(seed), con, digests[seed])
                     for seed, con in cons.items()}
         for seed, con in cons.items():
-            checks += (study_verified(spec, derived, pack_dir, seed, con, verified[seed], checks, mutants),)
+            checks += (study_verified(spec, derived, seed, con, verified[seed], checks, mutants, digests[seed]),)
     return checks
+
+
+def cached_digest(tables: Path) -> str | None:
+    """The digest of a rotation's files (:func:`evalpack.verify.tables_digest`) when the cache on disk is on (it
+    keys the cache's entries), else None: hashing the files costs time (0.2 s of CPU a 4M-row rotation)."""
+    return tables_digest(tables) if cache_dir() else None
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,6 @@ from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from concurrent.futures import Executor
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
-from pathlib import Path
 
 import duckdb
 from sqlglot import exp
@@ -53,7 +52,7 @@ from evalpack.rollup import (
     plan_rollups,
     rollup_form,
 )
-from evalpack.scoring import answer_matches, sha256_files
+from evalpack.scoring import answer_matches
 from evalpack.spec import Spec
 from evalpack.verify import map_on_cursors
 
@@ -1407,17 +1406,14 @@ STUDYING_CODE = ("evalpack.nearmiss", "evalpack.rollup", "evalpack.cells", "eval
                  "evalpack.verify")
 
 
-def study_keys(tables: Path, rotation: str, questions: Mapping[str, Question], mutants: list[Mutant]
+def study_keys(tables: str, rotation: str, questions: Mapping[str, Question], mutants: list[Mutant]
                ) -> dict[str, str]:
     """The cache address of each studied question's outcomes on a rotation (question id -> key): SHA-256 over the
-    code, DuckDB's version, every table file's bytes, the question's comparison (answer type, digits, gold SQL,
-    expected answer) and its mutants in order. Not the question's id, which a changed selection renumbers: a
-    question asked again with the same SQL and answer on the same files finds its outcomes."""
-    paths = sorted(tables.iterdir())
-    files = hashlib.sha256()
-    for path, digest in zip(paths, sha256_files(paths)):
-        files.update(path.name.encode() + b"\0" + digest.encode() + b"\0")
-    common = [f"duckdb {duckdb.__version__}", files.hexdigest()]
+    code, DuckDB's version, the :func:`evalpack.verify.tables_digest` of its files, the question's comparison
+    (answer type, digits, gold SQL, expected answer) and its mutants in order. Not the question's id, which a
+    changed selection renumbers: a question asked again with the same SQL and answer on the same files finds its
+    outcomes."""
+    common = [f"duckdb {duckdb.__version__}", tables]
     fingerprint = cache.code_fingerprint(STUDYING_CODE)
     runs: dict[str, list] = {}
     for m in mutants:
@@ -1432,14 +1428,14 @@ def study_keys(tables: Path, rotation: str, questions: Mapping[str, Question], m
     return keys
 
 
-def study_outcomes(con: duckdb.DuckDBPyConnection, tables: Path, rotation: str, questions: Mapping[str, Question],
+def study_outcomes(con: duckdb.DuckDBPyConnection, tables: str | None, rotation: str, questions: Mapping[str, Question],
                    mutants: list[Mutant], types: dict[str, dict[str, str]]) -> dict[Mutant, bool | None]:
-    """:func:`study_rotation` of ``mutants`` on the rotation whose table files are in ``tables`` (loaded
-    into ``con``), through the cache on disk, question by question (:func:`study_keys`): only the questions
-    not studied before on files byte for byte these, with the same mutants, answer and code, run. A mutant's
-    outcome does not depend on which others run beside it (the plan decides only how fast), so the outcomes
-    are the same either way; they are given in the order of ``mutants``."""
-    keys = study_keys(tables, rotation, questions, mutants) if cache.cache_dir() else {}  # hashing the files costs
+    """:func:`study_rotation` of ``mutants`` on a rotation loaded into ``con``; with ``tables``, the
+    :func:`evalpack.verify.tables_digest` of its files, through the cache on disk, question by question
+    (:func:`study_keys`): only the questions not studied before on files byte for byte these, with the same
+    mutants, answer and code, run. A mutant's outcome does not depend on which others run beside it (the plan
+    decides only how fast), so the outcomes are the same either way; they are given in the order of ``mutants``."""
+    keys = study_keys(tables, rotation, questions, mutants) if tables and cache.cache_dir() else {}
     of_question: dict[str, list[Mutant]] = {}
     for m in mutants:
         of_question.setdefault(m.question_id, []).append(m)

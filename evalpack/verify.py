@@ -10,6 +10,8 @@ at an ORDER BY ... LIMIT boundary. This module only runs them and reports the ch
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import json
 import queue
 import shutil
 import tempfile
@@ -21,10 +23,12 @@ from typing import Any, TypeVar
 
 import duckdb
 
-from evalpack import golden
+from evalpack import cache, golden
 from evalpack.golden import Link, exclude_orphans, live_links, orphan_key_tables, orphans_sql, run_trusted, tie_probe
 from evalpack.questions import Question
-from evalpack.scoring import ROWS_TYPE, answer_matches, observed
+from evalpack.scoring import ROWS_TYPE, answer_matches, observed, sha256_files
+from evalpack.scoring import _decode_value as decode_value  # the sandbox's reply encoding: it keeps every
+from evalpack.scoring import _encode_value as encode_value  # type of value DuckDB returns
 from evalpack.tables import connect_tables
 
 # the golden rules live in evalpack.golden; these six are re-exported for callers that import them from here
@@ -225,13 +229,87 @@ def rotation_connection(tables_dir: Path, fmt: str = "parquet", types: dict | No
 
 
 def verify_rotation(con: duckdb.DuckDBPyConnection, questions: tuple[Question, ...], rotation: str,
-                    links: tuple[Link, ...] = (), live: tuple[Link, ...] | None = None) -> list[Observation]:
+                    links: tuple[Link, ...] = (), live: tuple[Link, ...] | None = None,
+                    tables: str | None = None) -> list[Observation]:
     """Every question's observation on one rotation's connection (ours: it gets tables of orphan keys).
-    ``live``: the links with orphan rows on ``con``, when already known."""
+    ``live``: the links with orphan rows on ``con``, when already known.
+
+    ``tables``: the :func:`tables_digest` of the files loaded into ``con``: each question's observation then goes
+    through the cache on disk (:func:`verification_keys`), and only the questions not checked before on files byte
+    for byte these, with the same SQL, answer, links and code, run. An observation depends on nothing else, so the
+    observations are the same either way."""
     live = live_links(con, links) if live is None else live
-    keys = orphan_key_tables(con, live)
-    return map_on_cursors(con, lambda cur, q: check_question(cur, q, rotation, q.expected_for(rotation), live, keys),
-                          questions)
+    keys = verification_keys(tables, rotation, questions, links) if tables and cache.cache_dir() else {}
+    known: dict[str, Observation] = {}
+    for q in questions if keys else ():
+        stored = _decoded_observation(cache.load("verified", keys[q.id]), rotation)
+        if stored is not None:
+            known[q.id] = stored
+    missing = [q for q in questions if q.id not in known]
+    if missing:
+        key_tables = orphan_key_tables(con, live)
+        checked = map_on_cursors(
+            con, lambda cur, q: check_question(cur, q, rotation, q.expected_for(rotation), live, key_tables), missing)
+        for q, observation in zip(missing, checked):
+            known[q.id] = observation
+            entry = _encoded_observation(observation) if keys else None
+            if entry is not None:
+                cache.store("verified", keys[q.id], entry)
+    return [known[q.id] for q in questions]
+
+
+# what checking a question reads besides its own fields and the files: a change to any of them is a new key
+VERIFYING_CODE = ("evalpack.verify", "evalpack.golden", "evalpack.scoring", "evalpack.tables")
+
+
+def tables_digest(tables: Path) -> str:
+    """SHA-256 over a rotation's table files (each one's name and SHA-256): what keys the cache's entries that
+    read them (verification's observations, the near-miss study's outcomes)."""
+    paths = sorted(Path(tables).iterdir())
+    files = hashlib.sha256()
+    for path, digest in zip(paths, sha256_files(paths)):
+        files.update(path.name.encode() + b"\0" + digest.encode() + b"\0")
+    return files.hexdigest()
+
+
+def verification_keys(tables: str, rotation: str, questions: tuple[Question, ...], links: tuple[Link, ...]
+                      ) -> dict[str, str]:
+    """The cache address of each question's observation on a rotation (question id -> key): SHA-256 over the code,
+    DuckDB's version, the :func:`tables_digest` of its files, the declared links (which of them have orphan rows
+    follows from the files) and what :func:`check_question` reads of the question: its gold SQL, answer type,
+    digits, kind, orphan rows and expected answer here. Not its id or wording, which a new selection changes."""
+    common = [f"duckdb {duckdb.__version__}", tables, json.dumps([repr(link) for link in links])]
+    fingerprint = cache.code_fingerprint(VERIFYING_CODE)
+    return {q.id: cache.entry_key("verified", fingerprint, [*common, json.dumps(
+        [q.gold_sql, q.answer_type, q.round_decimals, q.kind, q.orphan_rows, q.expected_for(rotation)],
+        default=repr)]) for q in questions}
+
+
+def _encoded_observation(observation: Observation) -> list | None:
+    """``observation`` (but its rotation) as JSON values, or None when they would not give it back exactly (a value
+    of a type the encoding does not keep): such an observation is not cached."""
+    rows = None if observation.rows is None else encode_value([list(row) for row in observation.rows])
+    entry = [observation.value, [list(check) for check in observation.checks], observation.error, rows]
+    try:
+        back = _decoded_observation(json.loads(json.dumps(entry)), observation.rotation)
+    except (TypeError, ValueError):
+        return None
+    same = back is not None and repr((back.value, back.checks, back.error, back.rows)) == \
+        repr((observation.value, observation.checks, observation.error, observation.rows))
+    return entry if same else None
+
+
+def _decoded_observation(entry: object, rotation: str) -> Observation | None:
+    """The observation :func:`_encoded_observation` stored, on ``rotation``; None for anything else."""
+    try:
+        value, checks, error, rows = entry  # type: ignore[misc]
+        if not all(ok is None or isinstance(ok, bool) for _, ok in checks):
+            return None
+        return Observation(rotation, value, tuple((str(name), ok) for name, ok in checks),
+                           None if error is None else str(error),
+                           None if rows is None else tuple(tuple(row) for row in decode_value(rows)))
+    except (TypeError, ValueError, KeyError, IndexError):
+        return None
 
 
 def map_on_cursors(con: duckdb.DuckDBPyConnection, fn: Callable[[duckdb.DuckDBPyConnection, T], R],

@@ -1,21 +1,24 @@
-"""The cache on disk of prepared near-miss mutants: an optimisation that never changes what a build makes."""
+"""The cache on disk (prepared near-miss mutants, verification's observations, study outcomes): an optimisation that
+never changes what a build makes."""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import shutil
 from dataclasses import replace
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
 
-from evalpack import cache, nearmiss
-from evalpack.build import build_pack
+from evalpack import cache, nearmiss, verify
+from evalpack.build import build_pack, links_of
 from evalpack.plan import plan_pack
 from evalpack.questions import derive_selected
 from evalpack.spec import load_spec
 from evalpack.tables import duckdb_types
-from evalpack.verify import rotation_connection
+from evalpack.verify import rotation_connection, tables_digest
 
 SCHEMAS = Path(__file__).resolve().parents[1] / "schemas"
 
@@ -85,14 +88,15 @@ def test_the_key_covers_the_code_and_the_inputs():
     assert key != cache.entry_key("mutants", cache.code_fingerprint(("evalpack.nearmiss",)), ["SELECT 1", "{}", "{}", None])
 
 
-def test_a_rotation_studied_before_is_not_studied_again_and_gives_the_same_study(monkeypatch, tmp_path):
+def test_a_rotation_checked_before_is_not_checked_again_and_gives_the_same_pack(monkeypatch, tmp_path):
     monkeypatch.setenv(cache.CACHE_ENV, str(tmp_path / "cache"))
     first = build_pack(SCHEMAS / "finance.yaml", tmp_path / "first", rotations=2)
 
     def refuse(*args, **kwargs):
-        raise AssertionError("a rotation whose files were studied before ran its mutants again")
+        raise AssertionError("a rotation whose files were checked before ran its gold SQL or mutants again")
 
     monkeypatch.setattr(nearmiss, "study_rotation", refuse)
+    monkeypatch.setattr(verify, "check_question", refuse)
     again = build_pack(SCHEMAS / "finance.yaml", tmp_path / "again", rotations=2)
     monkeypatch.undo()
     monkeypatch.setenv(cache.CACHE_ENV, "off")
@@ -111,23 +115,23 @@ def test_the_study_keys_cover_every_byte_of_the_tables_and_each_questions_mutant
     copy = tmp_path / "tables"
     shutil.copytree(rotation / "tables", copy)
     by_id = {q.id: q for q in questions}
-    keys = nearmiss.study_keys(copy, rotation.name, by_id, mutants)
+    keys = nearmiss.study_keys(tables_digest(copy), rotation.name, by_id, mutants)
     assert len(set(keys.values())) == len(keys) == len({m.question_id for m in mutants}) > 1
-    assert keys == nearmiss.study_keys(rotation / "tables", rotation.name, by_id, mutants)
+    assert keys == nearmiss.study_keys(tables_digest(rotation / "tables"), rotation.name, by_id, mutants)
     # one mutant fewer changes its question's key alone
-    fewer = nearmiss.study_keys(rotation / "tables", rotation.name, by_id, mutants[1:])
+    fewer = nearmiss.study_keys(tables_digest(rotation / "tables"), rotation.name, by_id, mutants[1:])
     first = mutants[0].question_id
     assert fewer[first] != keys[first] and {q: k for q, k in fewer.items() if q != first} == \
         {q: k for q, k in keys.items() if q != first}
     # a question renumbered by another selection keeps its key
     renamed = {f"x{qid}": replace(q, id=f"x{qid}") for qid, q in by_id.items()}
     moved = [replace(m, question_id=f"x{m.question_id}") for m in mutants]
-    assert nearmiss.study_keys(copy, rotation.name, renamed, moved) == {f"x{q}": k for q, k in keys.items()}
+    assert nearmiss.study_keys(tables_digest(copy), rotation.name, renamed, moved) == {f"x{q}": k for q, k in keys.items()}
     target = sorted(copy.glob("*.csv"))[0]
     data = bytearray(target.read_bytes())
     data[-2] = ord("7") if data[-2] != ord("7") else ord("8")
     target.write_bytes(bytes(data))
-    changed = nearmiss.study_keys(copy, rotation.name, by_id, mutants)
+    changed = nearmiss.study_keys(tables_digest(copy), rotation.name, by_id, mutants)
     assert not set(changed.values()) & set(keys.values())
 
 
@@ -152,7 +156,7 @@ def test_a_question_studied_before_on_the_same_files_is_not_studied_again(tmp_pa
     def outcomes(folder: str, these):
         monkeypatch.setenv(cache.CACHE_ENV, folder)
         with rotation_connection(tables) as con:
-            return nearmiss.study_outcomes(con, tables, tables.parent.name, by_id, these, types)
+            return nearmiss.study_outcomes(con, tables_digest(tables), tables.parent.name, by_id, these, types)
 
     first = outcomes(str(tmp_path), earlier)
     every = outcomes(str(tmp_path), mutants)  # the other half of the questions joins the selection
@@ -161,3 +165,76 @@ def test_a_question_studied_before_on_the_same_files_is_not_studied_again(tmp_pa
     assert every == outcomes("off", mutants)
     assert outcomes(str(tmp_path), mutants) == every and len(studied) == 3  # all found: nothing more studied
     assert any(every.values()) and not all(every.values())
+
+
+def _observations(tables: Path, questions, folder: str, monkeypatch, links=()):
+    monkeypatch.setenv(cache.CACHE_ENV, folder)
+    with rotation_connection(tables) as con:
+        return verify.verify_rotation(con, tuple(questions), tables.parent.name, links, tables=tables_digest(tables))
+
+
+def _exactly(observations) -> list[str]:
+    """What an observation holds, types included (a Decimal is not a float, a tuple not a list)."""
+    return [repr((o.rotation, o.value, o.checks, o.error, o.rows)) for o in observations]
+
+
+def test_a_question_checked_before_on_the_same_files_is_not_checked_again(tmp_path, finance_pack, finance,
+                                                                          monkeypatch):
+    spec, questions = finance
+    tables = sorted((finance_pack / "rotations").iterdir())[0] / "tables"
+    links = links_of(spec)
+    checked = []
+    real = verify.check_question
+
+    def recording(con, q, *args, **kwargs):
+        checked.append(q.id)
+        return real(con, q, *args, **kwargs)
+
+    monkeypatch.setattr(verify, "check_question", recording)
+    half = questions[: len(questions) // 2]
+    first = _observations(tables, half, str(tmp_path), monkeypatch, links)
+    every = _observations(tables, questions, str(tmp_path), monkeypatch, links)  # the rest join the selection
+    assert sorted(checked) == sorted(q.id for q in questions)  # each question checked once
+    assert _exactly(every[: len(half)]) == _exactly(first)
+    uncached = _observations(tables, questions, "off", monkeypatch, links)
+    assert _exactly(every) == _exactly(uncached)
+    assert any(isinstance(cell, Decimal) for o in every for row in o.rows or () for cell in row)
+    checked.clear()
+    assert _exactly(_observations(tables, questions, str(tmp_path), monkeypatch, links)) == _exactly(every)
+    assert checked == []
+
+
+def test_the_verification_keys_cover_the_files_the_links_and_what_is_asked(tmp_path, finance_pack, finance):
+    spec, questions = finance
+    rotation = sorted((finance_pack / "rotations").iterdir())[0]
+    copy = tmp_path / "tables"
+    shutil.copytree(rotation / "tables", copy)
+    links = links_of(spec)
+    keys = verify.verification_keys(tables_digest(copy), rotation.name, questions, links)
+    assert len(set(keys.values())) == len(keys) == len(questions)
+    # renumbered and reworded by another selection: the same check, the same key
+    renamed = tuple(replace(q, id=f"x{q.id}", question=q.question + "?") for q in questions)
+    assert verify.verification_keys(tables_digest(copy), rotation.name, renamed, links) == \
+        {f"x{qid}": k for qid, k in keys.items()}
+    other = tuple(replace(q, expected=tuple((r, "0") for r, _ in q.expected)) for q in questions[:1])
+    assert verify.verification_keys(tables_digest(copy), rotation.name, other, links)[other[0].id] != \
+        keys[other[0].id]
+    assert not set(verify.verification_keys(tables_digest(copy), rotation.name, questions, ()).values()) & \
+        set(keys.values())
+    target = sorted(copy.glob("*.parquet"))[0]
+    data = bytearray(target.read_bytes())
+    data[len(data) // 2] ^= 1
+    target.write_bytes(bytes(data))
+    assert not set(verify.verification_keys(tables_digest(copy), rotation.name, questions, links).values()) & \
+        set(keys.values())
+
+
+def test_an_observation_is_cached_only_when_it_comes_back_exactly():
+    rows = ((Decimal("12.30"), dt.date(2025, 1, 31), dt.datetime(2025, 2, 1, 8, 30), None, 1.5, float("nan"), "a"),)
+    kept = verify.Observation("seed_1", "12.30", (("matches", True), ("non_empty", None)), None, rows)
+    entry = verify._encoded_observation(kept)
+    back = verify._decoded_observation(json.loads(json.dumps(entry)), "seed_2")
+    assert _exactly([back]) == _exactly([replace(kept, rotation="seed_2")])
+    assert verify._encoded_observation(replace(kept, rows=((complex(1, 2),),))) is None  # it would come back as text
+    assert verify._decoded_observation(["1", [["matches", "yes"]], None, None], "seed_1") is None
+    assert verify._decoded_observation({"not": "an entry"}, "seed_1") is None
