@@ -126,9 +126,9 @@ def worker_runner(worker: SandboxWorker, timeout: float = DEFAULT_TIMEOUT) -> Ru
     return run
 
 
-def matches_answer(con: duckdb.DuckDBPyConnection, r: dict, expected: Any, rows: list[tuple]) -> bool:
+def matches_answer(r: dict, expected: Any, rows: list[tuple]) -> bool:
     """Whether ``rows`` answer record ``r`` (expected here: ``expected``) under the pack's comparison rule."""
-    ordered = golden_rules.in_order(con, r.get("answer_type"), r["gold_sql"])
+    ordered = golden_rules.in_order(r.get("answer_type"), r["gold_sql"])
     return answer_matches({**r, "answer_type": r.get("answer_type") or "number"}, expected, rows, ordered=ordered)
 
 
@@ -158,7 +158,7 @@ def golden(con: duckdb.DuckDBPyConnection, r: dict, run: Run, links: tuple[LinkC
     about = golden_rules.counts_orphans(r.get("kind"), r.get("about_orphans"), r.get("orphan_rows"))
     return golden_rules.check(con, sql, run, links, about_orphans=about, expected_empty=bool(r.get("expected_empty")),
                               round_decimals=r.get("round_decimals"),
-                              ordered=golden_rules.in_order(con, r.get("answer_type"), sql), runner=runner)
+                              ordered=golden_rules.in_order(r.get("answer_type"), sql), runner=runner)
 
 
 # --------------------------------------------------------------------------- links
@@ -369,7 +369,7 @@ def audit_query(con: duckdb.DuckDBPyConnection, r: dict, rotation: str, links: t
     now = golden_rules.recorded_result(run.rows, ordered)
     legacy = observed(run.rows, ordered)  # how packs recorded results before values kept their types
     expected = expected_for(r, rotation) if r.get("expected_answer") is not None else None
-    matches = None if expected is None else matches_answer(con, r, expected, run.rows)
+    matches = None if expected is None else matches_answer(r, expected, run.rows)
     checks = checks or golden(con, r, run, links, runner)
     # with a tie at the LIMIT, which tied row comes back varies from run to run: the tie is the
     # finding, and a different value from the recorded or expected one says nothing more
@@ -387,7 +387,7 @@ def audit_query(con: duckdb.DuckDBPyConnection, r: dict, rotation: str, links: t
     elif steady and matches is False:
         diff = golden_rules.first_difference(
             answer_type_of(r), r.get("round_decimals"), expected, run.rows,
-            golden_rules.in_order(con, r.get("answer_type"), sql))
+            golden_rules.in_order(r.get("answer_type"), sql))
         where = f": {diff.text}" if diff else ""
         action = ("write the expected answer with the type the query returns (the values read the same)"
                   if diff and diff.type_only else

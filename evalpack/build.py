@@ -16,6 +16,7 @@ import secrets
 import shutil
 import signal
 import sys
+import tempfile
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
@@ -48,7 +49,7 @@ from evalpack.questions import (
 from evalpack.scoring import HOLDOUT_FILE, holdout_key_beside
 from evalpack.spec import Spec, load_spec
 from evalpack.tables import duckdb_types, write_rotation, write_table
-from evalpack.verify import Link, Observation, Verdict, rotation_connection, tables_digest, verify_rotation
+from evalpack.verify import Link, Observation, OnDemand, Verdict, tables_digest, verify_rotation
 
 SCORER = Path(__file__).with_name("scoring.py")
 Progress = Callable[[int, str, int], None]
@@ -223,15 +224,18 @@ def verify_and_audit(spec: Spec, questions: tuple[Question, ...], rotation: str,
     the questions that passed (on verification's gold results: the same SQL on the same connection).
     ``tables``: the digest of the rotation's files, for the cache on disk (:func:`evalpack.verify.verify_rotation`)."""
     links = links_of(spec)
-    link_counts = counted(con, [(link, "declared") for link in links])
-    live = tuple(lc.link for lc in link_counts if lc.orphan_rows)
+
+    def live() -> tuple[Link, ...]:  # asked only when a question's check runs (its observation is not in the cache)
+        return tuple(lc.link for lc in counted(con, [(link, "declared") for link in links]) if lc.orphan_rows)
+
     observations = tuple(verify_rotation(con, questions, rotation, links, live, tables))
     passed = {q.id: o for q, o in zip(questions, observations) if o.passed}
     # what the certificate will record: verification's observation, through JSON
     recorded = {(qid, rotation): json.loads(json.dumps(o.value)) for qid, o in passed.items()}
     runs = {qid: Run(list(o.rows)) for qid, o in passed.items()}
     records = [q.to_record(spec.answers) for q in questions if q.id in passed]
-    findings = audit_rotation(con, records, rotation, link_counts, recorded, runs=runs, verified=frozenset(passed))
+    # every record audited passed verification's golden checks, which the audit takes as they are: it reads no link
+    findings = audit_rotation(con, records, rotation, (), recorded, runs=runs, verified=frozenset(passed))
     return Verified(observations, tuple(findings), frozenset(passed))
 
 
@@ -265,10 +269,13 @@ def check_rotation(spec: Spec, derived: Derived, pack_dir: Path, seed: int,
     Without it every mutant is studied, as Dagster's parallel steps must; the summary is the same.
 
     ``mutants`` (default: ``derived.mutants``) is called only once verification and the audit are done:
-    ``evalpack build`` checks rotations while the mutants are still being prepared."""
+    ``evalpack build`` checks rotations while the mutants are still being prepared.
+
+    The rotation is loaded only when a check runs (:class:`evalpack.verify.OnDemand`): with every question's
+    observation and study outcomes in the cache on disk, for files byte for byte these, none does."""
     files = PackLayout(pack_dir).tables(seed)
     digest = cached_digest(files)
-    with rotation_connection(files, con=con) as con:
+    with OnDemand(files, con=con) as con:
         verified = verify_and_audit(spec, derived.questions, rotation_name(seed), con, digest)
         return study_verified(spec, derived, seed, con, verified, earlier, mutants, digest)
 
@@ -285,7 +292,7 @@ def check_rotations(spec: Spec, derived: Derived, pack_dir: Path, seeds: Iterabl
             checks += (check_rotation(spec, derived, pack_dir, seed, earlier=checks, mutants=mutants),)
         return checks
     with contextlib.ExitStack() as opened:
-        cons = {seed: opened.enter_context(rotation_connection(PackLayout(pack_dir).tables(seed))) for seed in seeds}
+        cons = {seed: opened.enter_context(OnDemand(PackLayout(pack_dir).tables(seed))) for seed in seeds}
         digests = {seed: cached_digest(PackLayout(pack_dir).tables(seed)) for seed in seeds}
         verified = {seed: verify_and_audit(spec, derived.questions, rotation_name(seed), con, digests[seed])
                     for seed, con in cons.items()}
@@ -445,9 +452,11 @@ def recover(out: str | Path) -> Path | None:
     """Clean up after dead builds beside ``out``: remove their staging folders (of any pack in that folder),
     and their swapped-out packs of ``out`` (``.{name}.old-{pid}-*``) after putting the newest one back at
     ``out`` when a crash between the two renames of :func:`publish_dir` left ``out`` missing. Returns the
-    folder put back, if any. Live builds' folders are never touched (:mod:`evalpack.debris`)."""
+    folder put back, if any. Dead runs' DuckDB spill folders go too, whether or not this build opens a rotation
+    (one whose every check is in the cache does not). Live builds' folders are never touched (:mod:`evalpack.debris`)."""
     out = Path(out)
     debris.sweep(out.parent, debris.staging_pattern())
+    debris.sweep(tempfile.gettempdir(), debris.SPILL_PATTERN)
     olds = debris.dead_dirs(out.parent, debris.old_pattern(out.name))
     restored = None
     if olds and not os.path.lexists(out):

@@ -27,10 +27,15 @@ FORMAT = 1  # bump when what an entry holds changes shape
 
 def cache_dir() -> Path | None:
     """The cache's folder, or None when the environment turns it off."""
-    configured = os.environ.get(CACHE_ENV)
+    return _cache_dir(os.environ.get(CACHE_ENV), os.environ.get("XDG_CACHE_HOME"), os.environ.get("HOME"))
+
+
+@functools.lru_cache(maxsize=8)
+def _cache_dir(configured: str | None, xdg_cache_home: str | None, home: str | None) -> Path | None:
+    # asked for every entry a build reads (about a thousand at 1x): worked out once per environment
     if configured is not None:
         return None if configured.strip().lower() in ("", "off", "0", "false", "no") else Path(configured)
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    base = xdg_cache_home or str(Path.home() / ".cache")
     return Path(base) / "evalpack"
 
 

@@ -29,6 +29,8 @@ import datetime as dt
 import functools
 import json
 import math
+import os
+import threading
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
@@ -317,10 +319,27 @@ def same_rows(a: Iterable[tuple], b: Iterable[tuple], round_decimals: int | None
     return keys_a == keys_b if ordered else Counter(keys_a) == Counter(keys_b)
 
 
-def in_order(con: duckdb.DuckDBPyConnection, answer_type: str | None, sql: str) -> bool:
+def in_order(answer_type: str | None, sql: str) -> bool:
     """Whether the answer of ``sql`` is compared in order: a result set (``rows``) whose query has a
-    top-level ORDER BY (as the answer comparison decides; scalars have one row)."""
-    return answer_type == ROWS_TYPE and top_level_order_by(con, sql)
+    top-level ORDER BY (as the answer comparison decides; scalars have one row). DuckDB's parser decides, on
+    a connection of its own: no rotation needs loading to know it."""
+    if answer_type != ROWS_TYPE:
+        return False
+    with _PARSER_LOCK:
+        return top_level_order_by(_parser(), sql)
+
+
+_PARSER_LOCK = threading.Lock()
+_PARSERS: dict[int, duckdb.DuckDBPyConnection] = {}
+
+
+def _parser() -> duckdb.DuckDBPyConnection:
+    """This process's empty connection for parsing alone (one a forked child inherited is not used)."""
+    con = _PARSERS.get(os.getpid())
+    if con is None:
+        _PARSERS.clear()
+        con = _PARSERS[os.getpid()] = duckdb.connect(":memory:")
+    return con
 
 
 # --------------------------------------------------------------------------- links and orphans

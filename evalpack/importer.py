@@ -755,7 +755,7 @@ def classify(con: duckdb.DuckDBPyConnection, case: Case, links: tuple[LinkCount,
     g = golden(con, record, run, links, runner)
     record["failed_checks"] = g.failed()
     problems = _problems(g, run)
-    matches = None if case.expected is None else matches_answer(con, record, case.expected, run.rows)
+    matches = None if case.expected is None else matches_answer(record, case.expected, run.rows)
     checks = {"matches": matches, **g.checks()}
     observed_text = run.describe()
     if not answered:
@@ -766,7 +766,7 @@ def classify(con: duckdb.DuckDBPyConnection, case: Case, links: tuple[LinkCount,
         return Classified(record, "with_query", f"{case.answer_error}; its query returns {observed_text}", checks, run)
     if not matches:
         diff = first_difference(answer_type_of(record), record["round_decimals"], case.expected, run.rows,
-                                in_order(con, record["answer_type"], case.gold_sql))
+                                in_order(record["answer_type"], case.gold_sql))
         step = f"its query returns {observed_text}, the authored answer is {shown(case.raw_answer)}"
         if diff is not None and diff.type_only:
             step += (f"; {diff.text}: the values read the same and differ in type only: write the answer with "
@@ -775,7 +775,7 @@ def classify(con: duckdb.DuckDBPyConnection, case: Case, links: tuple[LinkCount,
             step += f"{'; ' + diff.text if diff else ''}: decide which is right and correct the other"
         return Classified(record, "with_query", "; ".join([step] + problems), checks, run)
     record["verified_by"] = "authored_query"
-    check_ok = check is not None and check.error is None and matches_answer(con, record, case.expected, check.rows)
+    check_ok = check is not None and check.error is None and matches_answer(record, case.expected, check.rows)
     if check_ok and not problems:
         record["status"], record["verified_by"] = "scorable", "authored_query+check_sql"
         return Classified(record, None, "its query and its check_sql both return the authored answer; the golden "

@@ -1415,17 +1415,22 @@ def study_keys(tables: str, rotation: str, questions: Mapping[str, Question], mu
     outcomes."""
     common = [f"duckdb {duckdb.__version__}", tables]
     fingerprint = cache.code_fingerprint(STUDYING_CODE)
-    runs: dict[str, list] = {}
+    runs: dict[str, list[Mutant]] = {}
     for m in mutants:
-        runs.setdefault(m.question_id, []).append([m.operator, m.sql, m.rollup_sql, list(m.subqueries),
-                                                   m.cells and m.cells[0]])
+        runs.setdefault(m.question_id, []).append(m)
     keys = {}
     for qid, studied in runs.items():
         q = questions[qid]
-        asked = [q.answer_type, q.round_decimals, q.gold_sql, q.expected_for(rotation)]
-        detail = hashlib.sha256(json.dumps([asked, studied], default=repr, sort_keys=True).encode()).hexdigest()
-        keys[qid] = cache.entry_key("studies", fingerprint, [*common, detail])
+        asked = json.dumps([q.answer_type, q.round_decimals, q.gold_sql, q.expected_for(rotation)], default=repr)
+        keys[qid] = cache.entry_key("studies", fingerprint, [*common, asked, _mutants_digest(tuple(studied))])
     return keys
+
+
+@functools.lru_cache(maxsize=4096)
+def _mutants_digest(mutants: tuple[Mutant, ...]) -> str:
+    """SHA-256 over what a study runs of ``mutants`` (one question's, in order): the same on every rotation."""
+    runs = [[m.operator, m.sql, m.rollup_sql, list(m.subqueries), m.cells and m.cells[0]] for m in mutants]
+    return hashlib.sha256(json.dumps(runs).encode()).hexdigest()
 
 
 def study_outcomes(con: duckdb.DuckDBPyConnection, tables: str | None, rotation: str, questions: Mapping[str, Question],

@@ -93,10 +93,11 @@ def test_a_rotation_checked_before_is_not_checked_again_and_gives_the_same_pack(
     first = build_pack(SCHEMAS / "finance.yaml", tmp_path / "first", rotations=2)
 
     def refuse(*args, **kwargs):
-        raise AssertionError("a rotation whose files were checked before ran its gold SQL or mutants again")
+        raise AssertionError("a rotation whose files were checked before was loaded or ran its gold SQL or mutants")
 
     monkeypatch.setattr(nearmiss, "study_rotation", refuse)
     monkeypatch.setattr(verify, "check_question", refuse)
+    monkeypatch.setattr(verify, "rotation_connection", refuse)
     again = build_pack(SCHEMAS / "finance.yaml", tmp_path / "again", rotations=2)
     monkeypatch.undo()
     monkeypatch.setenv(cache.CACHE_ENV, "off")

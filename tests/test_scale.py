@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from evalpack.build import build_pack
+from evalpack.cache import CACHE_ENV
 
 SCHEMAS = Path(__file__).resolve().parents[1] / "schemas"
 
@@ -45,6 +46,7 @@ def test_rotations_loaded_compressed_build_the_same_bytes(tmp_path, monkeypatch)
     loaded = []
     compress = verify._load_compressed
     monkeypatch.setenv("SOURCE_DATE_EPOCH", "1767225600")
+    monkeypatch.setenv(CACHE_ENV, "off")  # every check runs on the tables as loaded, none comes from the cache
     plain = build_pack(SCHEMAS / "retail.yaml", tmp_path / "plain", rotations=3).path
     monkeypatch.setattr(verify, "COMPRESS_MIN_ROWS", 0)
     monkeypatch.setattr(verify, "_load_compressed", lambda con, views: loaded.append(compress(con, views)) or loaded[-1])
