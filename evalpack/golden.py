@@ -334,11 +334,12 @@ _PARSERS: dict[int, duckdb.DuckDBPyConnection] = {}
 
 
 def _parser() -> duckdb.DuckDBPyConnection:
-    """This process's empty connection for parsing alone (one a forked child inherited is not used)."""
+    """This process's empty connection for parsing alone (one a forked child inherited is not used). It runs no
+    thread of its own (threads=1), so a child that inherited it and drops it has no thread to wait for."""
     con = _PARSERS.get(os.getpid())
     if con is None:
         _PARSERS.clear()
-        con = _PARSERS[os.getpid()] = duckdb.connect(":memory:")
+        con = _PARSERS[os.getpid()] = duckdb.connect(":memory:", config={"threads": 1})
     return con
 
 

@@ -253,6 +253,8 @@ class OnDemand:
             return self._con
 
     def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):  # its own, not yet set (a copy being made): never the connection's
+            raise AttributeError(name)
         return getattr(self.connection(), name)
 
     def close(self) -> None:
