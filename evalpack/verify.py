@@ -240,11 +240,6 @@ class OnDemand:
         self._con: duckdb.DuckDBPyConnection | None = None
         self._lock = threading.Lock()
 
-    @property
-    def loaded(self) -> bool:
-        """Whether the connection was opened (and the rotation loaded)."""
-        return self._con is not None
-
     def connection(self) -> duckdb.DuckDBPyConnection:
         """The rotation's connection, opened now if it was not yet."""
         with self._lock:
@@ -327,7 +322,10 @@ def verification_keys(tables: str, rotation: str, questions: tuple[Question, ...
 
 def _encoded_observation(observation: Observation) -> list | None:
     """``observation`` (but its rotation) as JSON values, or None when they would not give it back exactly (a value
-    of a type the encoding does not keep): such an observation is not cached."""
+    of a type the encoding does not keep) or the gold SQL failed (an error can be the machine's, out of memory or
+    time, and the next build runs it again): such an observation is not cached."""
+    if observation.error is not None:
+        return None
     rows = None if observation.rows is None else encode_value([list(row) for row in observation.rows])
     entry = [observation.value, [list(check) for check in observation.checks], observation.error, rows]
     try:

@@ -237,5 +237,6 @@ def test_an_observation_is_cached_only_when_it_comes_back_exactly():
     back = verify._decoded_observation(json.loads(json.dumps(entry)), "seed_2")
     assert _exactly([back]) == _exactly([replace(kept, rotation="seed_2")])
     assert verify._encoded_observation(replace(kept, rows=((complex(1, 2),),))) is None  # it would come back as text
+    assert verify._encoded_observation(verify.Observation("seed_1", None, (), "Out of Memory Error")) is None
     assert verify._decoded_observation(["1", [["matches", "yes"]], None, None], "seed_1") is None
     assert verify._decoded_observation({"not": "an entry"}, "seed_1") is None
