@@ -27,7 +27,7 @@ import duckdb
 
 from evalpack import debris
 from evalpack.attest import load_signer, now_utc, write_attestation
-from evalpack.audit import Finding, Run, audit_rotation, counted, in_question_order, seal_findings
+from evalpack.audit import Finding, Run, audit_rotation, in_question_order, seal_findings
 from evalpack.cache import cache_dir
 from evalpack.certify import certificate, dumps, manifest, pack_warnings
 from evalpack.diff import changes_since
@@ -223,12 +223,8 @@ def verify_and_audit(spec: Spec, questions: tuple[Question, ...], rotation: str,
     """Verification's golden checks of every question on a rotation's connection, then the audit's checks of
     the questions that passed (on verification's gold results: the same SQL on the same connection).
     ``tables``: the digest of the rotation's files, for the cache on disk (:func:`evalpack.verify.verify_rotation`)."""
-    links = links_of(spec)
-
-    def live() -> tuple[Link, ...]:  # asked only when a question's check runs (its observation is not in the cache)
-        return tuple(lc.link for lc in counted(con, [(link, "declared") for link in links]) if lc.orphan_rows)
-
-    observations = tuple(verify_rotation(con, questions, rotation, links, live, tables))
+    # which links have orphan rows is read from ``con`` only when a question's check runs (not found in the cache)
+    observations = tuple(verify_rotation(con, questions, rotation, links_of(spec), tables=tables))
     passed = {q.id: o for q, o in zip(questions, observations) if o.passed}
     # what the certificate will record: verification's observation, through JSON
     recorded = {(qid, rotation): json.loads(json.dumps(o.value)) for qid, o in passed.items()}
@@ -292,8 +288,9 @@ def check_rotations(spec: Spec, derived: Derived, pack_dir: Path, seeds: Iterabl
             checks += (check_rotation(spec, derived, pack_dir, seed, earlier=checks, mutants=mutants),)
         return checks
     with contextlib.ExitStack() as opened:
-        cons = {seed: opened.enter_context(OnDemand(PackLayout(pack_dir).tables(seed))) for seed in seeds}
-        digests = {seed: cached_digest(PackLayout(pack_dir).tables(seed)) for seed in seeds}
+        files = {seed: PackLayout(pack_dir).tables(seed) for seed in seeds}
+        cons = {seed: opened.enter_context(OnDemand(files[seed])) for seed in seeds}
+        digests = {seed: cached_digest(files[seed]) for seed in seeds}
         verified = {seed: verify_and_audit(spec, derived.questions, rotation_name(seed), con, digests[seed])
                     for seed, con in cons.items()}
         for seed, con in cons.items():

@@ -35,7 +35,7 @@ def _cache_dir(configured: str | None, xdg_cache_home: str | None, home: str | N
     # asked for every entry a build reads (about a thousand at 1x): worked out once per environment
     if configured is not None:
         return None if configured.strip().lower() in ("", "off", "0", "false", "no") else Path(configured)
-    base = xdg_cache_home or str(Path.home() / ".cache")
+    base = xdg_cache_home or str(Path(home or Path.home()) / ".cache")
     return Path(base) / "evalpack"
 
 

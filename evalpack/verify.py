@@ -264,10 +264,10 @@ class OnDemand:
 
 
 def verify_rotation(con: duckdb.DuckDBPyConnection, questions: tuple[Question, ...], rotation: str,
-                    links: tuple[Link, ...] = (), live: tuple[Link, ...] | Callable[[], tuple[Link, ...]] | None = None,
+                    links: tuple[Link, ...] = (), live: tuple[Link, ...] | None = None,
                     tables: str | None = None) -> list[Observation]:
     """Every question's observation on one rotation's connection (ours: it gets tables of orphan keys).
-    ``live``: the links with orphan rows on ``con``, or how to find them, asked only when a question runs.
+    ``live``: the links with orphan rows on ``con``, when already known (else read when a question runs).
 
     ``tables``: the :func:`tables_digest` of the files loaded into ``con``: each question's observation then goes
     through the cache on disk (:func:`verification_keys`), and only the questions not checked before on files byte
@@ -281,7 +281,7 @@ def verify_rotation(con: duckdb.DuckDBPyConnection, questions: tuple[Question, .
             known[q.id] = stored
     missing = [q for q in questions if q.id not in known]
     if missing:
-        live = live_links(con, links) if live is None else live() if callable(live) else live
+        live = live_links(con, links) if live is None else live
         key_tables = orphan_key_tables(con, live)
         checked = map_on_cursors(
             con, lambda cur, q: check_question(cur, q, rotation, q.expected_for(rotation), live, key_tables), missing)
