@@ -31,7 +31,7 @@ import secrets
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -52,11 +52,13 @@ from evalpack.scoring import (
     InputError,
     Limits,
     Outcome,
+    Query,
     _first_line,
     fetch_capped,
     pack_source,
     query_outcome,
     quote_ident,
+    run_in_turn,
     sql_refused,
 )
 
@@ -484,6 +486,11 @@ class PostgresSandbox:
         self.created = []
 
     # ----------------------------------------------------------------- candidates
+
+    def run_many(self, queries: Sequence[Query], deadline: float | None = None) -> list[Outcome | None]:
+        """Each of ``queries`` by :meth:`run`, one after another (:func:`evalpack.scoring.run_in_turn`), as
+        :meth:`evalpack.scoring.SandboxWorker.run_many` runs them."""
+        return run_in_turn(self.run, queries, deadline)
 
     def run(self, sql: str, timeout: float | None = None, max_rows: int = MAX_FETCH_ROWS,
             max_bytes: int = MAX_RESULT_BYTES) -> Outcome:

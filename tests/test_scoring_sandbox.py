@@ -279,3 +279,41 @@ def test_verify_gives_each_rotation_s_sandbox_its_share_of_the_cores(arena, monk
     gold = {q["id"]: q["gold_sql"] for q in gold_questions(arena["pack"])[:3]}
     scoring.score_pack(arena["pack"], gold, limits=Limits(threads=asked))
     assert started and set(started) == {asked}
+
+
+def test_queries_sent_together_are_each_held_to_their_limits_in_order(arena):
+    """run_many sends a rotation's queries to its worker at once: each still gets its own outcome, in order, as
+    run gives it; a query that has to be killed with its worker is that query's timeout and a new worker answers
+    the rest; a refused query never reaches the worker; those not started by the deadline are None."""
+    tables = arena["pack"] / "rotations" / "seed_42" / "tables"
+    count = "SELECT count(*) FROM orders"
+    recursive = "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r) SELECT count(*) FROM r"
+    # DuckDB cannot interrupt this one: its worker process is killed
+    unstoppable = ("SELECT length(regexp_replace(regexp_replace(repeat('ab', 20000000), 'a', 'aa', 'g'), 'b', 'bb', "
+                   "'g'))")
+    with scoring.SandboxWorker(tables, Limits(timeout=1.0, memory_mb=256)) as worker:
+        alone = worker.run(count, 10)
+        outcomes = worker.run_many([scoring.Query(count, 10), scoring.Query(unstoppable, 1.0), scoring.Query(count, 10),
+                                    scoring.Query("SELECT '\ud800'", 10), scoring.Query(recursive, 1.0),
+                                    scoring.Query("SELECT 2", 10)])
+        replaced = worker.replaced
+        late = worker.run_many([scoring.Query(recursive, 1.0), scoring.Query(count, 10), scoring.Query(count, 10)],
+                               deadline=scoring.time.monotonic() + 0.5)
+    assert alone.rows and [o.rows for o in outcomes[::2]] == [alone.rows, alone.rows, None]
+    assert outcomes[1].timed_out and "its worker process was killed" in outcomes[1].error and replaced == 1
+    assert outcomes[3].error.startswith("rejected: the SQL is not valid Unicode")
+    assert outcomes[4].timed_out and outcomes[4].error.startswith("timeout") and outcomes[5].rows == [(2,)]
+    assert late[0].error.startswith("timeout") and late[1:] == [None, None]
+
+
+def test_a_deadline_spent_mid_batch_leaves_the_worker_answering(arena):
+    tables = arena["pack"] / "rotations" / "seed_42" / "tables"
+    slow = "SELECT count(*) FROM orders a, orders b WHERE a.order_id % 7 = b.order_id % 11"
+    with scoring.SandboxWorker(tables, Limits(timeout=5.0, memory_mb=256)) as worker:
+        outcomes = worker.run_many([scoring.Query(slow, 5.0)] * 3 + [scoring.Query("SELECT 1", 5.0)] * 40,
+                                   deadline=scoring.time.monotonic() + 0.3)
+        after = worker.run("SELECT 3", 5.0)
+    # the worker skipped what it had not started by the deadline, and its replies were all read: the next
+    # query gets its own answer, and closing finds the sandbox unchanged (else close raises)
+    assert outcomes[-1] is None and after.rows == [(3,)]
+    assert all(o is None or o.rows is not None or o.error for o in outcomes)
