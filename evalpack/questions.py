@@ -22,7 +22,7 @@ from typing import Any
 import sqlglot
 from sqlglot import exp
 
-from evalpack import phrasing, unanswerable
+from evalpack import cache, phrasing, unanswerable
 from evalpack.difficulty import LEVELS, label
 from evalpack.families import FAMILIES
 from evalpack.families.base import DIALECT, Draft, Drafts, money
@@ -396,6 +396,23 @@ def rotation_answers(spec: Spec, plan: RotationPlan) -> list[tuple[str, Any]]:
     return [(draft.key, answer) for draft, answer in _drafts(spec, plan.answer_key)]
 
 
+def labels_of(queries: Sequence[tuple[str, str]]) -> list[tuple[str, tuple[str, ...]]]:
+    """:func:`evalpack.difficulty.label` of each (gold SQL, answer type), through the cache on disk: one entry for
+    them all, addressed by evalpack.difficulty's source, sqlglot's version and every query in order. A pure function
+    of the texts, so a spec rebuilt with the same questions finds its labels (a tenth of a second of parsing at 1x)."""
+    key = cache.entry_key("labels", cache.code_fingerprint(("evalpack.difficulty",)), [json.dumps(list(queries))]) \
+        if cache.cache_dir() else None
+    stored = cache.load("labels", key) if key else None
+    if isinstance(stored, list) and len(stored) == len(queries) and all(
+            isinstance(s, list) and len(s) == 2 and s[0] in LEVELS and isinstance(s[1], list)
+            and all(isinstance(skill, str) for skill in s[1]) for s in stored):
+        return [(level, tuple(skills)) for level, skills in stored]
+    made = [label(sql, answer_type) for sql, answer_type in queries]
+    if key:
+        cache.store("labels", key, [[level, list(skills)] for level, skills in made])
+    return made
+
+
 def derive_selected(spec: Spec, plans: tuple[RotationPlan, ...], previous: PreviousSplits | None = None,
                     later: Sequence[Future] | None = None) -> tuple[tuple[Question, ...], Selection]:
     """The questions ``spec.questions`` selects, with each rotation's expected answer, ids ``q001``..., and
@@ -404,7 +421,7 @@ def derive_selected(spec: Spec, plans: tuple[RotationPlan, ...], previous: Previ
     processes); else they are computed here."""
     base = _drafts(spec, plans[0].answer_key)
     gold = [draft.sql.sql(dialect=DIALECT) for draft, _ in base]
-    labels = [label(sql, draft.answer_type) for sql, (draft, _) in zip(gold, base)]
+    labels = labels_of([(sql, draft.answer_type) for sql, (draft, _) in zip(gold, base)])
     keys = [draft.key for draft, _ in base]
     per_rotation = [[answer for _, answer in base]]
     for plan, pending in zip(plans[1:], later or [None] * (len(plans) - 1), strict=True):

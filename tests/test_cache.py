@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from evalpack import cache, nearmiss, verify
+from evalpack import questions as questions_module
 from evalpack.build import build_pack, links_of
 from evalpack.plan import plan_pack
 from evalpack.questions import derive_selected
@@ -80,6 +81,27 @@ def test_an_unwritable_cache_is_ignored(finance, monkeypatch, tmp_path):
     assert blocker.read_text() == ""
 
 
+def test_difficulty_labels_are_the_same_cold_warm_off_and_from_a_damaged_entry(finance, monkeypatch, tmp_path):
+    _, questions = finance
+    asked = [(q.gold_sql, q.answer_type) for q in questions]
+    monkeypatch.setenv(cache.CACHE_ENV, "off")
+    off = questions_module.labels_of(asked)
+    monkeypatch.setenv(cache.CACHE_ENV, str(tmp_path))
+    cold = questions_module.labels_of(asked)
+    (entry,) = tmp_path.rglob("*.json")
+    parsed = []
+    monkeypatch.setattr(questions_module, "label", lambda *a: parsed.append(a) or ("simple", ()))
+    warm = questions_module.labels_of(asked)
+    assert parsed == [] and off == cold == warm
+    assert {level for level, _ in warm} == {"simple", "moderate", "challenging"} and any(skills for _, skills in warm)
+    assert questions_module.labels_of(asked[:-1]) == [("simple", ())] * (len(asked) - 1)  # other queries, other entry
+    entry.write_text(json.dumps([["impossible", []]] * len(asked)))
+    monkeypatch.undo()
+    monkeypatch.setenv(cache.CACHE_ENV, str(tmp_path))
+    assert questions_module.labels_of(asked) == off
+    assert json.loads(entry.read_text())[0][0] in ("simple", "moderate", "challenging")
+
+
 def test_the_key_covers_the_code_and_the_inputs():
     fingerprint = cache.code_fingerprint(nearmiss.PREPARING_CODE)
     key = cache.entry_key("mutants", fingerprint, ["SELECT 1", "{}", "{}", None])
@@ -98,6 +120,7 @@ def test_a_rotation_checked_before_is_not_checked_again_and_gives_the_same_pack(
     monkeypatch.setattr(nearmiss, "study_rotation", refuse)
     monkeypatch.setattr(verify, "check_question", refuse)
     monkeypatch.setattr(verify, "rotation_connection", refuse)
+    monkeypatch.setattr(questions_module, "label", refuse)  # the difficulty labels are found too
     again = build_pack(SCHEMAS / "finance.yaml", tmp_path / "again", rotations=2)
     monkeypatch.undo()
     monkeypatch.setenv(cache.CACHE_ENV, "off")
