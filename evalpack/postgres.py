@@ -487,7 +487,7 @@ class PostgresSandbox:
 
     # ----------------------------------------------------------------- candidates
 
-    def run_many(self, queries: Sequence[Query], deadline: float | None = None) -> list[Outcome | None]:
+    def run_many(self, queries: Sequence[Query], deadline: float | None = None) -> Iterator[Outcome | None]:
         """Each of ``queries`` by :meth:`run`, one after another (:func:`evalpack.scoring.run_in_turn`), as
         :meth:`evalpack.scoring.SandboxWorker.run_many` runs them."""
         return run_in_turn(self.run, queries, deadline)

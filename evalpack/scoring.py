@@ -134,8 +134,8 @@ import sys
 import threading
 import time
 import uuid
-from collections import Counter
-from collections.abc import Callable, Sequence
+from collections import Counter, deque
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from decimal import ROUND_HALF_EVEN, Context, Decimal, InvalidOperation, localcontext
@@ -758,6 +758,8 @@ def _first_line(exc: BaseException) -> str:
 # ever executed by the parent (no pickle).
 
 WORKER_FLAG = "--sandbox-worker"
+BATCH_QUERIES = 100  # queries sent to a sandbox worker in one message (SandboxWorker.run_many)
+BATCH_CHARS = 2_000_000  # and at most this much SQL text, unless a single query is longer
 MAX_FRAME_BYTES = 4 * MAX_RESULT_BYTES + 2**20
 # a worker's address space may grow past what it held with its tables loaded by the working memory
 # and this much more (DuckDB's own allocations outside its buffer manager, Python's result objects)
@@ -1128,52 +1130,67 @@ class SandboxWorker:
     def run(self, sql: str, timeout: float, max_rows: int = MAX_FETCH_ROWS,
             max_bytes: int = MAX_RESULT_BYTES) -> Outcome:
         """``sql`` in the child, under ``timeout`` seconds: an Outcome as :func:`run_query` gives."""
-        return self.run_many([Query(sql, timeout, max_rows, max_bytes)])[0]
+        return next(self.run_many([Query(sql, timeout, max_rows, max_bytes)]))
 
-    def run_many(self, queries: Sequence[Query], deadline: float | None = None) -> list[Outcome | None]:
+    def run_many(self, queries: Sequence[Query], deadline: float | None = None) -> Iterator[Outcome | None]:
         """Each of ``queries`` in the child, in order, as :meth:`run` runs one; None for those not started by
-        ``deadline`` (monotonic seconds). They go to the child together and it answers each as it ends, so none
-        waits for this process to send it (``verify.py`` at 1x: 510 queries, 0.1 s less than one at a time); each
-        reply is still awaited under its own query's time limit, and a worker that fails one is replaced for the
-        rest."""
-        outcomes: list[Outcome | None] = [None] * len(queries)
-        todo = []
-        for i, query in enumerate(queries):
-            refused = sql_refused(query.sql)
-            if refused:
-                outcomes[i] = Outcome(None, refused, 0.0)
-            else:
-                todo.append(i)
-        todo.reverse()  # popped from the end, in order
-        while todo:
-            left = math.inf if deadline is None else deadline - time.monotonic()
-            if left <= 0:
-                break
-            if self.proc is None:
-                self.proc = self._start()
-            proc = self.proc
-            batch = [queries[i] for i in reversed(todo)]
-            started = time.monotonic()
-            with contextlib.suppress(OSError, ValueError):  # a worker that cannot be written to fails the first query
-                _write_frame(proc.stdin, {"run_seconds": None if deadline is None else left,
-                                          "batch": [q._asdict() for q in batch]})
-            for query in batch:
-                limit = max(0.0, min(query.timeout, (math.inf if deadline is None else deadline) - started))
+        ``deadline`` (monotonic seconds). They go to the child in batches (:data:`BATCH_QUERIES`) that it answers
+        query by query as each ends, so none waits for this process to send it (``verify.py`` at 1x: 0.01-0.04 s
+        less than one at a time). Each reply is awaited under its own query's time limit, counted from when this
+        process asks for it, and a worker that fails one is replaced for the rest. The outcomes are given as they
+        come: one result set at a time is held here."""
+        end = math.inf if deadline is None else deadline
+        refused = [sql_refused(query.sql) for query in queries]
+        sent: deque[int] = deque()  # asked of the current worker and not answered yet
+        try:
+            for i, query in enumerate(queries):
+                if refused[i]:
+                    yield Outcome(None, refused[i], 0.0)
+                    continue
+                if not sent:
+                    if end <= time.monotonic():
+                        yield None
+                        continue
+                    sent.extend(self._send(queries, refused, i, end))
+                sent.popleft()
+                started = time.monotonic()
                 try:
-                    reply = _read_frame(proc.stdout.fileno(), started + limit + KILL_GRACE)
+                    reply = _read_frame(self.proc.stdout.fileno(),
+                                        started + max(0.0, min(query.timeout, end - started)) + KILL_GRACE)
                 except (OSError, ValueError):
                     reply = None
                 if reply is None:
-                    outcomes[todo.pop()] = self._lost(proc, started, query.timeout)
-                    break
-                i = todo.pop()
+                    sent.clear()  # the worker is replaced: the rest go to the next one
+                    yield self._lost(self.proc, started, query.timeout)
+                    continue
                 self.peak_bytes = max(self.peak_bytes, int(reply.get("peak_bytes", 0)))
-                if not reply.get("skipped"):  # skipped: the run's time was spent before it started (None)
-                    rows = reply["rows"]
-                    outcomes[i] = Outcome(None if rows is None else [tuple(_decode_value(row)) for row in rows],
-                                          reply["error"], float(reply["seconds"]), bool(reply["timed_out"]))
-                started = time.monotonic()
-        return outcomes
+                if reply.get("skipped"):  # the run's time was spent before it started
+                    yield None
+                    continue
+                rows = reply["rows"]
+                yield Outcome(None if rows is None else [tuple(_decode_value(row)) for row in rows], reply["error"],
+                              float(reply["seconds"]), bool(reply["timed_out"]))
+        finally:
+            if sent:  # left with replies still to come, which must not be read as the answer to another message
+                self._kill(self.proc)
+                self.proc = None
+
+    def _send(self, queries: Sequence[Query], refused: list[str | None], first: int, end: float) -> list[int]:
+        """Send the worker (started if need be) the next batch from ``first`` on, the refused left out; its
+        indices. The worker skips what it has not started by ``end`` (monotonic seconds)."""
+        if self.proc is None:
+            self.proc = self._start()
+        batch, chars = [], 0
+        for i in range(first, len(queries)):
+            if refused[i] is None:
+                if batch and (len(batch) == BATCH_QUERIES or chars + len(queries[i].sql) > BATCH_CHARS):
+                    break
+                batch.append(i)
+                chars += len(queries[i].sql)
+        with contextlib.suppress(OSError, ValueError):  # a worker that cannot be written to fails the first query
+            _write_frame(self.proc.stdin, {"run_seconds": None if end == math.inf else end - time.monotonic(),
+                                           "batch": [queries[i]._asdict() for i in batch]})
+        return batch
 
     def _lost(self, proc: subprocess.Popen | ForkedWorker, started: float, timeout: float) -> Outcome:
         """The outcome of a query whose reply never came (the worker is killed and replaced): a timeout when the
@@ -2535,15 +2552,13 @@ def _score_rotation(source: PackSource, rotation: str, questions: list[dict], sq
 
 
 def run_in_turn(run: Callable[..., Outcome], queries: Sequence[Query], deadline: float | None = None
-                ) -> list[Outcome | None]:
+                ) -> Iterator[Outcome | None]:
     """Each of ``queries`` through ``run`` (sql, timeout, max_rows, max_bytes) -> Outcome, one after another, each
     under the time left before ``deadline`` (monotonic seconds); None for those not started by then. For a
     sandbox that runs one query at a time (:meth:`SandboxWorker.run_many` sends them together), as its ``run_many``."""
-    outcomes: list[Outcome | None] = []
     for query in queries:
         left = math.inf if deadline is None else deadline - time.monotonic()
-        outcomes.append(run(query.sql, min(query.timeout, left), query.max_rows, query.max_bytes) if left > 0 else None)
-    return outcomes
+        yield run(query.sql, min(query.timeout, left), query.max_rows, query.max_bytes) if left > 0 else None
 
 
 @dataclass(frozen=True)

@@ -293,12 +293,12 @@ def test_queries_sent_together_are_each_held_to_their_limits_in_order(arena):
                    "'g'))")
     with scoring.SandboxWorker(tables, Limits(timeout=1.0, memory_mb=256)) as worker:
         alone = worker.run(count, 10)
-        outcomes = worker.run_many([scoring.Query(count, 10), scoring.Query(unstoppable, 1.0), scoring.Query(count, 10),
-                                    scoring.Query("SELECT '\ud800'", 10), scoring.Query(recursive, 1.0),
-                                    scoring.Query("SELECT 2", 10)])
+        outcomes = list(worker.run_many([scoring.Query(count, 10), scoring.Query(unstoppable, 1.0),
+                                         scoring.Query(count, 10), scoring.Query("SELECT '\ud800'", 10),
+                                         scoring.Query(recursive, 1.0), scoring.Query("SELECT 2", 10)]))
         replaced = worker.replaced
-        late = worker.run_many([scoring.Query(recursive, 1.0), scoring.Query(count, 10), scoring.Query(count, 10)],
-                               deadline=scoring.time.monotonic() + 0.5)
+        late = list(worker.run_many([scoring.Query(recursive, 1.0), scoring.Query(count, 10), scoring.Query(count, 10)],
+                                    deadline=scoring.time.monotonic() + 0.5))
     assert alone.rows and [o.rows for o in outcomes[::2]] == [alone.rows, alone.rows, None]
     assert outcomes[1].timed_out and "its worker process was killed" in outcomes[1].error and replaced == 1
     assert outcomes[3].error.startswith("rejected: the SQL is not valid Unicode")
@@ -310,10 +310,30 @@ def test_a_deadline_spent_mid_batch_leaves_the_worker_answering(arena):
     tables = arena["pack"] / "rotations" / "seed_42" / "tables"
     slow = "SELECT count(*) FROM orders a, orders b WHERE a.order_id % 7 = b.order_id % 11"
     with scoring.SandboxWorker(tables, Limits(timeout=5.0, memory_mb=256)) as worker:
-        outcomes = worker.run_many([scoring.Query(slow, 5.0)] * 3 + [scoring.Query("SELECT 1", 5.0)] * 40,
-                                   deadline=scoring.time.monotonic() + 0.3)
+        outcomes = list(worker.run_many([scoring.Query(slow, 5.0)] * 3 + [scoring.Query("SELECT 1", 5.0)] * 40,
+                                        deadline=scoring.time.monotonic() + 0.3))
         after = worker.run("SELECT 3", 5.0)
     # the worker skipped what it had not started by the deadline, and its replies were all read: the next
     # query gets its own answer, and closing finds the sandbox unchanged (else close raises)
     assert outcomes[-1] is None and after.rows == [(3,)]
     assert all(o is None or o.rows is not None or o.error for o in outcomes)
+
+
+def test_many_queries_go_in_batches_and_an_abandoned_run_leaves_no_stale_reply(arena, monkeypatch):
+    tables = arena["pack"] / "rotations" / "seed_42" / "tables"
+    queries = [scoring.Query(f"SELECT {n} AS n", 5.0) for n in range(2 * scoring.BATCH_QUERIES + 7)]
+    sent = []
+    write = scoring._write_frame
+    monkeypatch.setattr(scoring, "_write_frame", lambda out, message: sent.append(len(message.get("batch", ()))) or
+                        write(out, message))
+    with scoring.SandboxWorker(tables, Limits(timeout=5.0, memory_mb=256)) as worker:
+        assert [o.rows for o in worker.run_many(queries)] == [[(n,)] for n in range(len(queries))]
+        assert sent[1:] == [scoring.BATCH_QUERIES, scoring.BATCH_QUERIES, 7]  # after the setup message
+        monkeypatch.setattr(scoring, "BATCH_CHARS", 30)  # three of these 13-character queries are too many
+        sent.clear()
+        assert [o.rows for o in worker.run_many(queries[:7])] == [[(n,)] for n in range(7)]
+        assert sent == [2, 2, 2, 1]
+        started = worker.run_many(queries)
+        assert next(started).rows == [(0,)]
+        started.close()  # the rest of its replies are never read: its worker goes, and the next run has its own
+        assert worker.run("SELECT 42", 5.0).rows == [(42,)] and worker.replaced == 0
