@@ -841,10 +841,16 @@ def mutants_of(q: Question, types: dict[str, dict[str, str]], nullable: dict[str
     add("integer_division", _edits(tree, exp.Div, integer_division))
 
     if rotated_answers:
-        first = next(iter(rotated_answers.values()))
-        literal = exp.Literal.string(first) if isinstance(first, str) else exp.Literal.number(first)
-        out.append(("constant_answer", exp.select(literal)))
+        out.append(("constant_answer", constant_answer(rotated_answers)))
     return out
+
+
+def constant_answer(rotated_answers: dict[str, object]) -> exp.Expression:
+    """The ``constant_answer`` mutant: the first rotation's answer as a literal, the last of :func:`mutants_of`
+    and the only one that reads the answers. Written where rotations answer differently, it matches on one."""
+    first = next(iter(rotated_answers.values()))
+    literal = exp.Literal.string(first) if isinstance(first, str) else exp.Literal.number(first)
+    return exp.select(literal)
 
 
 def table_subqueries(tree: exp.Expression, types: dict[str, dict[str, str]]) -> tuple[str, ...]:
@@ -1021,37 +1027,59 @@ def decode_prepared(stored: list) -> tuple:
 def _prepared(gold_sql: str, schema: str, maybe_null: str, rotated: str | None, unique_keys: str = "{}"
               ) -> tuple[tuple[str, tuple | None], ...]:
     """(operator, (sql, batch form, rollup need, rollup SQL, table subqueries, cells form) or None when equivalent to the
-    gold SQL) for one gold SQL. Pure, and its arguments are text (JSON), so that they key :data:`_PREPARED`."""
+    gold SQL) for one gold SQL. Pure, and its arguments are text (JSON), so that they key :data:`_PREPARED`.
+
+    With ``rotated`` answers the mutants are those without them, read through :func:`_cached_prepared` (a fact of
+    the spec changed, the answers with it, the SQL not: only the last mutant is new), then
+    :func:`constant_answer`, the last of :func:`mutants_of` and the only one that reads them."""
+    expected = json.loads(rotated) if rotated else []
+    if expected:
+        unanswered = _cached_prepared((gold_sql, schema, maybe_null, None, unique_keys))
+        return unanswered + (_constant_prepared(gold_sql, schema, dict((r, v) for r, v in expected), unanswered),)
     types = json.loads(schema)
     nullable = {t: set(c) for t, c in json.loads(maybe_null).items()}
     unique = {t: set(c) for t, c in json.loads(unique_keys).items()}
     result_types = _result_types(schema)
-    expected = tuple((rotation, value) for rotation, value in json.loads(rotated)) if rotated else ()
-    q = Question("", "", gold_sql, expected, "", None, "", ())
+    q = Question("", "", gold_sql, (), "", None, "", ())
     gold = lean(parse_gold(gold_sql))
     seen = {gold.sql(dialect=PRINTER), _canonical(gold.copy())}
-    out = []
-    for op, tree in mutants_of(q, types, nullable, dict(expected) if rotated else None, unique, parsed=gold):
-        sql = tree.sql(dialect=PRINTER, copy=False)  # printing leaves the tree as it was
-        if sql in seen:
-            out.append((op, None))
-            continue
-        need = need_of(tree, types)
-        # a rollup is small enough to run its queries one by one: batch only the others
-        batch = None if need else batchable(tree)
-        connective = op in CONNECTIVE_OPERATORS
-        # the tree is needed after the rollup form only by _canonical, which consumes it
-        over_rollup = rollup_form(tree, need, result_types, copy=connective).sql(dialect=PRINTER, copy=False) \
-            if need else None
-        shared = () if need or batch else table_subqueries(tree, types)
-        cells = None if need or batch else cells_form(tree, types)
-        forms = {sql, _canonical(tree)} if connective else {sql}
-        if forms & seen:
-            out.append((op, None))
-            continue
-        seen |= forms
-        out.append((op, (sql, batch, need, over_rollup, shared, cells)))
-    return tuple(out)
+    return tuple((op, _prepared_one(op, tree, types, result_types, seen))
+                 for op, tree in mutants_of(q, types, nullable, None, unique, parsed=gold))
+
+
+def _constant_prepared(gold_sql: str, schema: str, rotated_answers: dict[str, object],
+                       unanswered: tuple[tuple[str, tuple | None], ...]) -> tuple[str, tuple | None]:
+    """:func:`constant_answer` prepared after ``unanswered`` (the gold SQL's other mutants, prepared), as it would be
+    at the end of their loop. What it is compared with there: the gold SQL printed and simplified, and each earlier
+    mutant's SQL; the simplified forms of the connective ones are left out, since every one of them reads a table and
+    this mutant reads none."""
+    gold = lean(parse_gold(gold_sql))
+    seen = {gold.sql(dialect=PRINTER), _canonical(gold.copy()), *(made[0] for _, made in unanswered if made)}
+    tree = constant_answer(rotated_answers)
+    return "constant_answer", _prepared_one("constant_answer", tree, json.loads(schema), _result_types(schema), seen)
+
+
+def _prepared_one(op: str, tree: exp.Expression, types: dict[str, dict[str, str]], result_types: dict,
+                  seen: set[str]) -> tuple | None:
+    """One mutant's prepared forms (see :func:`_prepared`), or None when it is the same query as the gold SQL or an
+    earlier mutant (``seen``: their SQL, to which this one's is added; ``tree`` is consumed)."""
+    sql = tree.sql(dialect=PRINTER, copy=False)  # printing leaves the tree as it was
+    if sql in seen:
+        return None
+    need = need_of(tree, types)
+    # a rollup is small enough to run its queries one by one: batch only the others
+    batch = None if need else batchable(tree)
+    connective = op in CONNECTIVE_OPERATORS
+    # the tree is needed after the rollup form only by _canonical, which consumes it
+    over_rollup = rollup_form(tree, need, result_types, copy=connective).sql(dialect=PRINTER, copy=False) \
+        if need else None
+    shared = () if need or batch else table_subqueries(tree, types)
+    cells = None if need or batch else cells_form(tree, types)
+    forms = {sql, _canonical(tree)} if connective else {sql}
+    if forms & seen:
+        return None
+    seen |= forms
+    return sql, batch, need, over_rollup, shared, cells
 
 
 @functools.lru_cache(maxsize=16)

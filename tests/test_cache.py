@@ -102,6 +102,29 @@ def test_difficulty_labels_are_the_same_cold_warm_off_and_from_a_damaged_entry(f
     assert json.loads(entry.read_text())[0][0] in ("simple", "moderate", "challenging")
 
 
+def test_new_rotated_answers_prepare_only_the_mutant_that_reads_them(monkeypatch, tmp_path):
+    """A spec whose facts changed gives new answers for the same gold SQL: with rotated answers only the
+    constant_answer mutant reads them, so the rest come from the cache, and the mutants are those prepared afresh."""
+    spec = load_spec(Path(__file__).parent / "specs" / "shop_joins.yaml")
+    assert spec.answers == "rotated"
+    questions, _ = derive_selected(spec, plan_pack(spec))
+    before = _prepare(spec, questions, monkeypatch, str(tmp_path))
+    moved = tuple(replace(q, expected=tuple((r, v + 1 if isinstance(v, (int, float)) else v) for r, v in q.expected))
+                  for q in questions)
+    assert any(m != q for m, q in zip(moved, questions))
+    made = []
+    mutants_of = nearmiss.mutants_of
+    monkeypatch.setattr(nearmiss, "mutants_of", lambda *a, **k: made.append(a) or mutants_of(*a, **k))
+    after = _prepare(spec, moved, monkeypatch, str(tmp_path))
+    assert made == []  # no gold SQL was mutated again
+    fresh = _prepare(spec, moved, monkeypatch, "off")
+    assert len(made) == len({q.gold_sql for q in moved}) and after == fresh
+    changed = {m.id for m, q in zip(moved, questions) if m.expected[0] != q.expected[0]}
+    constants = {(m.question_id, m.sql) for m in after.mutants if m.operator == "constant_answer" and m.question_id in changed}
+    assert len(constants) == len(changed) > 50  # each a new literal, none found in the cache
+    assert constants.isdisjoint({(m.question_id, m.sql) for m in before.mutants})
+
+
 def test_the_key_covers_the_code_and_the_inputs():
     fingerprint = cache.code_fingerprint(nearmiss.PREPARING_CODE)
     key = cache.entry_key("mutants", fingerprint, ["SELECT 1", "{}", "{}", None])
