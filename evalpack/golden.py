@@ -42,6 +42,7 @@ import duckdb
 import sqlglot
 from sqlglot import exp
 
+from evalpack import cache
 from evalpack.questions import DIALECT, parse_gold
 from evalpack.scoring import ROWS_TYPE, cell_key, quote_ident, top_level_order_by
 
@@ -323,12 +324,33 @@ def in_order(answer_type: str | None, sql: str) -> bool:
     """Whether the answer of ``sql`` is compared in order: a result set (``rows``) whose query has a
     top-level ORDER BY (as the answer comparison decides; scalars have one row). DuckDB's parser decides, on
     a connection of its own: no rotation needs loading to know it."""
-    if answer_type != ROWS_TYPE:
+    if answer_type != ROWS_TYPE or not isinstance(sql, str):
         return False
     with _PARSER_LOCK:
-        return top_level_order_by(_parser(), sql)
+        known = _IN_ORDER.get(sql)
+        if known is None:
+            if len(_IN_ORDER) >= IN_ORDER_KEPT:
+                _IN_ORDER.clear()
+            known = _IN_ORDER[sql] = _ordered(sql)
+        return known
 
 
+def _ordered(sql: str) -> bool:
+    """:func:`evalpack.scoring.top_level_order_by` of ``sql``, through the cache on disk (keyed by the text, DuckDB's
+    version and evalpack.scoring's source): a rebuild whose checks are all cached opens no DuckDB database at all."""
+    key = cache.entry_key("ordered", cache.code_fingerprint(("evalpack.scoring",)),
+                          [f"duckdb {duckdb.__version__}", sql]) if cache.cache_dir() else None
+    stored = cache.load("ordered", key) if key else None
+    if isinstance(stored, bool):
+        return stored
+    answer = top_level_order_by(_parser(), sql)
+    if key:
+        cache.store("ordered", key, answer)
+    return answer
+
+
+IN_ORDER_KEPT = 4096  # SQL texts whose in_order answer a process keeps
+_IN_ORDER: dict[str, bool] = {}
 _PARSER_LOCK = threading.Lock()
 _PARSERS: dict[int, duckdb.DuckDBPyConnection] = {}
 

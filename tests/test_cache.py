@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from evalpack import cache, nearmiss, verify
+from evalpack import cache, golden, nearmiss, verify
 from evalpack import questions as questions_module
 from evalpack.build import build_pack, links_of
 from evalpack.plan import plan_pack
@@ -125,6 +125,29 @@ def test_new_rotated_answers_prepare_only_the_mutant_that_reads_them(monkeypatch
     assert constants.isdisjoint({(m.question_id, m.sql) for m in before.mutants})
 
 
+def test_whether_a_result_set_is_ordered_is_the_same_cold_warm_off_and_from_a_damaged_entry(monkeypatch, tmp_path):
+    asked = ["SELECT a FROM t ORDER BY a", "SELECT a FROM t", "SELECT * FROM (SELECT a FROM t ORDER BY a) s",
+             "WITH w AS (SELECT a FROM t) SELECT a FROM w ORDER BY 1 DESC LIMIT 3", "SELECT a FROM t ORDER"]
+
+    def ask(folder: str) -> list[bool]:
+        monkeypatch.setenv(cache.CACHE_ENV, folder)
+        golden._IN_ORDER.clear()
+        return [golden.in_order("rows", sql) for sql in asked]
+
+    off = ask("off")
+    assert off == [True, False, False, True, False] and not any(tmp_path.iterdir())
+    assert ask(str(tmp_path)) == off
+    entries = sorted(tmp_path.rglob("*.json"))
+    assert len(entries) == len(asked)
+    monkeypatch.setattr(golden, "_parser", lambda: pytest.fail("parsed again with every answer on disk"))
+    assert ask(str(tmp_path)) == off
+    monkeypatch.undo()
+    for entry in entries:
+        entry.write_text("not json")
+    assert ask(str(tmp_path)) == off and all(json.loads(e.read_text()) in (True, False) for e in entries)
+    assert golden.in_order("number", asked[0]) is False  # a scalar's one row has no order to compare
+
+
 def test_the_key_covers_the_code_and_the_inputs():
     fingerprint = cache.code_fingerprint(nearmiss.PREPARING_CODE)
     key = cache.entry_key("mutants", fingerprint, ["SELECT 1", "{}", "{}", None])
@@ -144,6 +167,8 @@ def test_a_rotation_checked_before_is_not_checked_again_and_gives_the_same_pack(
     monkeypatch.setattr(verify, "check_question", refuse)
     monkeypatch.setattr(verify, "rotation_connection", refuse)
     monkeypatch.setattr(questions_module, "label", refuse)  # the difficulty labels are found too
+    golden._IN_ORDER.clear()  # which result sets are compared in order: found on disk, without a DuckDB parser
+    monkeypatch.setattr(golden, "_parser", refuse)
     again = build_pack(SCHEMAS / "finance.yaml", tmp_path / "again", rotations=2)
     monkeypatch.undo()
     monkeypatch.setenv(cache.CACHE_ENV, "off")
