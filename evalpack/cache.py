@@ -1,5 +1,5 @@
 """A cache on disk for pure work that is slow to redo: the prepared near-miss mutants of a gold SQL, the difficulty
-labels of a pack's derived queries, and a question's verification (its gold SQL's result and golden checks) and
+labels of a pack's derived queries, whether a gold SQL's result set is compared in order, and a question's verification (its gold SQL's result and golden checks) and
 study outcomes on a rotation's files.
 
 Entries are addressed by content: the SHA-256 of everything the work reads (its arguments, the
