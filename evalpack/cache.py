@@ -1,6 +1,6 @@
 """A cache on disk for pure work that is slow to redo: the prepared near-miss mutants of a gold SQL, the difficulty
-labels of a pack's derived queries, whether a gold SQL's result set is compared in order, and a question's verification (its gold SQL's result and golden checks) and
-study outcomes on a rotation's files.
+labels of a pack's derived queries, whether a gold SQL's result set is compared in order, and a question's
+verification (its gold SQL's result and golden checks) and study outcomes on a rotation's files.
 
 Entries are addressed by content: the SHA-256 of everything the work reads (its arguments, the
 sqlglot version and the source of the modules that do it), so a changed input or a changed evalpack
@@ -19,8 +19,9 @@ import hashlib
 import json
 import os
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import TypeVar
 
 CACHE_ENV = "EVALPACK_CACHE_DIR"
 FORMAT = 1  # bump when what an entry holds changes shape
@@ -57,6 +58,32 @@ def code_fingerprint(modules: tuple[str, ...]) -> str:
 def entry_key(namespace: str, fingerprint: str, parts: Iterable[str | None]) -> str:
     """The address of one entry: SHA-256 over the namespace, the code fingerprint and the parts."""
     return hashlib.sha256(json.dumps([namespace, fingerprint, *parts]).encode()).hexdigest()
+
+
+T = TypeVar("T")
+
+
+def remembered(namespace: str, modules: tuple[str, ...], parts: Iterable[str | None], compute: Callable[[], T],
+               decode: Callable[[object], T | None] = lambda value: value,
+               encode: Callable[[T], object] = lambda value: value) -> T:
+    """``compute()`` through one entry: the one at :func:`entry_key` of ``namespace``, the :func:`code_fingerprint`
+    of ``modules`` and ``parts``, given back by ``decode`` (JSON -> the value; None, or TypeError, ValueError,
+    KeyError or IndexError, for an entry it cannot read, which is recomputed and replaced), else computed and
+    stored as ``encode`` makes it. With the cache off, ``compute()`` alone."""
+    key = entry_key(namespace, code_fingerprint(modules), parts) if cache_dir() else None
+    if key is not None:
+        stored = load(namespace, key)
+        if stored is not None:
+            try:
+                value = decode(stored)
+            except (TypeError, ValueError, KeyError, IndexError):
+                value = None
+            if value is not None:
+                return value
+    value = compute()
+    if key is not None:
+        store(namespace, key, encode(value))
+    return value
 
 
 def _path(namespace: str, key: str) -> Path | None:

@@ -323,7 +323,7 @@ def same_rows(a: Iterable[tuple], b: Iterable[tuple], round_decimals: int | None
 def in_order(answer_type: str | None, sql: str) -> bool:
     """Whether the answer of ``sql`` is compared in order: a result set (``rows``) whose query has a
     top-level ORDER BY (as the answer comparison decides; scalars have one row). DuckDB's parser decides, on
-    a connection of its own: no rotation needs loading to know it."""
+    a connection of its own: no rotation needs loading to know it. Each answer is kept per text, here and on disk."""
     if answer_type != ROWS_TYPE or not isinstance(sql, str):
         return False
     with _PARSER_LOCK:
@@ -338,15 +338,9 @@ def in_order(answer_type: str | None, sql: str) -> bool:
 def _ordered(sql: str) -> bool:
     """:func:`evalpack.scoring.top_level_order_by` of ``sql``, through the cache on disk (keyed by the text, DuckDB's
     version and evalpack.scoring's source): a rebuild whose checks are all cached opens no DuckDB database at all."""
-    key = cache.entry_key("ordered", cache.code_fingerprint(("evalpack.scoring",)),
-                          [f"duckdb {duckdb.__version__}", sql]) if cache.cache_dir() else None
-    stored = cache.load("ordered", key) if key else None
-    if isinstance(stored, bool):
-        return stored
-    answer = top_level_order_by(_parser(), sql)
-    if key:
-        cache.store("ordered", key, answer)
-    return answer
+    return cache.remembered("ordered", ("evalpack.scoring",), [f"duckdb {duckdb.__version__}", sql],
+                            lambda: top_level_order_by(_parser(), sql),
+                            decode=lambda stored: stored if isinstance(stored, bool) else None)
 
 
 IN_ORDER_KEPT = 4096  # SQL texts whose in_order answer a process keeps

@@ -965,16 +965,8 @@ PREPARING_CODE = ("evalpack.nearmiss", "evalpack.rollup", "evalpack.cells", "eva
 def _cached_prepared(key: tuple) -> tuple:
     """:func:`_prepared` of ``key``, through the cache on disk (see evalpack.cache): a process that
     builds a spec another process built before (a test session, the CLI after Dagster) skips the sqlglot work."""
-    address = cache.entry_key("mutants", cache.code_fingerprint(PREPARING_CODE), key)
-    stored = cache.load("mutants", address)
-    if stored is not None:
-        try:
-            return decode_prepared(stored)
-        except (TypeError, ValueError, KeyError, IndexError):
-            pass  # a malformed entry is recomputed and replaced
-    prepared = _prepared(*key)
-    cache.store("mutants", address, encode_prepared(prepared))
-    return prepared
+    return cache.remembered("mutants", PREPARING_CODE, key, lambda: _prepared(*key), decode=decode_prepared,
+                            encode=encode_prepared)
 
 
 def encode_prepared(prepared: tuple) -> list:

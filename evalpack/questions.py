@@ -400,17 +400,16 @@ def labels_of(queries: Sequence[tuple[str, str]]) -> list[tuple[str, tuple[str, 
     """:func:`evalpack.difficulty.label` of each (gold SQL, answer type), through the cache on disk: one entry for
     them all, addressed by evalpack.difficulty's source, sqlglot's version and every query in order. A pure function
     of the texts, so a spec rebuilt with the same questions finds its labels (a tenth of a second of parsing at 1x)."""
-    key = cache.entry_key("labels", cache.code_fingerprint(("evalpack.difficulty",)), [json.dumps(list(queries))]) \
-        if cache.cache_dir() else None
-    stored = cache.load("labels", key) if key else None
-    if isinstance(stored, list) and len(stored) == len(queries) and all(
-            isinstance(s, list) and len(s) == 2 and s[0] in LEVELS and isinstance(s[1], list)
-            and all(isinstance(skill, str) for skill in s[1]) for s in stored):
-        return [(level, tuple(skills)) for level, skills in stored]
-    made = [label(sql, answer_type) for sql, answer_type in queries]
-    if key:
-        cache.store("labels", key, [[level, list(skills)] for level, skills in made])
-    return made
+    def decode(stored: object) -> list[tuple[str, tuple[str, ...]]] | None:
+        if isinstance(stored, list) and len(stored) == len(queries) and all(
+                isinstance(s, list) and len(s) == 2 and s[0] in LEVELS and isinstance(s[1], list)
+                and all(isinstance(skill, str) for skill in s[1]) for s in stored):
+            return [(level, tuple(skills)) for level, skills in stored]
+        return None
+
+    return cache.remembered("labels", ("evalpack.difficulty",), [json.dumps(list(queries))],
+                            lambda: [label(sql, answer_type) for sql, answer_type in queries], decode=decode,
+                            encode=lambda made: [[level, list(skills)] for level, skills in made])
 
 
 def derive_selected(spec: Spec, plans: tuple[RotationPlan, ...], previous: PreviousSplits | None = None,

@@ -2531,11 +2531,10 @@ def _score_rotation(source: PackSource, rotation: str, questions: list[dict], sq
     query_seconds = 0.0
     opened = SandboxWorker(source.tables_dir(rotation), limits, in_place=in_place, csv_types=source.csv_types) \
         if sandbox is None else sandbox(rotation, limits)
-    answered = [q for q in questions if sql_by_id.get(q["id"]) is not None]
-    queries = [Query(sql_by_id[q["id"]], limits.timeout, _fetch_cap(q, expected_for(q, rotation), rule)) for q in answered]
+    answered = [(q, expected_for(q, rotation)) for q in questions if sql_by_id.get(q["id"]) is not None]
+    queries = [Query(sql_by_id[q["id"]], limits.timeout, _fetch_cap(q, expected, rule)) for q, expected in answered]
     with opened as worker:
-        for q, outcome in zip(answered, worker.run_many(queries, deadline)):
-            expected = expected_for(q, rotation)
+        for (q, expected), outcome in zip(answered, worker.run_many(queries, deadline)):
             if outcome is None:
                 entries[q["id"]] = {"match": False, "seconds": 0.0, "error": "not run: the run's time limit of "
                                     f"{limits.run_timeout:g} s was reached (--run-timeout)"}
