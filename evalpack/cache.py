@@ -9,7 +9,10 @@ malformed is recomputed and rewritten, a cache that cannot be written is ignored
 gives the same bytes with or without it.
 
 Where: ``$EVALPACK_CACHE_DIR`` if set (``off`` or an empty value turns the cache off), else
-``$XDG_CACHE_HOME/evalpack`` or ``~/.cache/evalpack``.
+``$XDG_CACHE_HOME/evalpack`` or ``~/.cache/evalpack``. The entries are rows of one SQLite database there,
+``entries.sqlite3`` (write-ahead log, so concurrent builds read and write it safely): a build writes about a
+thousand entries at 1x, and a file each cost a millisecond of the kernel's time per entry on ext4 (1.2 s of a 4.7 s
+first build), a row about 0.1 ms.
 """
 
 from __future__ import annotations
@@ -18,7 +21,8 @@ import functools
 import hashlib
 import json
 import os
-import tempfile
+import sqlite3
+import threading
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TypeVar
@@ -86,36 +90,99 @@ def remembered(namespace: str, modules: tuple[str, ...], parts: Iterable[str | N
     return value
 
 
-def _path(namespace: str, key: str) -> Path | None:
+DATABASE = "entries.sqlite3"
+_OPEN: dict[Path, sqlite3.Connection | None] = {}  # this process's connection to each folder's database (None: unusable)
+_LOCK = threading.Lock()  # one statement at a time on a connection: verification's threads share it
+
+
+def _close_before_fork() -> None:
+    """A SQLite connection must not cross a fork (the child would share its locks and write-ahead state): the
+    parent closes its connections, and each process opens its own when it next needs one."""
+    with _LOCK:
+        for con in _OPEN.values():
+            if con is not None:
+                con.close()
+        _OPEN.clear()
+
+
+os.register_at_fork(before=_close_before_fork)
+
+
+def _database(folder: Path) -> sqlite3.Connection | None:
+    """This process's connection to the database in ``folder`` (call with ``_LOCK`` held), opened at first use; None
+    when the folder cannot hold one (the cache is then ignored)."""
+    if folder not in _OPEN:
+        _OPEN[folder] = _opened(folder / DATABASE)
+    return _OPEN[folder]
+
+
+def _opened(path: Path) -> sqlite3.Connection | None:
+    con = None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        con = sqlite3.connect(path, timeout=30, isolation_level=None, check_same_thread=False)
+        con.execute("PRAGMA journal_mode=WAL")
+        con.execute("PRAGMA synchronous=NORMAL")  # a cache: an entry lost to a power cut is only worked out again
+        con.execute("CREATE TABLE IF NOT EXISTS entries (namespace TEXT NOT NULL, key TEXT NOT NULL, "
+                    "value TEXT NOT NULL, PRIMARY KEY (namespace, key)) WITHOUT ROWID")
+        return con
+    except OSError:
+        return None
+    except sqlite3.Error as error:
+        if con is not None:
+            con.close()
+        if _damaged(error) and _discard(path):
+            return _opened(path)
+        return None
+
+
+def _damaged(error: sqlite3.Error) -> bool:
+    return getattr(error, "sqlite_errorname", "") in ("SQLITE_NOTADB", "SQLITE_CORRUPT")
+
+
+def _discard(path: Path) -> bool:
+    """Delete the damaged database at ``path`` (it holds nothing that cannot be worked out again); whether it went."""
+    try:
+        for part in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+            part.unlink(missing_ok=True)
+    except OSError:
+        return False
+    return True
+
+
+def _execute(statement: str, parameters: tuple) -> list | None:
+    """The rows of one statement on the cache's database, or None when the cache is off or cannot be used. A database
+    found damaged (a file there that is not one, or a corrupted one) is replaced by an empty one, once."""
     folder = cache_dir()
-    return None if folder is None else folder / namespace / key[:2] / f"{key}.json"
+    if folder is None:
+        return None
+    with _LOCK:
+        for attempt in range(2):
+            con = _database(folder)
+            if con is None:
+                return None
+            try:
+                return con.execute(statement, parameters).fetchall()
+            except sqlite3.Error as error:
+                if attempt or not _damaged(error):
+                    return None
+                con.close()
+                _OPEN[folder] = _opened(folder / DATABASE) if _discard(folder / DATABASE) else None
+    return None
 
 
 def load(namespace: str, key: str) -> object | None:
     """The JSON value stored at ``key``, or None (absent, unreadable, or the cache is off)."""
-    path = _path(namespace, key)
-    if path is None:
-        return None
+    rows = _execute("SELECT value FROM entries WHERE namespace = ? AND key = ?", (namespace, key))
     try:
-        return json.loads(path.read_bytes())
-    except (OSError, ValueError):
+        return json.loads(rows[0][0]) if rows else None
+    except (ValueError, TypeError):
         return None
 
 
 def store(namespace: str, key: str, value: object) -> None:
-    """Write ``value`` (JSON) at ``key`` atomically; a cache that cannot be written is ignored."""
-    path = _path(namespace, key)
-    if path is None:
-        return
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=".", suffix=".tmp")
-        try:
-            with os.fdopen(handle, "wb") as out:
-                out.write(json.dumps(value, separators=(",", ":")).encode())
-            os.replace(temporary, path)
-        except BaseException:
-            Path(temporary).unlink(missing_ok=True)
-            raise
-    except OSError:
-        pass
+    """Write ``value`` (JSON) at ``key``, replacing what was there, in one transaction; a cache that cannot be written
+    is ignored."""
+    if cache_dir() is not None:
+        _execute("INSERT OR REPLACE INTO entries (namespace, key, value) VALUES (?, ?, ?)",
+                 (namespace, key, json.dumps(value, separators=(",", ":"))))

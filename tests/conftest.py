@@ -65,7 +65,7 @@ def session_cache(tmp_path_factory) -> Iterator[Path]:
     subprocesses: a test session never reads or fills the user's cache."""
     base = tmp_path_factory.getbasetemp()
     # pytest-xdist's workers each have a base folder under one run folder: they share the cache there
-    # (entries are written atomically, so concurrent builds are safe)
+    # (one SQLite database in write-ahead mode: concurrent builds share it safely)
     folder = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "evalpack-cache"
     folder.mkdir(exist_ok=True)
     before = os.environ.get(CACHE_ENV)

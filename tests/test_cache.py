@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import multiprocessing
+import os
 import shutil
+import sqlite3
 from dataclasses import replace
 from decimal import Decimal
 from pathlib import Path
@@ -31,6 +34,22 @@ def finance():
     return spec, questions
 
 
+def _entries(folder: Path) -> list[tuple[str, str]]:
+    """The (namespace, key) of every entry in the cache database in ``folder``, read with SQLite itself."""
+    with sqlite3.connect(folder / cache.DATABASE) as con:
+        return con.execute("SELECT namespace, key FROM entries ORDER BY namespace, key").fetchall()
+
+
+def _value(folder: Path, entry: tuple[str, str]) -> str:
+    with sqlite3.connect(folder / cache.DATABASE) as con:
+        return con.execute("SELECT value FROM entries WHERE namespace = ? AND key = ?", entry).fetchone()[0]
+
+
+def _damage(folder: Path, entry: tuple[str, str], text: str) -> None:
+    with sqlite3.connect(folder / cache.DATABASE) as con:
+        con.execute("UPDATE entries SET value = ? WHERE namespace = ? AND key = ?", (text, *entry))
+
+
 def _prepare(spec, questions, monkeypatch, folder: str) -> nearmiss.MutantSet:
     monkeypatch.setenv(cache.CACHE_ENV, folder)
     nearmiss._PREPARED.clear()  # the in-process layer would answer before the disk
@@ -42,8 +61,8 @@ def test_cold_warm_and_off_prepare_the_same_mutants(finance, monkeypatch, tmp_pa
     off = _prepare(spec, questions, monkeypatch, "off")
     assert not any(tmp_path.iterdir())
     cold = _prepare(spec, questions, monkeypatch, str(tmp_path))
-    entries = list(tmp_path.rglob("*.json"))
-    assert len(entries) == len({q.gold_sql for q in questions})
+    entries = _entries(tmp_path)
+    assert len(entries) == len({q.gold_sql for q in questions}) and {n for n, _ in entries} == {"mutants"}
     calls = []
     monkeypatch.setattr(nearmiss, "_prepared", lambda *key: calls.append(key))  # a warm cache never prepares
     warm = _prepare(spec, questions, monkeypatch, str(tmp_path))
@@ -64,12 +83,12 @@ def test_encoding_round_trips_through_json(finance):
 def test_a_damaged_entry_is_recomputed_and_replaced(finance, monkeypatch, tmp_path):
     spec, questions = finance
     first = _prepare(spec, questions[:5], monkeypatch, str(tmp_path))
-    entries = sorted(tmp_path.rglob("*.json"))
-    entries[0].write_text("[[\"no_such_operator\", null]]")
-    entries[1].write_text("{not json")
+    entries = _entries(tmp_path)
+    _damage(tmp_path, entries[0], "[[\"no_such_operator\", null]]")
+    _damage(tmp_path, entries[1], "{not json")
     again = _prepare(spec, questions[:5], monkeypatch, str(tmp_path))
     assert again == first
-    assert all(json.loads(e.read_text())[0][0] in nearmiss.OPERATORS for e in entries)
+    assert all(json.loads(_value(tmp_path, e))[0][0] in nearmiss.OPERATORS for e in entries)
 
 
 def test_an_unwritable_cache_is_ignored(finance, monkeypatch, tmp_path):
@@ -81,6 +100,36 @@ def test_an_unwritable_cache_is_ignored(finance, monkeypatch, tmp_path):
     assert blocker.read_text() == ""
 
 
+def test_a_file_that_is_not_a_database_is_replaced(finance, monkeypatch, tmp_path):
+    spec, questions = finance
+    (tmp_path / cache.DATABASE).write_bytes(b"not a SQLite database, something else wrote here" * 100)
+    cache._close_before_fork()  # forget connections opened by earlier tests in this process
+    made = _prepare(spec, questions[:3], monkeypatch, str(tmp_path))
+    assert made == _prepare(spec, questions[:3], monkeypatch, "off")
+    assert len(_entries(tmp_path)) == len({q.gold_sql for q in questions[:3]})
+
+
+def _store_many(folder: str, first: int) -> None:
+    os.environ[cache.CACHE_ENV] = folder
+    for n in range(first, first + 300):
+        cache.store("test", f"{n:064x}", [n, "x" * 500])
+
+
+def test_processes_forked_from_a_writer_write_the_same_database_at_once(monkeypatch, tmp_path):
+    monkeypatch.setenv(cache.CACHE_ENV, str(tmp_path))
+    cache.store("test", "before", 1)  # this process holds a connection when it forks its writers
+    context = multiprocessing.get_context("fork")
+    writers = [context.Process(target=_store_many, args=(str(tmp_path), first)) for first in (0, 300, 600)]
+    for writer in writers:
+        writer.start()
+    _store_many(str(tmp_path), 900)
+    for writer in writers:
+        writer.join(60)
+    assert [w.exitcode for w in writers] == [0, 0, 0]
+    assert [cache.load("test", f"{n:064x}") for n in range(1200)] == [[n, "x" * 500] for n in range(1200)]
+    assert cache.load("test", "before") == 1 and len(_entries(tmp_path)) == 1201
+
+
 def test_difficulty_labels_are_the_same_cold_warm_off_and_from_a_damaged_entry(finance, monkeypatch, tmp_path):
     _, questions = finance
     asked = [(q.gold_sql, q.answer_type) for q in questions]
@@ -88,18 +137,18 @@ def test_difficulty_labels_are_the_same_cold_warm_off_and_from_a_damaged_entry(f
     off = questions_module.labels_of(asked)
     monkeypatch.setenv(cache.CACHE_ENV, str(tmp_path))
     cold = questions_module.labels_of(asked)
-    (entry,) = tmp_path.rglob("*.json")
+    (entry,) = _entries(tmp_path)
     parsed = []
     monkeypatch.setattr(questions_module, "label", lambda *a: parsed.append(a) or ("simple", ()))
     warm = questions_module.labels_of(asked)
     assert parsed == [] and off == cold == warm
     assert {level for level, _ in warm} == {"simple", "moderate", "challenging"} and any(skills for _, skills in warm)
     assert questions_module.labels_of(asked[:-1]) == [("simple", ())] * (len(asked) - 1)  # other queries, other entry
-    entry.write_text(json.dumps([["impossible", []]] * len(asked)))
+    _damage(tmp_path, entry, json.dumps([["impossible", []]] * len(asked)))
     monkeypatch.undo()
     monkeypatch.setenv(cache.CACHE_ENV, str(tmp_path))
     assert questions_module.labels_of(asked) == off
-    assert json.loads(entry.read_text())[0][0] in ("simple", "moderate", "challenging")
+    assert json.loads(_value(tmp_path, entry))[0][0] in ("simple", "moderate", "challenging")
 
 
 def test_new_rotated_answers_prepare_only_the_mutant_that_reads_them(monkeypatch, tmp_path):
@@ -137,14 +186,14 @@ def test_whether_a_result_set_is_ordered_is_the_same_cold_warm_off_and_from_a_da
     off = ask("off")
     assert off == [True, False, False, True, False] and not any(tmp_path.iterdir())
     assert ask(str(tmp_path)) == off
-    entries = sorted(tmp_path.rglob("*.json"))
+    entries = _entries(tmp_path)
     assert len(entries) == len(asked)
     monkeypatch.setattr(golden, "_parser", lambda: pytest.fail("parsed again with every answer on disk"))
     assert ask(str(tmp_path)) == off
     monkeypatch.undo()
     for entry in entries:
-        entry.write_text("not json")
-    assert ask(str(tmp_path)) == off and all(json.loads(e.read_text()) in (True, False) for e in entries)
+        _damage(tmp_path, entry, "not json")
+    assert ask(str(tmp_path)) == off and all(json.loads(_value(tmp_path, e)) in (True, False) for e in entries)
     assert golden.in_order("number", asked[0]) is False  # a scalar's one row has no order to compare
 
 
