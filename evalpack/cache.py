@@ -116,11 +116,11 @@ def _database(folder: Path) -> sqlite3.Connection | None:
     return _OPEN[folder]
 
 
-def _opened(path: Path) -> sqlite3.Connection | None:
+def _opened(path: Path, replace_damaged: bool = True) -> sqlite3.Connection | None:
     con = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        con = sqlite3.connect(path, timeout=30, isolation_level=None, check_same_thread=False)
+        con = sqlite3.connect(path, timeout=10, isolation_level=None, check_same_thread=False)
         con.execute("PRAGMA journal_mode=WAL")
         con.execute("PRAGMA synchronous=NORMAL")  # a cache: an entry lost to a power cut is only worked out again
         con.execute("CREATE TABLE IF NOT EXISTS entries (namespace TEXT NOT NULL, key TEXT NOT NULL, "
@@ -131,8 +131,8 @@ def _opened(path: Path) -> sqlite3.Connection | None:
     except sqlite3.Error as error:
         if con is not None:
             con.close()
-        if _damaged(error) and _discard(path):
-            return _opened(path)
+        if replace_damaged and _damaged(error) and _discard(path):
+            return _opened(path, replace_damaged=False)
         return None
 
 
@@ -167,7 +167,7 @@ def _execute(statement: str, parameters: tuple) -> list | None:
                 if attempt or not _damaged(error):
                     return None
                 con.close()
-                _OPEN[folder] = _opened(folder / DATABASE) if _discard(folder / DATABASE) else None
+                _OPEN[folder] = _opened(folder / DATABASE, replace_damaged=False) if _discard(folder / DATABASE) else None
     return None
 
 
