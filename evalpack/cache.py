@@ -11,8 +11,8 @@ gives the same bytes with or without it.
 Where: ``$EVALPACK_CACHE_DIR`` if set (``off`` or an empty value turns the cache off), else
 ``$XDG_CACHE_HOME/evalpack`` or ``~/.cache/evalpack``. The entries are rows of one SQLite database there,
 ``entries.sqlite3`` (write-ahead log, so concurrent builds read and write it safely): a build writes about a
-thousand entries at 1x, and a file each cost a millisecond of the kernel's time per entry on ext4 (1.2 s of a 4.7 s
-first build), a row about 0.1 ms.
+thousand entries at 1x, which as a file each cost 0.15-0.3 s of a 3.9 s first build, and as rows 0.1 s. Only its
+owner can read it (mode 0600, as SQLite's journal files then are too): it holds answers, the holdout's among them.
 """
 
 from __future__ import annotations
@@ -120,6 +120,7 @@ def _opened(path: Path, replace_damaged: bool = True) -> sqlite3.Connection | No
     con = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600))  # created private; an empty file is an empty database
         con = sqlite3.connect(path, timeout=10, isolation_level=None, check_same_thread=False)
         con.execute("PRAGMA journal_mode=WAL")
         con.execute("PRAGMA synchronous=NORMAL")  # a cache: an entry lost to a power cut is only worked out again

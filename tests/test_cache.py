@@ -128,6 +128,9 @@ def test_processes_forked_from_a_writer_write_the_same_database_at_once(monkeypa
     assert [w.exitcode for w in writers] == [0, 0, 0]
     assert [cache.load("test", f"{n:064x}") for n in range(1200)] == [[n, "x" * 500] for n in range(1200)]
     assert cache.load("test", "before") == 1 and len(_entries(tmp_path)) == 1201
+    # it holds answers (the holdout's too): only its owner reads the database and its write-ahead log
+    assert {path.name: path.stat().st_mode & 0o777 for path in tmp_path.glob(cache.DATABASE + "*")} == \
+        {cache.DATABASE: 0o600, cache.DATABASE + "-wal": 0o600, cache.DATABASE + "-shm": 0o600}
 
 
 def test_difficulty_labels_are_the_same_cold_warm_off_and_from_a_damaged_entry(finance, monkeypatch, tmp_path):
