@@ -95,9 +95,9 @@ _OPEN: dict[Path, sqlite3.Connection | None] = {}  # this process's connection t
 _LOCK = threading.Lock()  # one statement at a time on a connection: verification's threads share it
 
 
-def _close_before_fork() -> None:
-    """A SQLite connection must not cross a fork (the child would share its locks and write-ahead state): the
-    parent closes its connections, and each process opens its own when it next needs one."""
+def _close_connections() -> None:
+    """Close this process's connections; each is opened again when next needed. Called before every fork: a SQLite
+    connection must not cross one (the child would share its locks and write-ahead state)."""
     with _LOCK:
         for con in _OPEN.values():
             if con is not None:
@@ -105,7 +105,7 @@ def _close_before_fork() -> None:
         _OPEN.clear()
 
 
-os.register_at_fork(before=_close_before_fork)
+os.register_at_fork(before=_close_connections)
 
 
 def _database(folder: Path) -> sqlite3.Connection | None:

@@ -103,7 +103,6 @@ def test_an_unwritable_cache_is_ignored(finance, monkeypatch, tmp_path):
 def test_a_file_that_is_not_a_database_is_replaced(finance, monkeypatch, tmp_path):
     spec, questions = finance
     (tmp_path / cache.DATABASE).write_bytes(b"not a SQLite database, something else wrote here" * 100)
-    cache._close_before_fork()  # forget connections opened by earlier tests in this process
     made = _prepare(spec, questions[:3], monkeypatch, str(tmp_path))
     assert made == _prepare(spec, questions[:3], monkeypatch, "off")
     assert len(_entries(tmp_path)) == len({q.gold_sql for q in questions[:3]})
