@@ -44,7 +44,7 @@ from sqlglot import exp
 
 from evalpack import cache
 from evalpack.questions import DIALECT, parse_gold
-from evalpack.scoring import ROWS_TYPE, cell_key, quote_ident, top_level_order_by
+from evalpack.scoring import ROWS_TYPE, cell_key, kept_order, parsed_order_by, quote_ident
 
 SIGNIFICANT_DIGITS = 12  # floats compare at this many significant digits (summation-order noise is below it)
 
@@ -323,28 +323,22 @@ def same_rows(a: Iterable[tuple], b: Iterable[tuple], round_decimals: int | None
 def in_order(answer_type: str | None, sql: str) -> bool:
     """Whether the answer of ``sql`` is compared in order: a result set (``rows``) whose query has a
     top-level ORDER BY (as the answer comparison decides; scalars have one row). DuckDB's parser decides, on
-    a connection of its own: no rotation needs loading to know it. Each answer is kept per text, here and on disk."""
-    if answer_type != ROWS_TYPE or not isinstance(sql, str):
+    a connection of its own: no rotation needs loading to know it. Each answer is kept per text, in this process
+    (:func:`evalpack.scoring.kept_order`) and on disk."""
+    if answer_type != ROWS_TYPE:
         return False
     with _PARSER_LOCK:
-        known = _IN_ORDER.get(sql)
-        if known is None:
-            if len(_IN_ORDER) >= IN_ORDER_KEPT:
-                _IN_ORDER.clear()
-            known = _IN_ORDER[sql] = _ordered(sql)
-        return known
+        return kept_order(sql, _ordered)
 
 
 def _ordered(sql: str) -> bool:
-    """:func:`evalpack.scoring.top_level_order_by` of ``sql``, through the cache on disk (keyed by the text, DuckDB's
+    """:func:`evalpack.scoring.parsed_order_by` of ``sql``, through the cache on disk (keyed by the text, DuckDB's
     version and evalpack.scoring's source): a rebuild whose checks are all cached opens no DuckDB database at all."""
     return cache.remembered("ordered", ("evalpack.scoring",), [f"duckdb {duckdb.__version__}", sql],
-                            lambda: top_level_order_by(_parser(), sql),
+                            lambda: parsed_order_by(_parser(), sql),
                             decode=lambda stored: stored if isinstance(stored, bool) else None)
 
 
-IN_ORDER_KEPT = 4096  # SQL texts whose in_order answer a process keeps
-_IN_ORDER: dict[str, bool] = {}
 _PARSER_LOCK = threading.Lock()
 _PARSERS: dict[int, duckdb.DuckDBPyConnection] = {}
 

@@ -396,13 +396,19 @@ def top_level_order_by(con: duckdb.DuckDBPyConnection, sql: str) -> bool:
     """Whether the (single) statement ``sql`` orders its final result (DuckDB's parser decides: ``con``'s
     tables and settings play no part, so the answer is kept per text; a build asks it of each gold SQL
     again on every rotation)."""
+    return kept_order(sql, lambda text: parsed_order_by(con, text))
+
+
+def kept_order(sql: str, decide: Callable[[str], bool]) -> bool:
+    """Whether ``sql`` orders its final result, as ``decide`` (text -> bool) says the first time this process asks
+    of that text (:func:`top_level_order_by`; a build decides through its cache on disk); False for what is not text."""
     if not isinstance(sql, str):
         return False
     known = _ORDERED.get(sql)
     if known is None:
         if len(_ORDERED) >= ORDERED_KEPT:
             _ORDERED.clear()
-        known = _ORDERED[sql] = _parsed_order_by(con, sql)
+        known = _ORDERED[sql] = decide(sql)
     return known
 
 
@@ -410,7 +416,8 @@ ORDERED_KEPT = 4096  # SQL texts whose top_level_order_by answer is kept
 _ORDERED: dict[str, bool] = {}
 
 
-def _parsed_order_by(con: duckdb.DuckDBPyConnection, sql: str) -> bool:
+def parsed_order_by(con: duckdb.DuckDBPyConnection, sql: str) -> bool:
+    """:func:`top_level_order_by` worked out by DuckDB's parser on ``con``, without the answers kept per text."""
     try:
         text = con.execute("SELECT json_serialize_sql(?)", [sql]).fetchone()[0]
         tree = json.loads(text)

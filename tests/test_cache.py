@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from evalpack import cache, golden, nearmiss, verify
+from evalpack import cache, golden, nearmiss, scoring, verify
 from evalpack import questions as questions_module
 from evalpack.build import build_pack, links_of
 from evalpack.plan import plan_pack
@@ -182,7 +182,7 @@ def test_whether_a_result_set_is_ordered_is_the_same_cold_warm_off_and_from_a_da
 
     def ask(folder: str) -> list[bool]:
         monkeypatch.setenv(cache.CACHE_ENV, folder)
-        golden._IN_ORDER.clear()
+        scoring._ORDERED.clear()
         return [golden.in_order("rows", sql) for sql in asked]
 
     off = ask("off")
@@ -218,7 +218,7 @@ def test_a_rotation_checked_before_is_not_checked_again_and_gives_the_same_pack(
     monkeypatch.setattr(verify, "check_question", refuse)
     monkeypatch.setattr(verify, "rotation_connection", refuse)
     monkeypatch.setattr(questions_module, "label", refuse)  # the difficulty labels are found too
-    golden._IN_ORDER.clear()  # which result sets are compared in order: found on disk, without a DuckDB parser
+    scoring._ORDERED.clear()  # which result sets are compared in order: found on disk, without a DuckDB parser
     monkeypatch.setattr(golden, "_parser", refuse)
     again = build_pack(SCHEMAS / "finance.yaml", tmp_path / "again", rotations=2)
     monkeypatch.undo()
