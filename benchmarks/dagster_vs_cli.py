@@ -16,6 +16,9 @@ evalpack's cache on disk (prepared mutants, studied rotations) is a fresh empty 
 round by default (`--cache cold`: both do all the work, as a first build of the spec does); `--cache warm`
 gives both sides one folder per round, filled by an unmeasured `evalpack build` first.
 
+`--floor` adds, each round, `benchmarks/dagster_floor.py` on a fresh DAGSTER_HOME: the same job shape with steps
+that do nothing, its run's RUN_START to RUN_SUCCESS time: what Dagster itself costs a run of the pack.
+
 Ratios are Dagster / CLI. The packs of every round must be byte-identical (every file), else the
 script exits 1.
 """
@@ -59,6 +62,16 @@ def run_duration(dagster_home: Path) -> float:
         return stamp(DagsterEventType.RUN_SUCCESS) - stamp(DagsterEventType.RUN_START)
 
 
+def floor_run(dagster_home: Path, env: dict) -> float:
+    """RUN_START to RUN_SUCCESS of the no-op job (benchmarks/dagster_floor.py) on a fresh ``dagster_home``."""
+    dagster_home.mkdir(parents=True)
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "dagster_floor.py")], cwd=ROOT,
+                          env={**env, "DAGSTER_HOME": str(dagster_home)}, capture_output=True, text=True)
+    if done.returncode != 0:
+        sys.exit(f"benchmarks/dagster_floor.py exited {done.returncode}:\n{done.stderr[-3000:]}")
+    return float(done.stdout.split()[-1])
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--spec", default="schemas/retail.yaml")
@@ -66,13 +79,15 @@ def main() -> int:
     parser.add_argument("--executor", help="EVALPACK_EXECUTOR for the Dagster side (default: the code location's)")
     parser.add_argument("--cache", choices=("cold", "warm"), default="cold",
                         help="evalpack's cache on disk: empty for each side (cold), or filled first (warm)")
+    parser.add_argument("--floor", action="store_true",
+                        help="also run the job's shape with no-op steps (benchmarks/dagster_floor.py) each round")
     args = parser.parse_args()
     load = os.getloadavg()
     spec = ROOT / args.spec
     pack = spec.stem
     if spec.parent != ROOT / "schemas":
         sys.exit("--spec must be a file under schemas/ (Dagster builds the packs of that folder)")
-    cli_times, dagster_times, run_times = [], [], []
+    cli_times, dagster_times, run_times, floor_times = [], [], [], []
     with tempfile.TemporaryDirectory() as tmp:
         for i in range(args.rounds):
             base = Path(tmp) / f"round{i}"
@@ -97,8 +112,11 @@ def main() -> int:
             if differing:
                 print(f"round {i}: the packs differ in {differing}")
                 return 1
+            if args.floor:
+                floor_times.append(floor_run(base / "floor_home", env))
             print(f"round {i}: cli {cli_times[-1]:.2f} s, dagster command {dagster_times[-1]:.2f} s, "
-                  f"dagster run {run_times[-1]:.2f} s; packs byte-identical ({len(ours)} files)", flush=True)
+                  f"dagster run {run_times[-1]:.2f} s; packs byte-identical ({len(ours)} files)"
+                  + (f"; no-op run {floor_times[-1]:.2f} s" if args.floor else ""), flush=True)
     cli, command, run = (statistics.median(t) for t in (cli_times, dagster_times, run_times))
     print(f"\n{args.spec}, {args.rounds} rounds, medians, executor {args.executor or 'default'}, cache {args.cache}, "
           f"load average at the start {' '.join(f'{x:.2f}' for x in load)}:")
@@ -106,6 +124,9 @@ def main() -> int:
     print(f"| `evalpack build` | {cli:.2f} s | 1.00 |")
     print(f"| Dagster run (RUN_START to RUN_SUCCESS) | {run:.2f} s | {run / cli:.2f} |")
     print(f"| `python -m pipelines.run` (whole command) | {command:.2f} s | {command / cli:.2f} |")
+    if floor_times:
+        floor = statistics.median(floor_times)
+        print(f"| the same job, steps that do nothing (run) | {floor:.2f} s | {floor / cli:.2f} |")
     return 0
 
 
