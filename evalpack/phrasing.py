@@ -10,6 +10,7 @@ without it. Which phrasing a question uses is chosen from the pack's seed; the o
 from __future__ import annotations
 
 import datetime as dt
+import re
 from dataclasses import dataclass
 
 from evalpack.plan import stable_int
@@ -34,8 +35,17 @@ class Wording:
 
 
 def article(word: str) -> str:
-    """``a``/``an`` before ``word`` (by its first letter)."""
-    return f"an {word}" if word[:1].lower() in "aeiou" else f"a {word}"
+    """``a``/``an`` before ``word``, by how it is said: an order, a user, a unit, a one-off, an hour."""
+    spoken_vowel = word[:1].lower() in "aeiou"
+    if spoken_vowel and _SAID_WITH_CONSONANT.match(word) or not spoken_vowel and _SILENT_H.match(word):
+        spoken_vowel = not spoken_vowel
+    return f"an {word}" if spoken_vowel else f"a {word}"
+
+
+# words spelled with a vowel but said with a consonant ("you", "w"), and the h that is not said
+_SAID_WITH_CONSONANT = re.compile(r"(?:uni(?![mnd])|use|usa|usu|uti|ubi|uku|ura|ure|uri|uro|eu|ewe|one\b|once)",
+                                  re.IGNORECASE)
+_SILENT_H = re.compile(r"(?:hour|honest|honor|honour|heir)", re.IGNORECASE)
 
 
 def month_words(month: dt.date) -> str:

@@ -133,6 +133,7 @@ class KeyFacts:
     orphans: int
     nulls: int
     inside: bool = False  # the orphans sit among the rows questions read (a declared month, or a table without one)
+    child_rows: int = 0  # the child table's planned rows (not the declared count an average transaction replaces)
 
 
 @dataclass(frozen=True)
@@ -357,6 +358,16 @@ def _spread_cents(parts: np.ndarray, decimals: int) -> np.ndarray:
     return parts
 
 
+def _rate_months(col: Column, span: list[dt.date]) -> list[dt.date]:
+    """The months a table with a rate curve (and no outcome curve or waterfall) spreads its rows over: every month of
+    its time column's declared range when that range holds the points' ``span`` (as Misata spreads them; the months
+    without a point keep the column's own rate), else the span itself."""
+    if col.type not in ("date", "datetime") or not col.dated or col.start is None or col.end is None:
+        return span
+    first, last = col.start.replace(day=1), col.end.replace(day=1)
+    return _months_between(first, last) if first <= span[0] and span[-1] <= last else span
+
+
 def _zone_room(col: Column, months: list[dt.date]) -> tuple[bool, bool]:
     """Whether the time column's declared range leaves room before/after the window (a text period column,
     which holds the declared months' labels, has none)."""
@@ -427,8 +438,11 @@ class _Planner:
         elif fall:
             months = [p.month for p in fall.points]
         else:
-            months = _months_between(rate.points[0].month, rate.points[-1].month)
+            months = _rate_months(tcol, _months_between(rate.points[0].month, rate.points[-1].month))
         room_before, room_after = _zone_room(tcol, months)
+        # rows on either side of the months questions ask about: the zones, or months of the range without a point
+        asked = [p.month for p in rate.points] if rate and not (curve or fall) else months
+        watched_before, watched_after = room_before or months[0] < min(asked), room_after or months[-1] > max(asked)
 
         orphans = {k.child_column: k.orphans for k in keys if k.child_table == table.name and k.orphans}
         fk_nulls = {k.child_column: k.nulls for k in keys if k.child_table == table.name and k.nulls}
@@ -465,10 +479,10 @@ class _Planner:
                 f"{table.name}.{time_column}: a text period column holds only the declared months' labels, so an "
                 "off-by-one mistake at the outer edges cannot be caught; a date column with a month of room on each "
                 "side can")
-        elif not (room_before and room_after):
+        elif not (watched_before and watched_after):
             self.warnings.append(
                 f"{table.name}.{time_column}: the column's range leaves no room "
-                f"{'before' if not room_before else 'after'} the declared months, so an off-by-one mistake at "
+                f"{'before' if not watched_before else 'after'} the declared months, so an off-by-one mistake at "
                 f"that outer edge cannot be caught; widen start/end by a month")
 
         measure = curve.column if curve else (fall.amount_column if fall else None)
@@ -586,10 +600,13 @@ class _Planner:
                     raise self.err(f"rate_curves[{spec.rate_curves.index(rate)}]", rate.line,
                                    f"rate point {point:%Y-%m} lies outside {table.name}'s planned months "
                                    f"{months[0]:%Y-%m} to {months[-1]:%Y-%m}")
+            own = table.column(rate.column).rate
             if rate.interpolate:
                 rate_by_month = self._interpolate_rates(declared, months)
+                first, last = min(m for m, _ in declared), max(m for m, _ in declared)
+                if own is not None:  # the months before the first point and after the last keep the column's own
+                    rate_by_month = [r if first <= m <= last else own for m, r in zip(months, rate_by_month)]
             else:  # Misata's `interpolate: false`: only the declared months are held; the others keep the column's
-                own = table.column(rate.column).rate
                 at = dict(declared)
                 rate_by_month = [at.get(m, 0.5 if own is None else own) for m in months]
             flagged = [round_fraction(Fraction(r).limit_denominator(10**9) * n) for r, n in zip(rate_by_month, rows)]
@@ -1121,7 +1138,8 @@ def plan_rotation(spec: Spec, seed: int) -> RotationPlan:
     plans = planner.deleted_keys(plans, keys)
     plans, parents = planner.plan_links(plans, keys)
     keys = [replace(k, inside=any(dict(chunk.orphans).get(k.child_column) for chunk in plans[k.child_table].chunks
-                                  if chunk.kind in ("month", "block"))) for k in keys]
+                                  if chunk.kind in ("month", "block")), child_rows=plans[k.child_table].rows)
+            for k in keys]
     ledgers = tuple(p.ledger for p in plans.values() if p.ledger)
     key = AnswerKey(tuple(curves), tuple(rates), ledgers, tuple(falls), tuple(keys), tuple(planner.segment_facts),
                     tuple(parents))

@@ -14,7 +14,7 @@ import functools
 import hashlib
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from decimal import ROUND_CEILING, ROUND_FLOOR, ROUND_HALF_EVEN, Decimal
 from pathlib import Path
 from typing import Any
@@ -34,6 +34,7 @@ NAME_RE = re.compile(r"^[a-z][a-z0-9_]*$")
 IDENT_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 SEMVER_RE = re.compile(r"^\d+\.\d+\.\d+(?:[-+][0-9A-Za-z.-]+)?$")
 PERIOD_RE = re.compile(r"^(\d{4})-(\d{2})$")
+QUARTER_RE = re.compile(r"^(\d{4})-?[Qq]([1-4])$")
 # `repo:` the Hub repo id, the rule of publish.layout.check_repo_id (copied: the engine imports no publish)
 REPO_ID_RE = re.compile(r"^[A-Za-z0-9][\w.-]{0,95}/[A-Za-z0-9][\w.-]{0,95}$")
 # `license:` the Hub's license identifiers, from huggingface/hub-docs docs/hub/repositories-licenses.md
@@ -699,6 +700,12 @@ class _Reader:
             m = PERIOD_RE.fullmatch(value)
             if m and 1 <= int(m.group(2)) <= 12 and int(m.group(1)) >= 1:
                 return self.in_dates(dt.date(int(m.group(1)), int(m.group(2)), 1), path)
+            quarter = QUARTER_RE.fullmatch(value.strip())
+            if quarter:  # Misata's quarter label: evalpack holds facts per month
+                first = 3 * int(quarter.group(2)) - 2
+                months = ", ".join(f"{quarter.group(1)}-{first + i:02d}" for i in range(3))
+                raise self.err(path, f"expected a period 'YYYY-MM', got the quarter {value!r}: evalpack declares a "
+                               f"fact per month; write one point for each of its months ({months}) or for one of them")
         raise self.err(path, f"expected a period 'YYYY-MM', got {_kind(value)}")
 
     def sequence(self, value: Any, path: tuple) -> list:
@@ -1350,6 +1357,28 @@ def _rate_months(r: _Reader, value: Any, path: tuple, span: tuple[dt.date, dt.da
                     f"holds no such month; Misata reads 1-12 as a calendar month of every year and a larger number "
                     "as the N-th month of the range")
     return named
+
+
+def _date_by_curve(r: _Reader, curve: OutcomeCurve, tables: dict[str, Table], undated: set[tuple[str, str]]
+                   ) -> OutcomeCurve:
+    """Misata dates the rows of a curve whose date column declares no start or end inside the curve's months: such a
+    column's range becomes those months (every curve's on it), in ``tables``, with a note in the build's warnings.
+    ``undated``: the columns dated so, by the curves read before."""
+    table = tables.get(curve.table)
+    col = table.column(curve.time_column) if table else None
+    key = (curve.table, curve.time_column)
+    if col is None or col.type not in ("date", "datetime") or (col.dated and key not in undated):
+        return curve
+    first, last = curve.points[0].month, add_months(curve.points[-1].month, 1) - dt.timedelta(days=1)
+    if key in undated:
+        first, last = min(first, col.start), max(last, col.end)
+    undated.add(key)
+    dated = replace(col, start=first, end=last, dated=True)
+    tables[curve.table] = replace(table, columns=tuple(dated if c.name == col.name else c for c in table.columns))
+    r.notes.append(f"{r.doc.file}:{col.line}: tables.{curve.table}.columns.{col.name} declares no start or end: its "
+                   f"range is the outcome curve's months, {first:%Y-%m} to {last:%Y-%m}, as Misata dates such rows; "
+                   "write start: and end: to say so (a month of room on each side lets an off-by-one window fail)")
+    return curve
 
 
 def _read_rate_curve(r: _Reader, raw: Any, path: tuple, tables: dict[str, Table]) -> RateCurve:
@@ -2031,12 +2060,15 @@ def parse_spec(text: str, *, file: str = "<spec>", seed: int | None = None, rota
     def many(key: str, reader) -> tuple:
         return tuple(reader(r, raw, (key, i)) for i, raw in enumerate(r.sequence(top.get(key, []), (key,))))
 
+    undated: set[tuple[str, str]] = set()  # time columns dated by their curves (_date_by_curve)
     read = {key: many(key, reader) for key, reader in (  # in the order of the file's sections, for messages
         ("relationships", _read_relationship),
-        ("outcome_curves", lambda rr, raw, p: _read_outcome_curve(rr, raw, p, table_map)),
+        ("outcome_curves", lambda rr, raw, p: _date_by_curve(rr, _read_outcome_curve(rr, raw, p, table_map), table_map,
+                                                             undated)),
         ("rate_curves", lambda rr, raw, p: _read_rate_curve(rr, raw, p, table_map)),
         ("group_shares", _read_group_shares),
         ("segment_shares", _read_segment_shares), ("per_parent", _read_per_parent))}
+    tables = [table_map[t.name] for t in tables]
     relationships, per_parent, rel_paths, pp_paths = _implied(
         r, top, tables, read["relationships"], read["per_parent"], read["outcome_curves"])
 

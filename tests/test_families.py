@@ -11,6 +11,7 @@ from pathlib import Path
 
 import duckdb
 
+from evalpack.build import build_pack
 from evalpack.difficulty import label
 from evalpack.families import FAMILIES
 from evalpack.plan import plan_pack
@@ -140,3 +141,54 @@ def test_every_new_question_verifies_on_every_rotation_of_the_pack(retail_pack):
     con.execute(f"CREATE VIEW orders AS SELECT * FROM read_parquet('{retail_pack}/rotations/seed_43/tables/orders.parquet')")
     rows = con.execute(series["gold_sql"]).fetchall()
     assert [[m, float(v)] for m, v in rows] == series["expected_answer"]
+
+
+RESIZED = """\
+name: resized_child
+seed: 42
+tables:
+  users:
+    rows: 800
+    columns:
+      user_id: {type: int, unique: true}
+  subscriptions:
+    rows: 6000
+    columns:
+      subscription_id: {type: int, unique: true}
+      user_id: {type: foreign_key}
+      amount: {type: float, min: 5, max: 2000}
+      start_date: {type: date, start: "2024-01-01", end: "2024-12-31"}
+relationships:
+  - {parent: users.user_id, child: subscriptions.user_id, orphans: 7, nulls: 5}
+outcome_curves:
+  - table: subscriptions
+    column: amount
+    time_column: start_date
+    avg_transaction_value: 250
+    start_date: "2024-01-01"
+    curve_points:
+      - {month: 1, target_value: 50000}
+      - {month: 6, target_value: 110000}
+      - {month: 12, target_value: 200000}
+"""
+
+
+def test_a_join_count_counts_the_planned_rows_where_an_average_transaction_resizes_the_child(tmp_path):
+    """Misata's dbt example: avg_transaction_value plans the child table's rows (5,844 here, not the declared 6,000);
+    the rows that find their parent are counted from the plan, so the question ships and the data holds it."""
+    spec_path = tmp_path / "resized.yaml"
+    spec_path.write_text(RESIZED)
+    spec = load_spec(spec_path)
+    plan = plan_pack(spec)[0]
+    planned = plan.table("subscriptions").rows
+    assert planned != 6000
+    (linked,) = [q for q in derive_questions(spec, (plan,)) if q.kind == "fk_linked"]
+    assert linked.expected_for(plan.rotation) == planned - 7 - 5
+    pack = build_pack(spec_path, tmp_path / "pack", rotations=1).path
+    manifest = json.loads((pack / "manifest.json").read_text())
+    assert not [d for d in manifest["dropped"] if d["kind"] == "fk_linked"]
+    tables = pack / "rotations" / plan.rotation / "tables"
+    with duckdb.connect() as con:
+        joined = con.execute(f"SELECT COUNT(*) FROM '{tables / 'subscriptions.parquet'}' AS c "
+                             f"JOIN '{tables / 'users.parquet'}' AS p ON c.user_id = p.user_id").fetchone()[0]
+    assert joined == planned - 7 - 5

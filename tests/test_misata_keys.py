@@ -139,6 +139,28 @@ def test_misata_rate_periods_name_calendar_and_running_months_and_interpolate_fa
     assert all(b.endswith(".") for b in table["bio"].to_pylist())
 
 
+@pytest.mark.parametrize("interpolate", ["false", "true"])
+def test_a_rate_curve_spreads_its_table_over_the_time_column_s_declared_range(interpolate):
+    """One rate point inside a three-year range (found in Misata's SaaS churn story): every month of the range holds
+    rows, the point's month its declared rate, the months the curve does not reach the column's own rate; not the
+    whole table in the point's month and one month either side."""
+    text = RATES.replace("interpolate: false", f"interpolate: {interpolate}").replace(
+        '      - {period: "3", rate: 0.1}\n      - {period: 20, rate: 0.3}\n', '      - {period: "2023-06", rate: 0.1}\n')
+    text = text.replace('start: "2023-01-01", end: "2024-12-31"', 'start: "2022-01-01", end: "2024-12-31"')
+    spec = parse_spec(text, file="churn.yaml")
+    plan = plan_rotation(spec, 42)
+    (facts,) = plan.answer_key.rates
+    assert [f"{m:%Y-%m}" for m in facts.months] == ["2023-06"] and abs(facts.flagged[0] - 0.1 * facts.rows[0]) <= 0.5
+    assert not [w for w in plan.warnings if "no room" in w]
+    table = pa.Table.from_batches(list(table_batches(spec, plan, "users")))
+    months = pa.compute.strftime(table["signed_up"], "%Y-%m").to_numpy(zero_copy_only=False)
+    churned = table["churned"].to_numpy(zero_copy_only=False)
+    counts = {m: int((months == m).sum()) for m in set(months)}
+    assert len(counts) == 36 and max(counts.values()) - min(counts.values()) <= 1  # 3,000 rows over 2022-2024
+    assert abs(churned[months == "2023-06"].mean() - 0.1) < 0.01
+    assert abs(churned[months != "2023-06"].mean() - 0.5) < 0.03
+
+
 @pytest.mark.parametrize("base, change, replacement, keypath, says", [
     (SPEC, "depends_on: plan", "depends_on: tier", "tables.customers.columns.fee.depends_on",
      "'tier' is not a column of this table"),
@@ -157,6 +179,9 @@ def test_misata_rate_periods_name_calendar_and_running_months_and_interpolate_fa
      "holds no such month"),
     (RATES, '{period: "3", rate: 0.1}', '{period: "March", rate: 0.1}', "rate_curves[0].rate_points[0].period",
      "expected a period 'YYYY-MM'"),
+    (RATES, '{period: "3", rate: 0.1}', '{period: "2023-Q2", rate: 0.1}', "rate_curves[0].rate_points[0].period",
+     "got the quarter '2023-Q2': evalpack declares a fact per month; write one point for each of its months "
+     "(2023-04, 2023-05, 2023-06)"),
     (RATES, "seats: {type: int, min: 1, max: 50, decimals: 0}", "seats: {type: int, min: 1, max: 50, decimals: 2}",
      "tables.users.columns.seats.decimals", "an int column holds whole numbers"),
     (RATES, "tier: {type: categorical, choices: [gold, silver, bronze, tin], sampling: zipf}",

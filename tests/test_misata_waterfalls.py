@@ -10,6 +10,7 @@ builds the same specs with Misata itself and scores its packs with `evalpack sco
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from dataclasses import dataclass
 from decimal import Decimal
@@ -17,10 +18,12 @@ from fractions import Fraction
 from pathlib import Path
 
 import duckdb
+import pyarrow as pa
 import pytest
 from test_spec import edit
 
 from evalpack.cli import main
+from evalpack.generate import table_batches
 from evalpack.plan import plan_rotation
 from evalpack.spec import parse_spec
 
@@ -260,10 +263,6 @@ REFUSALS = (
             ("tables.mrr_movements.columns.plate.text_type:", "Misata draws license_plate values for it",
              "write `type: categorical, choices: [...]`"),
             ("plate: {type: text, text_type: license_plate}", "plate: {type: categorical, choices: [AB1, CD2]}")),
-    Refusal("undated_time_column", edit(DATED, "ordered_on: {type: date}", base=CURVE),
-            ("outcome_curves[0].curve_points[0]:", "declares no start or end: Misata dates the rows inside the declared "
-             "months", 'start: "2024-01-01" (or earlier)'),
-            ("ordered_on: {type: date}", DATED)),
 )
 
 
@@ -282,6 +281,9 @@ READ = (
      "outcome_curves[0].concentration: read and not used: Misata spreads a period's total over its rows"),
     ("intra_period_pattern", edit(START, START + "    intra_period_pattern: weekday_heavy\n", base=CURVE),
      "outcome_curves[0].intra_period_pattern: read and not used: Misata leans a period's rows towards weekdays"),
+    # Misata's dbt example: a curve's date column without start or end is dated inside the curve's months
+    ("start", edit(DATED, "ordered_on: {type: date}", base=CURVE),
+     "tables.orders.columns.ordered_on declares no start or end: its range is the outcome curve's months"),
 )
 
 
@@ -312,3 +314,15 @@ def test_a_misata_spec_evalpack_cannot_build_is_refused_with_the_key_misata_and_
         assert old in refusal.text
         code, out, err, _ = build(refusal.text.replace(old, new), tmp_path, capsys, refusal.id + "_fixed")
         assert code == 0, err
+
+
+def test_a_curve_s_undated_date_column_takes_the_curve_s_months_as_its_range() -> None:
+    """As Misata dates such rows (its dbt example has no start or end on the curve's column): the range is the
+    first point's month to the last's, every row inside it; a declared range is left as written."""
+    spec = parse_spec(edit(DATED, "ordered_on: {type: date}", base=CURVE), file="curve.yaml")
+    col = spec.table("orders").column("ordered_on")
+    assert (col.start, col.end, col.dated) == (dt.date(2024, 1, 1), dt.date(2024, 3, 31), True)
+    assert parse_spec(CURVE, file="curve.yaml").table("orders").column("ordered_on").start == dt.date(2023, 12, 1)
+    plan = plan_rotation(spec, 42)
+    days = pa.Table.from_batches(list(table_batches(spec, plan, "orders")))["ordered_on"].to_pylist()
+    assert min(days) >= dt.date(2024, 1, 1) and max(days) <= dt.date(2024, 3, 31)

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from evalpack.errors import SpecError
-from evalpack.phrasing import SQL_PHRASING
+from evalpack.phrasing import SQL_PHRASING, article
 from evalpack.plan import plan_pack
 from evalpack.questions import derive_questions
 from evalpack.semantics import Semantics, column_words
@@ -106,3 +106,14 @@ def test_a_bad_semantics_key_names_its_line_and_key_path(semantics, where):
     with pytest.raises(SpecError) as caught:
         parse_spec(text, file="finance.yaml")
     assert str(caught.value).startswith("finance.yaml:") and where in str(caught.value), str(caught.value)
+
+
+@pytest.mark.parametrize(("word", "said"), [
+    ("order", "an order"), ("item", "an item"), ("event", "an event"), ("unknown", "an unknown"),
+    ("umbrella", "an umbrella"), ("uninsured", "an uninsured"), ("hour", "an hour"), ("honest", "an honest"),
+    ("user", "a user"), ("unit", "a unit"), ("usage", "a usage"), ("euro", "a euro"), ("one-off", "a one-off"),
+    ("customer", "a customer"), ("house", "a house"), ("User", "a User"),
+])
+def test_the_article_follows_how_the_word_is_said(word, said):
+    """Misata's SaaS story has a users table: "a user", never "an user" (found in its questions and card)."""
+    assert article(word) == said

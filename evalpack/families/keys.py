@@ -15,7 +15,6 @@ from evalpack.spec import Spec
 def drafts(spec: Spec, key: AnswerKey) -> Drafts:
     """One question per declared relationship, with this rotation's answer."""
     out: Drafts = []
-    rows = {t.name: t.rows for t in spec.tables}
     for k in key.keys:
         child, parent = Words(spec.semantics, k.child_table), Words(spec.semantics, k.parent_table)
         out.append((Draft(
@@ -29,7 +28,7 @@ def drafts(spec: Spec, key: AnswerKey) -> Drafts:
             parse(f"SELECT COUNT(*) FROM {k.child_table} AS c JOIN {k.parent_table} AS p "
                   f"ON c.{k.child_column} = p.{k.parent_column}"),
             "integer", None, "fk_linked", ("relationship", k.child_table, k.parent_table),
-            (k.child_table, k.parent_table)), rows[k.child_table] - k.orphans - k.nulls))
+            (k.child_table, k.parent_table)), k.child_rows - k.orphans - k.nulls))
     return out
 
 
