@@ -537,12 +537,17 @@ def _write(con: duckdb.DuckDBPyConnection, select: str, name: str, out: Path, so
 
 
 def _from_duckdb(path: Path, out: Path, source: Source) -> None:
-    con = duckdb.connect(":memory:")
+    """Every table and view of the main schema of the DuckDB file at ``path``. The file comes from outside: its views
+    (and generated columns) are SQL that runs when read, so it is read on a connection that can reach no file, network
+    or extension once the file is attached (:data:`LOCKED_DOWN`); the rows go to the pack's files through another."""
+    con, writer = duckdb.connect(":memory:"), duckdb.connect(":memory:")
     try:
         try:
             con.execute(f"ATTACH {_literal(str(path))} AS src (READ_ONLY)")
         except duckdb.Error as exc:
             raise EvalpackError(f"{path}: cannot open the DuckDB database read-only ({exc})") from None
+        for setting in LOCKED_DOWN:
+            con.execute(f"SET {setting}")
         found = con.execute(
             "SELECT schema_name, table_name, 'table' FROM duckdb_tables() WHERE database_name = 'src' UNION ALL "
             "SELECT schema_name, view_name, 'view' FROM duckdb_views() WHERE database_name = 'src' AND NOT internal "
@@ -552,7 +557,16 @@ def _from_duckdb(path: Path, out: Path, source: Source) -> None:
                 source.warnings.append(f"{path.name}: {schema}.{table} not imported (only tables of the main schema "
                                        "with plain names become pack tables)")
                 continue
-            _write(con, f"SELECT * FROM src.main.{quote_ident(table)}", table, out, source, kind)
+            select = f"SELECT * FROM src.main.{quote_ident(table)}"
+            try:
+                declared = {name: kind_ for name, kind_, *_ in con.execute(f"DESCRIBE {select}").fetchall()}
+                writer.register("__import_rows", con.sql(select).to_arrow_reader(IMPORT_BATCH_ROWS))
+                _write(writer, _as_declared(writer, declared), table, out, source, kind)
+            except duckdb.Error as exc:
+                raise EvalpackError(f"{path}: cannot read {kind} {table} ({str(exc).splitlines()[0]}); a view may "
+                                    "read only the database's own tables") from None
+            finally:
+                writer.unregister("__import_rows")
         for table, cols, parent, pcols in con.execute(
                 "SELECT table_name, constraint_column_names, referenced_table, referenced_column_names "
                 "FROM duckdb_constraints() WHERE database_name = 'src' AND schema_name = 'main' "
@@ -560,6 +574,26 @@ def _from_duckdb(path: Path, out: Path, source: Source) -> None:
             _add_foreign_key(source, table, list(cols), parent, list(pcols))
     finally:
         con.close()
+        writer.close()
+
+
+# what the connection reading a DuckDB file from outside may not do once the file is attached
+LOCKED_DOWN = ("autoinstall_known_extensions = false", "autoload_known_extensions = false",
+               "allow_community_extensions = false", "enable_external_access = false", "lock_configuration = true")
+IMPORT_BATCH_ROWS = 1 << 16
+# the types Arrow carries as others (HUGEINT as DECIMAL(38,0), UUID as text): cast back, so the files hold what a
+# direct copy of the table would
+_CAST_BACK = ("HUGEINT", "UHUGEINT", "UUID")
+
+
+def _as_declared(writer: duckdb.DuckDBPyConnection, declared: dict[str, str]) -> str:
+    """A SELECT of the rows registered as ``__import_rows`` with each column of a type in :data:`_CAST_BACK` cast back
+    to the type ``declared`` in the source."""
+    arrived = {name: kind for name, kind, *_ in writer.execute("DESCRIBE SELECT * FROM __import_rows").fetchall()}
+    columns = [f"CAST({quote_ident(name)} AS {declared[name]}) AS {quote_ident(name)}"
+               if declared.get(name) in _CAST_BACK and kind != declared[name] else quote_ident(name)
+               for name, kind in arrived.items()]
+    return f"SELECT {', '.join(columns)} FROM __import_rows"
 
 
 def _add_foreign_key(source: Source, table: str, cols: list[str], parent: str, pcols: list[str]) -> None:

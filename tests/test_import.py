@@ -558,6 +558,42 @@ def test_bad_data_and_existing_output_exit_2(sources, questions_file, tmp_path, 
                  "--force"]) == 0
 
 
+def test_a_duckdb_file_s_views_read_nothing_outside_it(tmp_path, capsys):
+    """A view is SQL from outside that runs when it is read: one reading a local file refuses the import (exit 2, one
+    line, nothing written, the file's content nowhere); one over the file's own tables is imported with its rows,
+    and its HUGEINT and UUID columns keep the types a direct copy gives."""
+    secret = tmp_path / "secret.txt"
+    secret.write_text("do-not-import-me")
+    data = tmp_path / "views.duckdb"
+    with duckdb.connect(str(data)) as con:
+        con.execute("CREATE TABLE t AS SELECT i AS id, i::HUGEINT AS big, uuid() AS u FROM range(5) r(i)")
+        con.execute("CREATE VIEW doubled AS SELECT id * 2 AS twice FROM t")
+    received = tmp_path / "q.jsonl"
+    received.write_text(json.dumps({"question": "How many?", "sql": "SELECT SUM(twice) FROM doubled", "answer": 20})
+                        + "\n")
+    pack = tmp_path / "pack"
+    assert main(["import", str(received), "--data", str(data), "-o", str(pack)]) == 0, capsys.readouterr().err
+    tables = pack / "rotations" / "seed_0" / "tables"
+    with duckdb.connect() as con:
+        assert con.execute(f"SELECT SUM(twice) FROM '{tables / 'doubled.parquet'}'").fetchall() == [(20,)]
+        types = dict(con.execute(f"SELECT column_name, column_type FROM (DESCRIBE SELECT * FROM "
+                                 f"'{tables / 't.parquet'}')").fetchall())
+    with duckdb.connect() as con:
+        con.execute(f"COPY (SELECT * FROM range(1) r(i), (SELECT 1::HUGEINT AS big, uuid() AS u)) TO "
+                    f"'{tmp_path / 'direct.parquet'}' (FORMAT parquet)")
+        direct = dict(con.execute(f"SELECT column_name, column_type FROM (DESCRIBE SELECT * FROM "
+                                  f"'{tmp_path / 'direct.parquet'}')").fetchall())
+    assert (types["big"], types["u"]) == (direct["big"], direct["u"])
+    capsys.readouterr()
+    with duckdb.connect(str(data)) as con:
+        con.execute(f"CREATE VIEW leak AS SELECT * FROM read_text('{secret}')")
+    leaked = tmp_path / "leaked"
+    assert main(["import", str(received), "--data", str(data), "-o", str(leaked)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "cannot read view leak" in err and "file system operations are disabled" in err
+    assert not leaked.exists() and not [p for p in tmp_path.iterdir() if p.name.startswith(".leaked")]
+
+
 @pytest.mark.parametrize(("text", "args", "message"), [
     ('[\n  {"question": "a"},\n  {"question": "b"\n]\n', [], "items.json: line 4 column 1: not valid JSON"),
     ('[\n{"sql": "SELECT 1"},\n7]\n', [], "items.json: no question could be read from 2 items (line 2: no question "
