@@ -86,6 +86,13 @@ def seal(spec: Spec, records: list[dict], previous: PreviousSplits | None = None
 def write_key(pack: Path, spec: Spec, sealed: Sealed) -> Path | None:
     """Write the answer key beside ``pack`` (replacing an older one there); remove a stale one when the
     pack has no holdout. Returns the key folder, or None."""
+    spec_file = Path(spec.path).name if spec.path else f"{spec.name}.yaml"
+    return _write_key(pack, sealed, {spec_file: spec.source.encode("utf-8")}, KEY_README.format(
+        name=spec.name, version=spec.version, count=len(sealed.key), rule=COMMITMENT_RULE, spec_file=spec_file,
+        folder=holdout_key_beside(pack).name))
+
+
+def _write_key(pack: Path, sealed: Sealed, files: dict[str, bytes], readme: str) -> Path | None:
     folder = holdout_key_beside(pack)
     if folder.exists():
         shutil.rmtree(folder)
@@ -94,12 +101,58 @@ def write_key(pack: Path, spec: Spec, sealed: Sealed) -> Path | None:
     folder.mkdir()
     lines = [json.dumps(r, ensure_ascii=False, separators=(",", ":")) for r in sealed.key]
     (folder / HOLDOUT_FILE).write_text("".join(line + "\n" for line in lines), encoding="utf-8")
-    spec_file = Path(spec.path).name if spec.path else f"{spec.name}.yaml"
-    (folder / spec_file).write_text(spec.source, encoding="utf-8")
-    (folder / "README.md").write_text(KEY_README.format(name=spec.name, version=spec.version, count=len(sealed.key),
-                                                        rule=COMMITMENT_RULE, spec_file=spec_file,
-                                                        folder=folder.name), encoding="utf-8")
+    for name, data in files.items():
+        (folder / name).write_bytes(data)
+    (folder / "README.md").write_text(readme, encoding="utf-8")
     return folder
+
+
+# what an imported record holds besides its gold SQL and answer that shows them: what arrived, what the query
+# returned (or why it failed), the second query and its answer, the rubric and the fields evalpack does not read
+RECEIVED_WITHHELD = ("authored_answer", "observed_answer", "error", "check_sql", "check_answer", "criteria",
+                     "failed_checks", "source_fields")
+RECEIVED_SALT_RULE = ("SHA-256 (hex) of 'evalpack-holdout-salt', the questions file's bytes as received and the "
+                      "question's id, joined by U+001F: secret as long as the file is (with a holdout it is kept in "
+                      "the answer key, not in the pack)")
+RECEIVED_KEY_README = """# Holdout answer key of {name}
+
+Private. This folder holds the gold SQL and expected answers of the {count} holdout questions of the pack
+`{name}`, imported from `{file}`. The public pack carries each holdout question's text and a commitment in place
+of what is here; never publish this folder with it.
+
+- `holdout.jsonl`: one record per holdout question: `id`, `gold_sql`, `expected_answer`, what the import found
+  about it (`authored_answer`, `observed_answer`, `error`, `check_sql`, `check_answer`, `criteria`,
+  `failed_checks`, `source_fields`, `next_step`), `salt` and `commitment`. The commitment is {rule}.
+- `{file}`: the questions file as received, byte for byte (it holds every answer, so it is kept here, not in the
+  pack's `as-received/`).
+
+Score the holdout with `evalpack score PACK --candidates FILE --holdout-key {folder}` or
+`python PACK/verify.py --holdout-key {folder}`; every record is checked against its commitment first.
+"""
+
+
+def seal_received(records: list[dict], received: bytes, notes: dict[str, str]) -> Sealed:
+    """An imported pack's holdout, withheld as a built pack's is (:func:`seal`): the gold SQL and answer behind a
+    commitment, and the import's own fields that show them (:data:`RECEIVED_WITHHELD`, and ``notes``: id -> what
+    would make it scorable, which names what the query returned) in the key only (:data:`RECEIVED_SALT_RULE`)."""
+    hidden = WITHHELD + RECEIVED_WITHHELD
+    public, key = [], []
+    for r in records:
+        if r.get("split") != "holdout":
+            public.append(r)
+            continue
+        s = hashlib.sha256(b"\x1f".join((b"evalpack-holdout-salt", received, r["id"].encode("utf-8")))).hexdigest()
+        promise = commitment(r, s)
+        key.append({"id": r["id"], **{k: r.get(k) for k in hidden}, "next_step": notes.get(r["id"]), "salt": s,
+                    "commitment": promise})
+        public.append({**{k: (None if k in hidden else v) for k, v in r.items()}, "commitment": promise})
+    return Sealed(tuple(public), tuple(key))
+
+
+def write_received_key(pack: Path, name: str, file_name: str, received: bytes, sealed: Sealed) -> Path | None:
+    """An imported pack's answer key beside ``pack`` (:func:`write_key`), with the questions file as received."""
+    return _write_key(pack, sealed, {file_name: received}, RECEIVED_KEY_README.format(
+        name=name, count=len(sealed.key), file=file_name, rule=COMMITMENT_RULE, folder=holdout_key_beside(pack).name))
 
 
 def read_previous(pack: str | Path) -> PreviousSplits | None:

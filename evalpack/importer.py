@@ -9,7 +9,8 @@ folder of Parquet/CSV tables, one table per file. The pack has the layout of a b
 rotation, ``rotations/seed_0`` (one database, no generator seed: 0 marks "as received"):
 
 ```
-PACK/as-received/<QUESTIONS file name>   the questions file byte for byte (never edited, not even line endings)
+PACK/as-received/<QUESTIONS file name>   the questions file byte for byte (never edited, not even line endings);
+                                         with a holdout it is in PACK.holdout-key/ instead (it holds every answer)
 PACK/rotations/seed_0/tables/<t>.parquet and <t>.csv   every table of DB
 PACK/questions.jsonl  certificate.json  manifest.json  verify.py  attestation.intoto.json
 ```
@@ -75,10 +76,10 @@ import hashlib
 import io
 import json
 import re
-import shutil
 import sqlite3
 from collections import Counter
-from dataclasses import dataclass, field
+from collections.abc import Collection
+from dataclasses import dataclass, field, replace
 from decimal import ROUND_HALF_EVEN, Decimal
 from pathlib import Path
 from typing import Any
@@ -100,10 +101,11 @@ from evalpack.audit import (
     run_query,
     worker_runner,
 )
-from evalpack.build import assemble_pack, publish_dir, staging_dir
+from evalpack.build import assemble_pack, discard, publish_dir, staging_dir
 from evalpack.certify import HASHES
 from evalpack.errors import EvalpackError
 from evalpack.golden import Runner, empty_text, first_difference, in_order, shown, typed
+from evalpack.holdout import seal_received, write_received_key
 from evalpack.layout import QUESTIONS, PackLayout, rotation_name
 from evalpack.scoring import (
     COMPARISON_RULE,
@@ -901,6 +903,11 @@ def report_lines(received: Received, classified: list[Classified], unparsed: lis
 # --------------------------------------------------------------------------- the pack
 
 
+HELD_OUT_STEP = "a holdout question: what its query returned and what would make it scorable are in the answer key"
+HELD_OUT_FILE = ("the file holds the holdout's answers: it is in the holdout answer key (PACK.holdout-key), byte for "
+                 "byte; its SHA-256 is above")
+
+
 @dataclass(frozen=True)
 class ImportResult:
     path: Path
@@ -944,8 +951,9 @@ def _pack_name(out: Path) -> str:
     return name if re.match(r"[a-z]", name) else f"pack_{name}"
 
 
-def certificate(classified: list[Classified]) -> dict:
-    """The import's verification run: per question with a gold query, what it returned and its checks."""
+def certificate(classified: list[Classified], held: Collection[str] = ()) -> dict:
+    """The import's verification run: per question with a gold query, what it returned and its checks; of a ``held``
+    (holdout) question only whether it matched and its checks: what it returned is in the answer key."""
     scored = [c for c in classified if c.run is not None]
     scorable = [c for c in classified if c.record["status"] == "scorable"]
     return {
@@ -962,8 +970,9 @@ def certificate(classified: list[Classified]) -> dict:
         },
         "questions": [
             {"id": c.record["id"], "status": c.record["status"],
-             "results": {ROTATION: {"observed": c.run.value if c.run.error is None else None, "error": c.run.error,
-                                    "match": bool(c.checks and c.checks["matches"]), "checks": c.checks}}}
+             "results": {ROTATION: {**({} if c.record["id"] in held else {
+                 "observed": c.run.value if c.run.error is None else None, "error": c.run.error}),
+                 "match": bool(c.checks and c.checks["matches"]), "checks": c.checks}}}
             for c in scored
         ],
         "scorable": len(scorable),
@@ -1032,8 +1041,6 @@ def import_pack(questions: str | Path, *, data: str | Path, output: str | Path, 
     try:
         tables_dir = PackLayout(staging).tables(ROTATION)
         source = write_source(data, tables_dir)
-        (staging / RECEIVED).mkdir()
-        (staging / RECEIVED / questions.name).write_bytes(raw)
         # the questions' SQL comes from outside: it runs like a candidate's, in a sandbox worker process;
         # this connection runs only the link counts evalpack writes. Links: --link first, the database's own
         # foreign keys on the columns those leave, then inference for the rest (audit.infer_links)
@@ -1047,11 +1054,20 @@ def import_pack(questions: str | Path, *, data: str | Path, output: str | Path, 
             classified = [classify(con, case, links, worker_runner(worker)) for case in cases]
         records = [c.record for c in classified]
         assign_splits(records, file_sha, holdout)
+        # a holdout question's answer stays out of the pack: its record is sealed, its next step (which names what
+        # its query returned) and the file as received (which holds every answer) go to the answer key beside it
+        held = {r["id"] for r in records if r["split"] == "holdout"}
+        sealed = seal_received(records, raw, {c.record["id"]: c.next_step for c in classified if c.record["id"] in held})
+        shown = [replace(c, next_step=HELD_OUT_STEP) if c.record["id"] in held else c for c in classified]
         relationships = [{**lc.to_dict(), "inferred": False} for lc in declared] + inferred
-        report = report_lines(received, classified, unparsed, relationships=relationships)
+        report = report_lines(received, shown, unparsed, relationships=relationships)
         manifest = _manifest(_pack_name(output), questions.name, received, file_sha, len(raw), source, holdout,
-                             relationships, classified, unparsed, report)
-        assemble_pack(staging, records, certificate(classified), manifest)
+                             relationships, shown, unparsed, report, received_in_pack=not held)
+        if not held:
+            (staging / RECEIVED).mkdir()
+            (staging / RECEIVED / questions.name).write_bytes(raw)
+        assemble_pack(staging, list(sealed.public), certificate(classified, held), manifest)
+        write_received_key(staging, _pack_name(output), questions.name, raw, sealed)
         external = {"import": {"questions": {"name": questions.name, "sha256": file_sha},
                                "data": {"kind": source.kind, "name": source.name, "sha256": source.digests}},
                     "seeds": [0], "rotations": 1, "answers": "shared", "holdout": holdout}
@@ -1070,14 +1086,14 @@ def import_pack(questions: str | Path, *, data: str | Path, output: str | Path, 
                 + "\n".join(f"  {line}" for line in reasons), report, reasons)
         publish_dir(staging, output)
     except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
+        discard(staging)
         raise
-    return ImportResult(output, records, unparsed, report, manifest)
+    return ImportResult(output, list(sealed.public), unparsed, report, manifest)
 
 
 def _manifest(name: str, file_name: str, received: Received, file_sha: str, size: int, source: Source,
               holdout: float, relationships: list[dict], classified: list[Classified], unparsed: list[Unparsed],
-              report: list[str]) -> dict:
+              report: list[str], received_in_pack: bool = True) -> dict:
     records = [c.record for c in classified]
     status = Counter(r["status"] for r in records)
     groups = Counter(c.group for c in classified if c.record["status"] == "provisional")
@@ -1091,8 +1107,9 @@ def _manifest(name: str, file_name: str, received: Received, file_sha: str, size
         "answers": "shared",
         "holdout": holdout,
         "source": {
-            "questions": {"file": file_name, "as_received": f"{RECEIVED}/{file_name}", "sha256": file_sha,
-                          "bytes": size, "format": received.format, received.unit: received.count},
+            "questions": {"file": file_name, "as_received": f"{RECEIVED}/{file_name}" if received_in_pack else None,
+                          **({} if received_in_pack else {"withheld": HELD_OUT_FILE}),
+                          "sha256": file_sha, "bytes": size, "format": received.format, received.unit: received.count},
             "data": {"kind": source.kind, "name": source.name, "sha256": source.digests},
         },
         "hashes": {**HASHES,

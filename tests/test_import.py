@@ -9,17 +9,19 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 import sqlite3
 from pathlib import Path
 
 import duckdb
+import pyarrow.parquet as pq
 import pytest
 
 import evalpack
 from evalpack.audit import describe_link, infer_links
 from evalpack.cli import main
 from evalpack.errors import EvalpackError
-from evalpack.importer import ImportRefused, import_pack
+from evalpack.importer import HELD_OUT_STEP, ImportRefused, import_pack
 from evalpack.verify import Link, gradable
 
 SPAIN_LINKS, SPAIN_FILMS = 2662, 2661
@@ -623,6 +625,52 @@ def test_split_is_frozen_from_file_and_question_hashes(sources, questions_file, 
     assert {r["id"] for r in ranked[:2]} == {r["id"] for r in a.records if r["split"] == "holdout"}
     with pytest.raises(EvalpackError, match="--holdout 1.5"):
         import_pack(questions_file, data=sources["duckdb"], output=tmp_path / "c", holdout=1.5)
+
+
+def test_an_imported_holdout_keeps_its_answers_out_of_the_pack(sources, questions_file, tmp_path, capsys):
+    """--holdout seals as a build does: a holdout question's gold SQL and answer, and everything the import found
+    that shows them (what arrived, what the query returned, the next step, the file as received), are in the answer
+    key beside the pack and in no file of it; the key scores them, and the pack alone scores only the rest."""
+    pack = tmp_path / "pack"
+    result = import_pack(questions_file, data=sources["duckdb"], output=pack, holdout=0.3)
+    key = tmp_path / "pack.holdout-key"
+    entries = [json.loads(line) for line in (key / "holdout.jsonl").read_text().splitlines()]
+    held = {e["id"] for e in entries}
+    assert held == {r["id"] for r in result.records if r["split"] == "holdout"} and len(held) == 2
+    assert (key / questions_file.name).read_bytes() == QUESTIONS and not (pack / "as-received").exists()
+    secrets = [json.dumps(e[f]) for e in entries for f in ("gold_sql", "expected_answer", "authored_answer",
+                                                           "observed_answer") if e[f] is not None]
+    assert secrets and all(len(text) > 2 for text in secrets)
+    files = {p.relative_to(pack).as_posix(): p for p in pack.rglob("*") if p.is_file() and "rotations" not in p.parts}
+    texts = {name: path.read_text(encoding="utf-8") for name, path in files.items() if path.suffix != ".parquet"}
+    texts.update({name: json.dumps(pq.read_table(path).to_pylist(), default=str) for name, path in files.items()
+                  if path.suffix == ".parquet"})
+    for text in secrets:
+        body = text.strip('"')
+        assert not [name for name, content in texts.items() if body in content or text in content], text
+    public = records(pack)
+    assert all(public[i]["gold_sql"] is None and public[i]["expected_answer"] is None and public[i]["commitment"]
+               for i in held)
+    steps = {c["id"]: c["next_step"] for c in json.loads((pack / "manifest.json").read_text())["classification"]}
+    assert all(steps[i] == HELD_OUT_STEP for i in held) and all(e["next_step"] for e in entries)
+    gold = tmp_path / "gold.jsonl"
+    entries_by_id = {e["id"]: e for e in entries}
+    answers = [{"id": i, "sql": (entries_by_id[i]["gold_sql"] if i in held else r["gold_sql"])}
+               for i, r in public.items() if (r["gold_sql"] or i in held) and (entries_by_id.get(i) or r)["gold_sql"]]
+    gold.write_text("".join(json.dumps(a) + "\n" for a in answers))
+    capsys.readouterr()
+    alone = tmp_path / "downloaded" / "pack"  # the pack without its key beside it, as the public gets it
+    shutil.copytree(pack, alone)
+    assert main(["score", str(alone), "--candidates", str(gold), "--json", str(tmp_path / "open.json")]) in (0, 1)
+    report = json.loads((tmp_path / "open.json").read_text())
+    assert sorted(report["holdout_not_scored"]) == sorted(i for i in held if entries_by_id[i]["gold_sql"]
+                                                           and entries_by_id[i]["expected_answer"] is not None)
+    assert main(["score", str(alone), "--candidates", str(gold), "--holdout-key", str(key), "--json",
+                 str(tmp_path / "keyed.json")]) in (0, 1)
+    keyed = {q["id"]: q for q in json.loads((tmp_path / "keyed.json").read_text())["questions"]}
+    for i in report["holdout_not_scored"]:
+        assert keyed[i]["status"] == "correct", keyed[i]
+    assert main(["verify", str(pack)]) == 0, capsys.readouterr().err
 
 
 # --------------------------------------------------------------------------- Python API
