@@ -111,6 +111,7 @@ from evalpack.scoring import (
     COMPARISON_RULE,
     ROWS_TYPE,
     SCALAR_TYPES,
+    SIGNIFICANT_DIGITS,
     Limits,
     SandboxWorker,
     answer_type_of,
@@ -410,8 +411,8 @@ def parse_answer(raw: Any, answer_type: str | None, round_decimals: int | None
                  ) -> tuple[Any, str | None, int | None, str | None]:
     """(comparable answer, answer_type, round_decimals, error) of an answer as received.
 
-    A number's round_decimals is the number of digits written after its point (``12.50``: 2) unless
-    given; a list is a result set (answer_type ``rows``); text that reads as a number is one, unless
+    A number's round_decimals is the number of digits written after its point (``12.50``: 2), at most as many as
+    keep 12 significant digits (``15.48654581228407``: 10), unless given; a list is a result set (answer_type ``rows``); text that reads as a number is one, unless
     answer_type is ``string``.
     """
     if answer_type == ROWS_TYPE and isinstance(raw, str):
@@ -441,7 +442,8 @@ def parse_answer(raw: Any, answer_type: str | None, round_decimals: int | None
     if isinstance(raw, int):
         kind = answer_type or "integer"
         return raw, kind, (round_decimals or 0) if kind == "number" else None, None
-    decimals = max(0, -raw.as_tuple().exponent)
+    # digits past the 12th significant one are a float's (15.48654581228407, summed in another order): not a precision
+    decimals = max(0, min(-raw.as_tuple().exponent, SIGNIFICANT_DIGITS - 1 - raw.adjusted()))
     if answer_type == "integer":
         if raw != raw.to_integral_value():
             return None, "integer", None, f"the answer {raw} is not an integer"

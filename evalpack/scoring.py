@@ -26,7 +26,8 @@ Comparison (COMPARISON_RULE below, written into certificate.json)
 ----------------------------------------------------------------
 * Scalar questions, under either rule: exactly one row of one column, else wrong. Numbers are
   compared as exact decimals (a float by its shortest repr) after rounding both sides
-  half-to-even at ``round_decimals`` (no rounding when it is null); an integer answer needs a
+  half-to-even at ``round_decimals`` (when it is null, a number that is not whole at 12 significant
+  digits, so that floating-point noise is not a difference); an integer answer needs a
   number with no fractional part; a string answer needs equal text (a DATE/TIMESTAMP counts as
   its ISO text); booleans are not numbers; NULL never equals a value.
 * Result-set questions, cell by cell: numbers as above, text exactly, booleans as booleans,
@@ -147,7 +148,8 @@ import duckdb
 COMPARISON_RULE = (
     "A scalar question expects exactly one row with one column. Numbers are compared as exact "
     "decimals after rounding both sides half-to-even at the question's round_decimals (negative "
-    "zero is zero; no rounding when round_decimals is null); integers must be equal as numbers with "
+    "zero is zero; when round_decimals is null, a number that is not whole is rounded half-to-even at 12 "
+    "significant digits, so that floating-point noise is not a difference); integers must be equal as numbers with "
     "no fractional part; strings must be equal exactly (a date or timestamp counts as its ISO text); "
     "booleans are not numbers; NULL never equals a value. A result-set question (answer_type rows) "
     "compares whole results cell by cell under the same value rules, NULL equal to NULL: rule "
@@ -206,9 +208,12 @@ def _as_decimal(value: Any) -> Decimal | None:
 
 
 def _round(number: Decimal, places: int | None) -> Decimal | None:
-    """``number`` rounded half-to-even at ``places`` decimals (negative zero is zero)."""
+    """``number`` rounded half-to-even at ``places`` decimals (negative zero is zero); with ``places`` None, a number
+    that is not whole at :data:`SIGNIFICANT_DIGITS` significant digits (floating-point noise is below them)."""
     if places is None:
-        return number
+        if number == number.to_integral_value():
+            return number
+        places = SIGNIFICANT_DIGITS - 1 - number.adjusted()
     precision = max(28, abs(number.adjusted()) + abs(int(places)) + 5)
     with localcontext(Context(prec=precision)):
         try:
@@ -216,6 +221,11 @@ def _round(number: Decimal, places: int | None) -> Decimal | None:
         except InvalidOperation:
             return None
         return rounded + 0 if rounded else Decimal(0).quantize(rounded)
+
+
+# the digits a number that is not whole is compared at when the question declares no round_decimals: an answer
+# received from outside (TPC-H's) and a query summing DOUBLEs in another order differ from the 16th digit on
+SIGNIFICANT_DIGITS = 12
 
 
 def _temporal_text(value: dt.date | dt.time) -> str:

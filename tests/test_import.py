@@ -11,6 +11,7 @@ import hashlib
 import json
 import shutil
 import sqlite3
+from decimal import Decimal
 from pathlib import Path
 
 import duckdb
@@ -21,7 +22,7 @@ import evalpack
 from evalpack.audit import describe_link, infer_links
 from evalpack.cli import main
 from evalpack.errors import EvalpackError
-from evalpack.importer import HELD_OUT_STEP, ImportRefused, import_pack
+from evalpack.importer import HELD_OUT_STEP, ImportRefused, import_pack, parse_answer
 from evalpack.verify import Link, gradable
 
 SPAIN_LINKS, SPAIN_FILMS = 2662, 2661
@@ -671,6 +672,15 @@ def test_an_imported_holdout_keeps_its_answers_out_of_the_pack(sources, question
     for i in report["holdout_not_scored"]:
         assert keyed[i]["status"] == "correct", keyed[i]
     assert main(["verify", str(pack)]) == 0, capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("written", "places"), [("12.50", 2), ("266351.5562", 4), ("0.000123", 6),
+                                                  ("15.48654581228407", 10), ("35785.70930693735", 7)])
+def test_an_answer_s_digits_give_its_rounding_up_to_twelve_significant_ones(written, places):
+    """TPC-H's official answers carry a float's 16 or 17 digits: the ones past the 12th are noise, not a precision
+    (a query summing in another order differs there), so they do not set round_decimals."""
+    value, kind, decimals, error = parse_answer(Decimal(written), None, None)
+    assert (kind, decimals, error) == ("number", places, None) and value == float(written)
 
 
 # --------------------------------------------------------------------------- Python API

@@ -51,10 +51,25 @@ def test_numbers_round_half_even_as_exact_decimals():
     assert scalar_matches(1e300, "number", 2, [(1e300,)])  # large values keep their digits
 
 
-def test_number_without_round_decimals_is_exact():
+def test_number_without_round_decimals_is_compared_at_twelve_significant_digits():
+    """No round_decimals (imported answers): floating-point noise is not a difference, the 12th digit is."""
     assert scalar_matches(1.5, "number", None, [(Decimal("1.50"),)])
     assert not scalar_matches(1.5, "number", None, [(1.5000001,)])
     assert normalize(2.5, "number", None) == Decimal("2.5")
+    assert scalar_matches(0.3, "number", None, [(0.1 + 0.2,)])
+    assert scalar_matches(35785.70930693735, "number", None, [(35785.709306937344,)])  # TPC-H Q1, summed elsewhere
+    assert not scalar_matches(35785.7093069, "number", None, [(35785.7093070,)])
+    assert scalar_matches(123456789012345678, "number", None, [(Decimal(123456789012345678),)])
+    assert not scalar_matches(123456789012345678, "number", None, [(Decimal(123456789012345679),)])  # whole: exact
+
+
+def test_a_result_set_without_round_decimals_ignores_floating_point_noise():
+    """TPC-H Q3's answer against a candidate that computes in DOUBLE: the same rows."""
+    expected = [[47714, 267010.5894, "1995-03-11", 0], [22276, 266351.5562, "1995-01-29", 0]]
+    doubled = [(47714, 267010.58939999998, dt.date(1995, 3, 11), 0), (22276, 266351.55620000005, dt.date(1995, 1, 29), 0)]
+    assert result_sets_match(expected, doubled, ordered=True)
+    assert result_sets_match(expected, doubled, rule="bird")
+    assert not result_sets_match(expected, [(47714, 267010.5895, dt.date(1995, 3, 11), 0), doubled[1]], ordered=True)
 
 
 def test_integers_and_strings():
