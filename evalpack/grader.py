@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import math
 import queue
+import re
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -111,6 +112,15 @@ class Graded:
     query_seconds: float = 0.0
 
 
+NUMBER_TEXT = re.compile(r"\s*[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]{1,4})?\s*")
+
+
+def number_text(value: Any) -> Any:
+    """The ``value`` of a number (or integer) question as a number where it is text that reads as one: ``run_sql``
+    gives a DECIMAL's value as text, to keep every digit, and an agent may hand it back as it read it."""
+    return Decimal(value.strip()) if isinstance(value, str) and NUMBER_TEXT.fullmatch(value) else value
+
+
 def value_sql(value: Any) -> str:
     """The query whose result is ``value``: ``SELECT <literal>`` for a number, text or boolean, a ``VALUES`` list
     for rows (a list of lists; a flat list is one column). EvalpackError for anything else (an object, NaN)."""
@@ -126,6 +136,10 @@ def value_sql(value: Any) -> str:
             if not math.isfinite(cell):
                 raise EvalpackError(f"value: {cell!r} is not a number an answer can be; give a finite number")
             return str(Decimal(repr(cell)))
+        if isinstance(cell, Decimal):
+            if not cell.is_finite():
+                raise EvalpackError(f"value: {cell} is not a number an answer can be; give a finite number")
+            return format(cell, "f")
         if isinstance(cell, str):
             return quote_literal(cell)
         raise EvalpackError(f"value: a cell must be a number, text, true/false or null, not {type(cell).__name__}")

@@ -32,11 +32,12 @@ from mcp.server.streamable_http_manager import DEFAULT_SESSION_IDLE_TIMEOUT
 
 from evalpack.episode import Episode, EpisodeLog, Episodes, episode_log_beside
 from evalpack.errors import EvalpackError
-from evalpack.grader import Grader, value_sql
+from evalpack.grader import Grader, number_text, value_sql
 from evalpack.layout import PackLayout
 from evalpack.scoring import (
     InputError,
     Limits,
+    answer_type_of,
     check_integrity,
     jsonable,
     printable,
@@ -81,13 +82,15 @@ class TableDescription:
 
 @dataclass(frozen=True)
 class QueryResult:
-    """A query's result as a table: column names, rows (decimals and dates as text), how many, seconds taken."""
+    """A query's result as a table: column names, rows (decimals and dates as text), how many, seconds taken, and
+    each column's DuckDB type (a DECIMAL's value is text to keep every digit: it is a number all the same)."""
 
     rotation: str
     columns: list[str]
     rows: list[list[Any]]
     row_count: int
     seconds: float
+    types: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -206,18 +209,20 @@ class Desk:
             hint = "; add a LIMIT or aggregate" if outcome.error.startswith("too many rows") else ""
             raise EvalpackError(printable(outcome.error) + hint)
         width = len(outcome.rows[0]) if outcome.rows else None
-        return QueryResult(self.rotation, self._column_names(sql, width), jsonable([list(r) for r in outcome.rows]),
-                           len(outcome.rows), round(time.perf_counter() - started, 6))
+        names, types = self._columns(sql, width)
+        return QueryResult(self.rotation, names, jsonable([list(r) for r in outcome.rows]), len(outcome.rows),
+                           round(time.perf_counter() - started, 6), types)
 
-    def _column_names(self, sql: str, width: int | None) -> list[str]:
-        """The result's column names, from DuckDB's DESCRIBE of the query (in the sandbox too): it binds the
-        query without running it. ``column_<n>`` where that cannot say."""
+    def _columns(self, sql: str, width: int | None) -> tuple[list[str], list[str]]:
+        """The result's column names and types, from DuckDB's DESCRIBE of the query (in the sandbox too): it binds
+        the query without running it. ``column_<n>`` and no types where that cannot say."""
         text = sql.strip().rstrip(";").rstrip()
-        outcome = self.grader.run(self.rotation, f"SELECT column_name FROM (DESCRIBE (\n{text}\n))", 10_000)
-        names = [row[0] for row in outcome.rows or ()]
-        if outcome.rows is None or (width is not None and len(names) != width):
-            return [f"column_{i}" for i in range(1, (width or 0) + 1)]
-        return names
+        outcome = self.grader.run(self.rotation, f"SELECT column_name, column_type FROM (DESCRIBE (\n{text}\n))",
+                                  10_000)
+        described = [(row[0], row[1]) for row in outcome.rows or ()]
+        if outcome.rows is None or (width is not None and len(described) != width):
+            return [f"column_{i}" for i in range(1, (width or 0) + 1)], []
+        return [name for name, _ in described], [str(kind) for _, kind in described]
 
     def list_questions(self, split: str) -> QuestionList:
         """Id, text and evidence of the questions of ``split`` (``dev``, ``holdout`` or ``all``), in the pack's order."""
@@ -237,7 +242,7 @@ class Desk:
                                 + (f" (got {', '.join(given)})" if given else ""))
         record = self.grader.question(question_id)
         if value is not None:
-            sql = value_sql(value)
+            sql = value_sql(number_text(value) if answer_type_of(record) in ("number", "integer") else value)
         started = time.perf_counter()
         graded = self.grader.grade(question_id, None if decline else sql, episode.budget())
         episode.record(graded, time.perf_counter() - started)

@@ -16,6 +16,7 @@ import sys
 import threading
 import time
 from contextlib import asynccontextmanager
+from decimal import Decimal
 from pathlib import Path
 
 import anyio
@@ -333,6 +334,28 @@ def test_every_expected_answer_given_as_a_value_is_correct_and_a_near_one_wrong(
     for bad in ({"a": 1}, float("nan"), [[]], None, [[{"x": 1}]]):
         with pytest.raises(EvalpackError, match="^value: "):
             value_sql(bad)
+
+
+def test_a_decimal_read_from_run_sql_and_handed_back_as_a_value_is_correct(retail_pack, tmp_path):
+    """run_sql gives a DECIMAL's value as text (every digit kept) and says the column's type; an agent that hands
+    the text back as a number question's value is graded on the number (found with TPC-H's Q6 over MCP)."""
+    records = [r for r in full_questions(retail_pack) if r["split"] == "dev" and r.get("answerable") is not False]
+    number = next(r for r in records if r["answer_type"] == "number" and "ROUND(SUM(amount), 2)" in r["gold_sql"])
+    text_question = next(r for r in records if r["answer_type"] == "string")
+
+    async def agent() -> tuple[dict, dict, dict, dict]:
+        seen: list[str] = []
+        async with stdio_session(retail_pack, tmp_path / "episode.jsonl") as session:
+            result = await call(session, seen, "run_sql", sql=number["gold_sql"])
+            handed = await call(session, seen, "submit_answer", question_id=number["id"], value=result["rows"][0][0])
+            off = await call(session, seen, "submit_answer", question_id=number["id"],
+                             value=str(Decimal(result["rows"][0][0]) + Decimal("0.01")))
+            texted = await call(session, seen, "submit_answer", question_id=text_question["id"], value="12")
+            return result, handed, off, texted
+
+    result, handed, off, texted = anyio.run(agent)
+    assert isinstance(result["rows"][0][0], str) and result["types"][0].startswith("DECIMAL")
+    assert (handed["status"], off["status"], texted["status"]) == ("correct", "wrong", "wrong")
 
 
 # --------------------------------------------------------------------------- hostile SQL
