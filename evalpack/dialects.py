@@ -308,7 +308,7 @@ class Keys:
 
     primary: tuple[tuple[str, str], ...] = ()  # (table, column)
     foreign: tuple[ForeignKey, ...] = ()
-    linked: tuple[tuple[str, str], ...] = ()  # both columns of an imported pack's links: indexed, not declared keys
+    linked: tuple[ForeignKey, ...] = ()  # an imported pack's links: both columns indexed, not declared as keys
 
     def primary_of(self, table: str) -> str | None:
         return dict(self.primary).get(table)
@@ -333,10 +333,12 @@ def keys_of(manifest: Mapping[str, Any]) -> Keys:
             primary.setdefault(fk.parent_table, fk.parent_column)
     linked = []  # an import's links (manifest.json -> relationships: "child": "t.c", "parent": "t.c")
     for entry in manifest.get("relationships") or ():
-        for side in (entry.get("child"), entry.get("parent")) if isinstance(entry, dict) else ():
-            table, _, column = side.partition(".") if isinstance(side, str) else ("", "", "")
-            if table and column and (table, column) not in linked:
-                linked.append((table, column))
+        sides = [entry.get("child"), entry.get("parent")] if isinstance(entry, dict) else []
+        parts = [side.split(".") for side in sides if isinstance(side, str)]
+        if len(parts) == 2 and all(len(part) == 2 and all(part) for part in parts):
+            link = ForeignKey(*parts[0], *parts[1])
+            if link not in foreign and link not in linked:
+                linked.append(link)
     return Keys(tuple(primary.items()), foreign, tuple(linked))
 
 
@@ -393,7 +395,9 @@ def load_sqlite(con: sqlite3.Connection, tables_dir: Path, columns: Mapping[str,
                 con.executemany(insert, zip(*values, strict=True))
         # a join or NOT EXISTS on a key would scan one table per row of the other (TPC-H's Q21 on an import: 80 s)
         indexed = [(fk.child_table, fk.child_column) for fk in keys.foreign] + [
-            link for link in keys.linked if link not in keys.primary]
+            side for link in keys.linked for side in ((link.child_table, link.child_column),
+                                                      (link.parent_table, link.parent_column))
+            if side not in keys.primary]
         for table, column in dict.fromkeys(indexed):
             if column in columns.get(table, ()):
                 con.execute(f"CREATE INDEX {quote_ident(f'{table}_{column}')} ON {quote_ident(table)} "

@@ -54,7 +54,7 @@ from evalpack.dialects import (
 )
 from evalpack.errors import EvalpackError
 from evalpack.layout import PackLayout
-from evalpack.scoring import check_integrity, is_unanswerable, scorable
+from evalpack.scoring import answer_type_of, check_integrity, is_unanswerable, scorable
 from evalpack.spec import EXPORT_FORMATS
 
 FORMATS = EXPORT_FORMATS
@@ -219,7 +219,7 @@ def tables_entry(source: Source, rotation: str) -> dict[str, Any]:
                          else SPIDER_TYPES.get(sqlite_type(kind), "text"))
     primary = [index[(t, c)] for t, c in source.keys.primary if (t, c) in index]
     foreign = [[index[(fk.child_table, fk.child_column)], index[(fk.parent_table, fk.parent_column)]]
-               for fk in source.keys.foreign
+               for fk in source.keys.foreign + source.keys.linked
                if (fk.child_table, fk.child_column) in index and (fk.parent_table, fk.parent_column) in index]
     return {"db_id": source.db_id(rotation), "table_names_original": list(source.columns),
             "table_names": [table_name(source, t) for t in source.columns], "column_names_original": originals,
@@ -234,6 +234,14 @@ def _write_json(path: Path, data: Any) -> None:
     path.write_bytes(dumps(data))
 
 
+def difficulty_of(record: dict) -> str:
+    """A question's BIRD level: its own, or (an imported question has none) the one evalpack gives its gold SQL
+    (:func:`evalpack.difficulty.label`): BIRD's evaluation.py counts the questions of each level and divides by it."""
+    from evalpack.difficulty import label
+
+    return record.get("difficulty") or label(record["gold_sql"], answer_type_of(record))[0]
+
+
 def write_bird_format(source: Source, result: DialectResult, folder: Path) -> None:
     """BIRD's dev layout: ``dev.json``, ``dev_tables.json``, ``dev.sql`` (and the same lines as ``dev_gold.sql``) and
     ``dev_databases/<db_id>/<db_id>.sqlite``."""
@@ -242,7 +250,7 @@ def write_bird_format(source: Source, result: DialectResult, folder: Path) -> No
         for r in _verified(source, result):
             sql = _one_line(result.translated[r["id"]])
             entries.append({"question_id": len(entries), "db_id": source.db_id(rotation), "question": r["question"],
-                            "evidence": r.get("evidence") or "", "SQL": sql, "difficulty": r.get("difficulty"),
+                            "evidence": r.get("evidence") or "", "SQL": sql, "difficulty": difficulty_of(r),
                             "evalpack_id": r["id"]})
             gold.append(f"{sql}\t{source.db_id(rotation)}\n")
     _write_json(folder / "dev.json", entries)
@@ -394,10 +402,14 @@ def export_pack(pack: str | Path, fmt: str, out: str | Path, *, postgres_dsn: st
                             "export packs that `evalpack build` wrote")
     dsn = postgres_dsn_from(postgres_dsn)
     source = Source.of(pack, layout.read_records(), manifest)
-    results = verify(source, [fmt], dsn)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.export-", dir=out.parent))
+    try:  # before the verification, which can take minutes: a folder that cannot be written fails now
+        out.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.export-", dir=out.parent))
+    except OSError as exc:
+        raise EvalpackError(f"{out}: cannot write the export there ({exc.strerror or exc}); choose another -o, in a "
+                            "folder you can write") from None
     try:
+        results = verify(source, [fmt], dsn)
         write_format(fmt, source, results, staging)
         dialect = DIALECT_OF[fmt]
         report = {"pack": source.name, "version": manifest.get("version"), "format": fmt, "dialect": dialect,

@@ -19,6 +19,7 @@ from conftest import gold_questions
 
 from evalpack.dialects import (
     DIALECTS,
+    ForeignKey,
     Keys,
     SqliteEngine,
     Untranslatable,
@@ -215,7 +216,7 @@ def test_an_imported_pack_s_links_are_indexed_in_sqlite(tmp_path):
     pq.write_table(pa.table({"l_orderkey": [i % 200 for i in range(2000)]}), tables / "lineitem.parquet")
     keys = keys_of({"relationships": [{"child": "lineitem.l_orderkey", "parent": "orders.o_orderkey",
                                        "source": "inferred", "inferred": True}]})
-    assert keys.linked == (("lineitem", "l_orderkey"), ("orders", "o_orderkey")) and not keys.foreign
+    assert keys.linked == (ForeignKey("lineitem", "l_orderkey", "orders", "o_orderkey"),) and not keys.foreign
     target = tmp_path / "db.sqlite"
     write_sqlite(tables, {"orders": {"o_orderkey": "BIGINT"}, "lineitem": {"l_orderkey": "BIGINT"}}, target, keys=keys)
     with contextlib.closing(sqlite3.connect(target)) as con:

@@ -182,7 +182,7 @@ def test_the_postgres_export_with_a_server_verifies_the_translated_sql(finance_p
 # --------------------------------------------------------------------------- bad input
 
 
-def test_bad_input_is_one_line_exit_2_and_writes_nothing(finance_pack, tmp_path, capsys):
+def test_bad_input_is_one_line_exit_2_and_writes_nothing(finance_pack, tmp_path, capsys, monkeypatch):
     busy = tmp_path / "busy"
     busy.mkdir()
     (busy / "keep.txt").write_text("mine")
@@ -209,6 +209,18 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(finance_pack, tmp_path,
     inside = finance_pack / "exports" / "sqlite"
     assert main(["export", str(finance_pack), "--format", "sqlite", "-o", str(inside)]) == 2
     assert "inside the pack" in capsys.readouterr().err and not (finance_pack / "exports").exists()
+
+    # a folder that cannot be written (root may write anywhere but /proc) fails before the verification, naming -o
+    import evalpack.exports as exports
+
+    def verify_not_reached(*args, **kwargs):
+        raise AssertionError("the gold SQL was verified before the output folder was checked")
+
+    monkeypatch.setattr(exports, "verify", verify_not_reached)
+    assert main(["export", str(finance_pack), "--format", "bird", "-o", "/proc/evalpack-export/bird"]) == 2
+    err = capsys.readouterr().err
+    assert "/proc/evalpack-export/bird: cannot write the export there" in err and err.count("\n") == 1
+    monkeypatch.undo()
 
     empty = tmp_path / "empty"  # an empty folder is fine
     empty.mkdir()
@@ -323,3 +335,20 @@ def test_dagster_builds_the_same_exports_through_the_same_engine_function(tmp_pa
     # the attestations attest the same files; they may differ in the git commit they name (a commit made between
     # the two builds, in a shared work tree) and in the invocation id derived from it
     assert subjects_of(tmp_path / "packs" / "finance") == subjects_of(cli)
+
+
+def test_an_imported_question_gets_a_bird_level_and_its_links_are_foreign_keys():
+    """An import has no difficulty per question and declares no keys, only links: BIRD's dev.json gets the level
+    evalpack gives the gold SQL (BIRD's evaluation.py counts each level's questions), tables.json the links."""
+    from evalpack.dialects import keys_of
+    from evalpack.exports import Source, difficulty_of, tables_entry
+
+    assert difficulty_of({"gold_sql": "SELECT COUNT(*) FROM orders", "answer_type": "integer"}) == "simple"
+    assert difficulty_of({"gold_sql": "SELECT 1", "answer_type": "integer", "difficulty": "moderate"}) == "moderate"
+    keys = keys_of({"relationships": [{"child": "lineitem.l_orderkey", "parent": "orders.o_orderkey",
+                                       "inferred": True}]})
+    source = Source("tpch", (), (("seed_0", Path(".")),), {"orders": {"o_orderkey": "BIGINT"},
+                                                          "lineitem": {"l_orderkey": "BIGINT"}}, keys, {})
+    entry = tables_entry(source, "seed_0")
+    assert entry["foreign_keys"] == [[2, 1]] and entry["column_names_original"][1:] == [[0, "o_orderkey"],
+                                                                                         [1, "l_orderkey"]]
