@@ -695,9 +695,10 @@ def render_card(pack_dir: Path) -> str:
     out.append(near_miss_markdown(manifest.get("near_miss_study")) + "\n")
 
     out.append("## Intended use\n")
-    out.append("- Scoring text-to-SQL systems and data agents: each question has one verified answer, and a "
-               "candidate counts only when it matches on every rotation, so a memorised or constant answer fails.\n"
-               "- Tune and debug on `dev`; report on `holdout`, which only the holder of the answer key can score.\n"
+    out.append("- Scoring text-to-SQL systems and data agents: each question has one verified answer"
+               + (", and a candidate counts only when it matches on every rotation, so a memorised or constant answer "
+                  "fails.\n" if len(rotations) > 1 else " on the one database it was asked of.\n")
+               + "- Tune and debug on `dev`; report on `holdout`, which only the holder of the answer key can score.\n"
                "- Comparing versions of a system, or of this pack, pinned to a version tag (`evalpack diff` compares "
                "two pack versions).\n"
                "- Not for training a model you then score here (it would learn the answers, not the skill), and not "

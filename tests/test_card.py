@@ -300,3 +300,5 @@ def test_an_imported_packs_features_come_from_its_parquet(tmp_path, monkeypatch)
         "label": "string"}
     loaded = datasets.load_dataset(str(pack), "sales", cache_dir=str(tmp_path / "cache"))
     assert loaded["seed_0"].features == datasets.Features._from_yaml_list(info["sales"]["features"])
+    # one database, no rotations: the card does not claim that a memorised answer fails
+    assert "memorised" not in _card(pack) and "on the one database it was asked of" in _card(pack)
