@@ -328,7 +328,8 @@ def combine_rotations(spec: Spec, derived: Derived, checks: list[RotationCheck])
         raise EvalpackError(f"{spec.path}: no question verified on every rotation, so there is no pack to "
                             f"ship (drop reasons: {dict(reasons)})", exit_code=1)
     near_miss = summarize_study(derived.mutants, shipped, {c.rotation: c.outcomes for c in checks},
-                                kinds={q.id: q.kind for q in questions})
+                                kinds={q.id: q.kind for q in questions},
+                                withheld={q.id for q in questions if q.split == "holdout"})
     keep = set(shipped)
     return Checked(verdicts, near_miss, tuple(f for c in checks for f in c.findings if f.question in keep))
 

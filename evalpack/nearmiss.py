@@ -1496,9 +1496,10 @@ def still_studied(mutants: Iterable[Mutant], per_rotation: Iterable[Mapping[Muta
 
 def summarize_study(prepared: MutantSet, question_ids: tuple[str, ...],
                     per_rotation: dict[str, dict[Mutant, bool | None]], threshold: float = 0.01,
-                    kinds: Mapping[str, str] | None = None) -> dict:
+                    kinds: Mapping[str, str] | None = None, withheld: Collection[str] = ()) -> dict:
     """The manifest's ``near_miss_study`` for ``question_ids``: per operator mutants / equivalent /
-    errored / match_first / match_all, overall rates, and up to 50 surviving mutants.
+    errored / match_first / match_all, overall rates, and up to 50 surviving mutants. A survivor of a
+    ``withheld`` question (the holdout's) is counted and not listed: its SQL returns that question's answer.
 
     ``per_rotation`` is in seed order. A mutant is judged rotation after rotation and its study ends
     at the first rotation where it does not match: it needs an outcome there and on every rotation
@@ -1552,8 +1553,9 @@ def summarize_study(prepared: MutantSet, question_ids: tuple[str, ...],
         "match_first_rate": round(first_match / ran, 4) if ran else 0.0,
         "match_all_rate": round(survived / ran, 4) if ran else 0.0,
         "threshold": threshold,
-        "survivors": survivors[:MAX_SURVIVORS_LISTED],
+        "survivors": [v for v in survivors if v["question"] not in withheld][:MAX_SURVIVORS_LISTED],
         "survivors_total": len(survivors),
+        "survivors_withheld": sum(v["question"] in withheld for v in survivors),
     }
     if kinds is not None:
         out["families"] = {kind: {**row, "match_all_rate": round(row["match_all"] / row["mutants"], 4)

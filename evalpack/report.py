@@ -543,7 +543,14 @@ def near_miss_section(facts: Mapping) -> str:
                              NEAR_MISS_SERIES),
                    table(["operator", *keys, "rate"], rows, numeric=range(1, 7)),
                    paragraph(verdict) if verdict else "",
-                   f"<h3>Survivors ({len(survivors):,} listed of {total:,})</h3>", listed, anchor="near-miss")
+                   f"<h3>Survivors ({len(survivors):,} listed of {total:,}{withheld_note(study)})</h3>", listed,
+                   anchor="near-miss")
+
+
+def withheld_note(study: Mapping) -> str:
+    """Why some survivors are not listed: the holdout's SQL returns their answers."""
+    withheld = int(_number(study.get("survivors_withheld")))
+    return f"; the holdout's {withheld:,} are counted, not listed: each returns its question's answer" if withheld else ""
 
 
 def audit_section(facts: Mapping) -> str:

@@ -82,6 +82,11 @@ def test_no_public_file_gives_a_holdout_answer_or_gold_sql_away(versions):
     for r in public:
         if r["split"] == "holdout":
             assert r["gold_sql"] is None and r["expected_answer"] is None and r["commitment"].startswith("sha256:")
+    # a near-miss survivor returns its question's answer on every rotation: the holdout's are counted, not listed
+    study = manifest["near_miss_study"]
+    held_ids = {r["id"] for r in held}
+    assert study["survivors"] and not [v for v in study["survivors"] if v["question"] in held_ids]
+    assert study["survivors_withheld"] > 0 and study["survivors_total"] >= len(study["survivors"])
 
 
 def test_the_answer_key_reveals_the_holdout_and_is_checked_against_the_commitments(versions, tmp_path):
