@@ -20,7 +20,7 @@ import tempfile
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import duckdb
@@ -379,15 +379,23 @@ def write_pack_files(folder: Path, spec: Spec, derived: Derived, verdicts: tuple
 
 def continued_splits(spec: Spec, out: str | Path, previous: str | Path | None = None) -> PreviousSplits | None:
     """The splits a build continues: those of the pack at ``previous`` (EvalpackError when it is not a pack
-    with question keys), else those of the pack of the same name at ``out`` that the build replaces."""
+    with question keys), else those of the pack of the same name at ``out`` that the build replaces. That pack,
+    when it is of the spec's version, is the same version rebuilt: its splits are kept and what it records of the
+    version it continues is carried over (:attr:`evalpack.questions.PreviousSplits.rebuilt`), so the same spec and
+    seed give the same bytes however often they are built at the same ``out``."""
     if previous is not None:
         found = read_previous(previous)
         if found is None:
             raise EvalpackError(f"{previous}: not a pack with question keys (questions.jsonl with a `key` per "
                                 "question and manifest.json); give the folder of the version this one follows")
         return found
-    if is_pack(out) and PackLayout(out).read_manifest().get("pack") == spec.name:
-        return read_previous(out)
+    if is_pack(out) and (replaced := PackLayout(out).read_manifest()).get("pack") == spec.name:
+        found = read_previous(out)
+        if found is not None and found.version == spec.version:  # the same version rebuilt, not one it continues
+            carried = {"continues": (replaced.get("splits") or {}).get("continues"),
+                       "changelog": replaced.get("changelog")}
+            return replace(found, folder="", rebuilt=json.dumps(carried, sort_keys=True))
+        return found
     return None
 
 

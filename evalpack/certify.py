@@ -188,6 +188,7 @@ def manifest(spec: Spec, plans: tuple[RotationPlan, ...], verdicts: tuple[Verdic
     ever = sorted({v.question.key for v in shipped if v.question.split == "holdout"}
                   | (previous.ever_holdout if previous else frozenset()))
     all_warnings = pack_warnings(spec, plans, verdicts, warnings)
+    carried = json.loads(previous.rebuilt) if previous and previous.rebuilt else None
     return {
         "pack": spec.name,
         "version": spec.version,
@@ -205,10 +206,12 @@ def manifest(spec: Spec, plans: tuple[RotationPlan, ...], verdicts: tuple[Verdic
                  "text": None if private else spec.source,
                  **({"text_withheld": "the spec declares the holdout's answers: its text is in the holdout answer "
                                       "key (PACK.holdout-key), its SHA-256 is above"} if private else {})},
-        "splits": {"rule": SPLIT_RULE, "continues": previous.version if previous else None, "ever_holdout": ever,
+        "splits": {"rule": SPLIT_RULE, "continues": carried["continues"] if carried else previous.version if previous
+                   else None, "ever_holdout": ever,
                    "holdout_key": {"folder": "PACK.holdout-key (beside the pack, never in it)",
                                    "commitment": COMMITMENT_RULE, "salt": SALT_RULE} if private else None},
-        "changelog": changelog(previous, [v.question for v in shipped] + list(declines)),
+        "changelog": carried["changelog"] if carried else changelog(previous, [v.question for v in shipped]
+                                                                      + list(declines)),
         "hashes": HASHES,
         "primary_keys": primary_keys(spec),
         "declared_links": [{"child_table": r.child_table, "child_column": r.child_column,

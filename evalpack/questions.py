@@ -523,6 +523,9 @@ class PreviousSplits:
     ever_holdout: frozenset[str] = frozenset()
     salts: tuple[tuple[str, str], ...] = ()  # key -> the salt of its commitment, from that version's answer key
     folder: str = ""  # where that version's pack is, while this build runs (its changelog compares the two)
+    # the same version rebuilt (not one it continues): the JSON of what that pack recorded of the version *it*
+    # continues ({"continues", "changelog"}), carried over so that a rebuild gives the same bytes
+    rebuilt: str = ""
 
 
 SPLIT_RULE = (

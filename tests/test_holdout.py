@@ -166,3 +166,28 @@ def test_a_folder_in_the_answer_keys_place_is_left_alone_before_any_work(tmp_pat
         build_pack(SCHEMAS / "retail.yaml", out, rotations=2)
     assert not out.exists() and (mine / "notes.txt").read_text() == "not a key"
     assert sorted(p.name for p in tmp_path.iterdir()) == [mine.name]  # no staging left behind
+
+
+def test_the_same_version_rebuilt_at_the_same_place_gives_the_same_bytes(versions, tmp_path, monkeypatch):
+    """A pack of the spec's own version at -o is that version rebuilt, not a version it continues: the same spec and
+    seed give the same bytes at every rebuild (a publish of the same version then sends nothing), and a version
+    that continued another keeps saying so, with the same changelog (found rebuilding the quick start's pack)."""
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", "1767225600")
+    for version in ("1.1.0", "1.2.0"):  # 1.1.0 was built over 1.0.0 at its -o; 1.2.0 continued 1.1.0 by --previous
+        place = tmp_path / version / "retail"
+        shutil.copytree(versions[version], place)
+        shutil.copytree(holdout_key_beside(versions[version]), holdout_key_beside(place))
+        edits = {"version: 1.0.0": f"version: {version}",
+                 **({"holdout: 0.2": "holdout: 0.2\nquestions:\n  max: 120"} if version == "1.1.0" else
+                    {"holdout: 0.2": "holdout: 0.5"})}
+        spec = _spec(tmp_path, f"again_{version.replace('.', '')}", edits)
+        build_pack(spec, place, rotations=2, force=True)
+        first = {p.relative_to(place): p.read_bytes() for p in place.rglob("*") if p.is_file()}
+        build_pack(spec, place, rotations=2, force=True)
+        again = {p.relative_to(place): p.read_bytes() for p in place.rglob("*") if p.is_file()}
+        assert first.keys() == again.keys() and [n for n in first if first[n] != again[n]] == []
+        manifest = json.loads((place / "manifest.json").read_text())
+        before = json.loads((versions[version] / "manifest.json").read_text())
+        assert manifest["splits"]["continues"] == before["splits"]["continues"] == {"1.1.0": "1.0.0",
+                                                                                   "1.2.0": "1.1.0"}[version]
+        assert manifest["changelog"] == before["changelog"]
