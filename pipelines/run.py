@@ -16,6 +16,7 @@ from dagster import DagsterInstance, execute_job, reconstructable
 
 from assets.common import PACKS
 from evalpack.errors import EvalpackError
+from evalpack.spec import load_spec
 from pipelines.resources import evalpack_resource
 from pipelines.sensors import invalid_reason
 
@@ -27,13 +28,21 @@ def build_pack_job():
     return defs.resolve_job_def("build_pack")
 
 
-def build(pack: str, instance: DagsterInstance, seed: int | None = None, rotations: int | None = None) -> bool:
-    """Register ``pack`` as a partition if needed, then run ``build_pack`` for it; True when the run succeeded."""
-    settings = evalpack_resource()
-    path = settings.spec_path(pack)
+def check(pack: str, seed: int | None = None, rotations: int | None = None) -> None:
+    """EvalpackError (one line) when ``pack``'s spec cannot be built, with the overrides, as `evalpack build` checks
+    them: before any instance is opened or run launched."""
+    path = evalpack_resource().spec_path(pack)
     reason = invalid_reason(path)
     if reason:
         raise EvalpackError(f"{reason} (not built)")
+    if seed is not None or rotations is not None:
+        load_spec(path, seed=seed, rotations=rotations)
+
+
+def build(pack: str, instance: DagsterInstance, seed: int | None = None, rotations: int | None = None) -> bool:
+    """Register ``pack`` as a partition if needed, then run ``build_pack`` for it; True when the run succeeded."""
+    settings = evalpack_resource()
+    check(pack, seed, rotations)
     if not instance.has_dynamic_partition(PACKS.name, pack):
         instance.add_dynamic_partitions(PACKS.name, [pack])
     spec_config = {k: v for k, v in (("seed", seed), ("rotations", rotations)) if v is not None}
@@ -57,6 +66,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     os.makedirs(os.environ["DAGSTER_HOME"], exist_ok=True)
     try:
+        for pack in args.packs:
+            check(pack, args.seed, args.rotations)
         with DagsterInstance.get() as instance:
             results = [build(pack, instance, args.seed, args.rotations) for pack in args.packs]
     except (EvalpackError, ValueError) as exc:

@@ -240,6 +240,13 @@ def test_the_readme_headless_command_builds_on_a_fresh_dagster_home(tmp_path):
     broken = subprocess.run([sys.executable, "-m", "pipelines.run", "nosuchpack"], cwd=ROOT, env=env,
                             capture_output=True, text=True, timeout=300)
     assert broken.returncode == 2 and "nosuchpack.yaml" in broken.stderr and "Traceback" not in broken.stderr
+    for override, says in ((["--rotations", "0"], "rotations: at least one rotation is needed"),
+                           (["--seed", "-1"], "seed: the seed override '-1' must be an integer")):
+        refused = subprocess.run([sys.executable, "-m", "pipelines.run", "retail", *override], cwd=ROOT,
+                                 env={**env, "DAGSTER_HOME": str(tmp_path / "never_opened")}, capture_output=True,
+                                 text=True, timeout=300)
+        assert refused.returncode == 2 and refused.stderr.count("\n") == 1 and says in refused.stderr, refused.stderr
+        assert not list((tmp_path / "never_opened").iterdir())  # no instance opened, no run launched
 
 
 # --------------------------------------------------------------------------- blocking checks
