@@ -61,7 +61,7 @@ class HubResource(ConfigurableResource):
         if not self.repo:
             raise Failure(description="no Hub repo configured: set EVALPACK_HUB_REPO to OWNER/NAME (or "
                                       "OWNER/{pack}-evalpack for one repo per pack) where the code location runs, "
-                                      "reload it, and materialise hub_release again", allow_retries=False)
+                                      "reload it, and launch the publish_pack job again", allow_retries=False)
         return self.repo.replace(PACK_PLACEHOLDER, pack_key)
 
     def holdout_repo_for(self, pack_key: str) -> str | None:
