@@ -60,13 +60,19 @@ def publish_command(pack: str | Path, repo: str | None, *, private: bool = False
     Returns the exit code."""
     # loaded here, not with the module: every `evalpack` command registers this one (an entry point), and the
     # Hub client, the pack's checks and the card's Arrow schemas are imports that only a publish needs
-    from publish.hub import PackRefused, holdout_key, prepare, release, resolve_endpoint, resolve_token
+    from evalpack.scoring import InputError, load_questions
+    from publish.hub import PackRefused, checked_key, holdout_key, prepare, release, resolve_endpoint, resolve_token
     from publish.layout import PublishError, check_repo_id
 
     try:
         repo = repo or _repo_of(pack)
         check_repo_id(repo)
         token = None if dry_run else resolve_token()
+        try:  # the holdout repo and key before the pack is rerun, which takes a while (a damaged pack: below)
+            questions = load_questions(Path(pack))
+        except InputError:
+            questions = []
+        checked_key(Path(pack), questions, repo, holdout_repo)
         layout, verification = prepare(pack, repo, endpoint=resolve_endpoint(), public_key=public_key)
         print(f"{pack}: {verification.summary()}")
         for note in verification.notes:

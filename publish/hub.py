@@ -252,29 +252,39 @@ def has_holdout(layout: HubLayout) -> bool:
 
 def holdout_key(layout: HubLayout, holdout_repo: str | None) -> HoldoutKey | None:
     """The answer key beside the pack, bound for ``holdout_repo`` (None: no repo given, or the pack has no
-    holdout). No network. PublishError (exit code 2) for a bad repo id, the public repo itself, or a pack with
-    holdout questions whose key is missing beside it or does not match its commitments."""
-    if not holdout_repo or not has_holdout(layout):
+    holdout). No network. PublishError (exit code 2) as :func:`checked_key` says."""
+    found = checked_key(layout.pack, layout.questions, layout.repo_id, holdout_repo)
+    if found is None:
+        return None
+    folder, count = found
+    return HoldoutKey(folder, holdout_repo, layout.endpoint, layout.name, layout.version, count, folder_files(folder))
+
+
+def checked_key(pack: Path, questions: list[dict], repo_id: str, holdout_repo: str | None) -> tuple[Path, int] | None:
+    """(the answer key's folder beside ``pack``, its holdout questions' count) for ``holdout_repo``, or None (no repo
+    given, or no holdout among ``questions``). No network, no verification: ``evalpack publish`` asks it before
+    rerunning the pack. PublishError (exit code 2) for a bad repo id, ``repo_id`` itself, or a pack with holdout
+    questions whose key is missing beside it or does not match its commitments."""
+    if not holdout_repo or not any(q.get("split") == "holdout" for q in questions):
         return None
     try:
         check_repo_id(holdout_repo)
     except PublishError as exc:
         raise PublishError(str(exc).replace("--repo", "--holdout-repo", 1)) from None
-    if holdout_repo == layout.repo_id:
+    if holdout_repo == repo_id:
         raise PublishError(f"--holdout-repo {holdout_repo}: the public repo itself; the answer key never goes to the "
                            "public repo: name a separate repo (it is created private)")
-    folder = holdout_key_beside(layout.pack)
-    count = sum(q.get("split") == "holdout" for q in layout.questions)
+    folder = holdout_key_beside(pack)
+    count = sum(q.get("split") == "holdout" for q in questions)
     if not (folder / HOLDOUT_FILE).is_file():
-        raise PublishError(f"{layout.pack}: {count} holdout question(s) but no answer key beside the pack at "
+        raise PublishError(f"{pack}: {count} holdout question(s) but no answer key beside the pack at "
                            f"{folder}; nothing was sent: publish the folder `evalpack build -o` wrote (its key is "
                            "written beside it), or put that version's key there")
     try:
-        with_holdout_key(load_questions(layout.pack), folder)
+        with_holdout_key(load_questions(pack), folder)
     except InputError as exc:  # another version's key, or an edited one
         raise PublishError(f"{exc}; nothing was sent") from None
-    files = folder_files(folder)
-    return HoldoutKey(folder, holdout_repo, layout.endpoint, layout.name, layout.version, count, files)
+    return folder, count
 
 
 def _client(endpoint: str, token: str):

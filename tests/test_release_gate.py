@@ -238,6 +238,9 @@ def test_a_holdout_without_its_key_or_with_the_public_repo_as_key_repo_is_refuse
     assert same.returncode == 2 and "never goes to the public repo" in same.stdout, same.stdout
     assert hub.requests == []
     assert ("dataset", "tester/nokey") not in hub.repos
+    # refused before the pack is rerun, which takes a while: nothing of the rerun was printed
+    for refused in (run, same):
+        assert "verified (" not in refused.stdout and "publishing" not in refused.stdout, refused.stdout
 
 
 def test_an_existing_public_repo_is_refused_as_key_repo_before_the_release(hub, env, packs, released_1_0_0):
