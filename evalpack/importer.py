@@ -412,8 +412,8 @@ def parse_answer(raw: Any, answer_type: str | None, round_decimals: int | None
     """(comparable answer, answer_type, round_decimals, error) of an answer as received.
 
     A number's round_decimals is the number of digits written after its point (``12.50``: 2), at most as many as
-    keep 12 significant digits (``15.48654581228407``: 10), unless given; a list is a result set (answer_type ``rows``); text that reads as a number is one, unless
-    answer_type is ``string``.
+    keep 12 significant digits (``15.48654581228407``: 10), unless given; a list is a result set (answer_type
+    ``rows``); text that reads as a number is one, unless answer_type is ``string``.
     """
     if answer_type == ROWS_TYPE and isinstance(raw, str):
         try:
