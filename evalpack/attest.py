@@ -375,6 +375,9 @@ def signature_note(pack: str | Path) -> str | None:
 def _check_gold(pack: Path, report: _Report, holdout_key: str | Path | None = None) -> tuple[int, int] | None:
     try:
         passed, total, lines = run_gold(pack, holdout_key=holdout_key)
+    except InputError as exc:  # an answer key that does not match the pack: its own message says which and why
+        report.fail(QUESTIONS, str(exc))
+        return None
     except Exception as exc:  # a pack whose questions cannot be run fails verification, with the reason
         report.fail(QUESTIONS, f"cannot rerun the gold SQL ({type(exc).__name__}: {exc})")
         return None

@@ -1344,7 +1344,13 @@ def pack_questions(pack: str | Path, holdout_key: str | Path | None = None) -> t
     key = Path(holdout_key) if holdout_key is not None else holdout_key_beside(pack)
     if holdout_key is None and not (key / HOLDOUT_FILE).is_file():
         return records, None
-    return with_holdout_key(records, key), key
+    try:
+        return with_holdout_key(records, key), key
+    except InputError as exc:
+        if holdout_key is not None:
+            raise
+        raise InputError(f"{exc}; this is the answer key found beside the pack (another version's, or edited): move "
+                         "it away, or give the pack's own with --holdout-key") from None
 
 
 def scorable(record: dict) -> bool:

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -110,6 +112,16 @@ def test_the_answer_key_reveals_the_holdout_and_is_checked_against_the_commitmen
     shutil.copy(holdout_key_beside(versions["1.2.0"]) / HOLDOUT_FILE, forged / HOLDOUT_FILE)
     with pytest.raises(InputError, match="this pack|commitment|no answer"):
         with_holdout_key(load_questions(pack), forged)
+    # the edited key beside a copy of the pack: `evalpack verify` names it and says what to do
+    copy = tmp_path / "copy" / "retail"
+    shutil.copytree(pack, copy)
+    holdout_key_beside(copy).mkdir()
+    (holdout_key_beside(copy) / HOLDOUT_FILE).write_text("".join(json.dumps(r) + "\n" for r in edited))
+    verified = subprocess.run([sys.executable, "-m", "evalpack.cli", "verify", str(copy)], capture_output=True,
+                              text=True, timeout=600)
+    assert verified.returncode != 0 and "Traceback" not in verified.stderr
+    told = verified.stdout + verified.stderr
+    assert "the answer key found beside the pack" in told and "--holdout-key" in told and "cannot rerun" not in told
 
 
 def test_scoring_a_public_pack_leaves_the_holdout_unscored_the_full_pack_scores_both(versions, tmp_path):
