@@ -1773,6 +1773,11 @@ def _check_references(r: _Reader, spec: Spec, rel_paths: list[tuple], pp_paths: 
         if (g.table, g.measure) not in curves:
             raise r.err(p, f"group_shares on {g.table}.{g.measure} needs an outcome curve on the same table and "
                         "measure; add one under outcome_curves:")
+        earlier = next((j for j, o in enumerate(spec.group_shares[:i]) if o.table == g.table), None)
+        if earlier is not None:  # the plan splits a table's curve by one column: a second split would be ignored
+            raise r.err(p, f"table '{g.table}' already has group_shares (group_shares[{earlier}], by "
+                        f"{spec.group_shares[earlier].group_column}); evalpack splits a curve's measure one way: keep "
+                        "one of them")
         unknown = [k for k, _ in g.shares if k not in gcol.choices]
         if unknown:
             raise r.err(p + ("shares",), f"{unknown} are not choices of {g.table}.{g.group_column} "

@@ -198,6 +198,12 @@ BAD = [
         "referrer_id:", "tables.orders.columns.referrer_id", "has no relationship"),
     Bad("group_shares_without_outcome_curve", edit("measure: amount", "measure: order_id"), "measure: order_id",
         "group_shares[0]", "needs an outcome curve on the same table and measure"),
+    # found by a spec author: a second split of the same curve was built without it, silently
+    Bad("second_group_shares_on_a_table",
+        edit("  - {table: orders, measure: amount, group_column: channel, shares: {web: 0.6, app: 0.4}}\n",
+             "  - {table: orders, measure: amount, group_column: channel, shares: {web: 0.6, app: 0.4}}\n"
+             "  - {table: orders, measure: amount, group_column: channel, shares: {web: 0.2, app: 0.8}}\n"),
+        "shares: {web: 0.2, app: 0.8}", "group_shares[1]", "already has group_shares (group_shares[0], by channel)"),
     Bad("rate_curve_on_non_boolean", edit("    column: refunded", "    column: channel"), "    column: channel",
         "rate_curves[0].column", "orders.channel is a categorical column; this needs boolean"),
     Bad("unknown_column_type", edit("refunded: {type: boolean}", "refunded: {type: booleen}"), "booleen",
