@@ -24,6 +24,7 @@ from sqlglot import exp
 
 from evalpack import cache, phrasing, unanswerable
 from evalpack.difficulty import LEVELS, label
+from evalpack.errors import SpecError
 from evalpack.families import FAMILIES
 from evalpack.families.base import DIALECT, Draft, Drafts, money
 from evalpack.plan import AnswerKey, RotationPlan, stable_int
@@ -362,6 +363,14 @@ def select(spec: Spec, items: list[tuple[Draft, str, tuple[str, ...]]]) -> tuple
     plan = spec.questions
     eligible = [i for i, (d, _, _) in enumerate(items)
                 if (not plan.include or d.kind in plan.include) and d.kind not in plan.exclude]
+    answerable = [kind for kind in plan.include if kind not in unanswerable.REASONS]
+    if answerable and not eligible:  # else the build ends in "no question verified", which says nothing of why
+        given = sorted({d.kind for d, _, _ in items})
+        raise SpecError(spec.path, None, "questions",
+                        f"include lists {', '.join(answerable)}, and this spec's declarations give no question of "
+                        f"{'that family' if len(answerable) == 1 else 'those families'}; the families they "
+                        f"give are {', '.join(given) or 'none'}: include some of those, or declare what the family "
+                        "asks about (README.md, the table of families)")
     by_level = {level: [i for i in eligible if items[i][1] == level] for level in LEVELS}
     pool = {level: len(v) for level, v in by_level.items()}
     chosen: set[int] = set()

@@ -167,3 +167,13 @@ def test_families_given_both_ways_or_misspelt_are_refused_by_line():
         _with_questions("  families: {exlude: [period_rows]}\n")
     with pytest.raises(SpecError, match=r"questions\.families\.include\[0\]: unknown question family 'period_totl'; did you mean 'period_total'\?"):
         _with_questions("  families: {include: [period_totl]}\n")
+
+
+def test_including_only_families_the_spec_cannot_give_is_refused_saying_which_it_gives():
+    """A spec author's `include: [waterfall_net]` on retail (no waterfall) ended in "no question verified on every
+    rotation (drop reasons: {})": now an input error naming the family and those the declarations give."""
+    with pytest.raises(SpecError, match=r"questions: include lists waterfall_net, and this spec's declarations give "
+                                        r"no question of that family; the families they give are .*period_total"):
+        _derive(QuestionPlan(include=("waterfall_net",), mix=None))
+    questions, _ = _derive(QuestionPlan(include=("waterfall_net", "period_total"), mix=None))  # one it gives: fine
+    assert {q.kind for q in questions} == {"period_total"}
