@@ -17,13 +17,14 @@ def drafts(spec: Spec, key: AnswerKey) -> Drafts:
     out: Drafts = []
     for k in key.keys:
         child, parent = Words(spec.semantics, k.child_table), Words(spec.semantics, k.parent_table)
+        key = phrasing.article(f"{k.parent_table}.{k.parent_column}")  # "an orders.order_id"
         out.append((Draft(
             f"fk_linked:{k.child_table}.{k.child_column}",
             Wording((f"How many {child.many} belong to a known {parent.one}?",
                      f"Count the {child.many} whose {parent.one} can be found among the {parent.many}.",
                      f"How many {child.many} can be matched to an existing {parent.one}?"),
                     phrasing.join(f"{phrasing.article(child.one).capitalize()} belongs to a known {parent.one} when its "
-                                  f"{k.child_table}.{k.child_column} matches a {k.parent_table}.{k.parent_column}",
+                                  f"{k.child_table}.{k.child_column} matches {key}",
                                   f"each {child.one} counts once")),
             parse(f"SELECT COUNT(*) FROM {k.child_table} AS c JOIN {k.parent_table} AS p "
                   f"ON c.{k.child_column} = p.{k.parent_column}"),
