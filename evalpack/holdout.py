@@ -26,6 +26,7 @@ from evalpack.questions import PreviousSplits
 from evalpack.scoring import (
     COMMITMENT_RULE,
     HOLDOUT_FILE,
+    HOLDOUT_KEY_SUFFIX,
     WITHHELD,
     InputError,
     commitment,
@@ -89,7 +90,7 @@ def write_key(pack: Path, spec: Spec, sealed: Sealed) -> Path | None:
     spec_file = Path(spec.path).name if spec.path else f"{spec.name}.yaml"
     return _write_key(pack, sealed, {spec_file: spec.source.encode("utf-8")}, KEY_README.format(
         name=spec.name, version=spec.version, count=len(sealed.key), rule=COMMITMENT_RULE, spec_file=spec_file,
-        folder=holdout_key_beside(pack).name))
+        folder=f"PACK{HOLDOUT_KEY_SUFFIX}"))
 
 
 def _write_key(pack: Path, sealed: Sealed, files: dict[str, bytes], readme: str) -> Path | None:
@@ -152,7 +153,7 @@ def seal_received(records: list[dict], received: bytes, notes: dict[str, str]) -
 def write_received_key(pack: Path, name: str, file_name: str, received: bytes, sealed: Sealed) -> Path | None:
     """An imported pack's answer key beside ``pack`` (:func:`write_key`), with the questions file as received."""
     return _write_key(pack, sealed, {file_name: received}, RECEIVED_KEY_README.format(
-        name=name, count=len(sealed.key), file=file_name, rule=COMMITMENT_RULE, folder=holdout_key_beside(pack).name))
+        name=name, count=len(sealed.key), file=file_name, rule=COMMITMENT_RULE, folder=f"PACK{HOLDOUT_KEY_SUFFIX}"))
 
 
 def read_previous(pack: str | Path) -> PreviousSplits | None:

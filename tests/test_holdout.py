@@ -109,6 +109,8 @@ def test_the_answer_key_reveals_the_holdout_and_is_checked_against_the_commitmen
     (forged / HOLDOUT_FILE).write_text("".join(json.dumps(r) + "\n" for r in edited))
     with pytest.raises(InputError, match=edited[3]["id"] + " does not match its commitment"):
         with_holdout_key(load_questions(pack), forged)
+    readme = (holdout_key_beside(pack) / "README.md").read_text()  # no temporary folder of the build's named
+    assert "--holdout-key PACK.holdout-key" in readme and "staging" not in readme
     shutil.copy(holdout_key_beside(versions["1.2.0"]) / HOLDOUT_FILE, forged / HOLDOUT_FILE)
     with pytest.raises(InputError, match="this pack|commitment|no answer"):
         with_holdout_key(load_questions(pack), forged)
