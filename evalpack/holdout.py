@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -72,15 +73,24 @@ def seal(spec: Spec, records: list[dict], previous: PreviousSplits | None = None
     """Withhold the gold SQL and answer of every holdout record, committing to them. A question of the
     ``previous`` version keeps its salt there, so its commitment changes only when its gold SQL or answer do."""
     kept = dict(previous.salts) if previous else {}
+    return _sealed(records, WITHHELD, lambda r: kept.get(r["key"]) or salt(spec, r["key"]),
+                   lambda r: ({"key": r["key"]}, {}))
+
+
+def _sealed(records: list[dict], hidden: tuple[str, ...], salt_of: Callable[[dict], str],
+            around: Callable[[dict], tuple[dict, dict]]) -> Sealed:
+    """Every holdout record with its ``hidden`` fields withheld behind a commitment (salted by ``salt_of``), and its
+    key record: id, ``around``'s first mapping, the hidden fields, its second, salt and commitment."""
     public, key = [], []
     for r in records:
         if r.get("split") != "holdout":
             public.append(r)
             continue
-        s = kept.get(r["key"]) or salt(spec, r["key"])
+        s = salt_of(r)
         promise = commitment(r, s)
-        key.append({"id": r["id"], "key": r["key"], **{k: r[k] for k in WITHHELD}, "salt": s, "commitment": promise})
-        public.append({**{k: (None if k in WITHHELD else v) for k, v in r.items()}, "commitment": promise})
+        first, last = around(r)
+        key.append({"id": r["id"], **first, **{k: r.get(k) for k in hidden}, **last, "salt": s, "commitment": promise})
+        public.append({**{k: (None if k in hidden else v) for k, v in r.items()}, "commitment": promise})
     return Sealed(tuple(public), tuple(key))
 
 
@@ -136,18 +146,10 @@ def seal_received(records: list[dict], received: bytes, notes: dict[str, str]) -
     """An imported pack's holdout, withheld as a built pack's is (:func:`seal`): the gold SQL and answer behind a
     commitment, and the import's own fields that show them (:data:`RECEIVED_WITHHELD`, and ``notes``: id -> what
     would make it scorable, which names what the query returned) in the key only (:data:`RECEIVED_SALT_RULE`)."""
-    hidden = WITHHELD + RECEIVED_WITHHELD
-    public, key = [], []
-    for r in records:
-        if r.get("split") != "holdout":
-            public.append(r)
-            continue
-        s = hashlib.sha256(b"\x1f".join((b"evalpack-holdout-salt", received, r["id"].encode("utf-8")))).hexdigest()
-        promise = commitment(r, s)
-        key.append({"id": r["id"], **{k: r.get(k) for k in hidden}, "next_step": notes.get(r["id"]), "salt": s,
-                    "commitment": promise})
-        public.append({**{k: (None if k in hidden else v) for k, v in r.items()}, "commitment": promise})
-    return Sealed(tuple(public), tuple(key))
+    return _sealed(records, WITHHELD + RECEIVED_WITHHELD,
+                   lambda r: hashlib.sha256(b"\x1f".join((b"evalpack-holdout-salt", received,
+                                                         r["id"].encode("utf-8")))).hexdigest(),
+                   lambda r: ({}, {"next_step": notes.get(r["id"])}))
 
 
 def write_received_key(pack: Path, name: str, file_name: str, received: bytes, sealed: Sealed) -> Path | None:
