@@ -22,6 +22,8 @@ from evalpack.links import NO_PARENT, ORPHAN, periods
 from evalpack.plan import (
     BLOCK_ROWS,
     NO_MAX_UNITS,
+    ZONE_SHARE,
+    Cell,
     Chunk,
     RotationPlan,
     TablePlan,
@@ -78,6 +80,53 @@ def _decimal(units: np.ndarray, decimals: int, valid: np.ndarray | None = None) 
     words[:, 1] = units >> 63
     validity = None if valid is None or valid.all() else pa.py_buffer(np.packbits(valid, bitorder="little"))
     return pa.Array.from_buffers(pa.decimal128(18, decimals), len(units), [validity, pa.py_buffer(words)])
+
+
+def _edges(cells: tuple[Cell, ...], rows: int, span_start: bool) -> list[tuple[int, int, int, int]]:
+    """Each cell's (first row, rows with an amount, edge, more) in a month's row order (no cells: the chunk's
+    ``rows`` as one). Its first ``edge`` rows open the month at its first instant, the next ``edge`` close it on
+    its last day; ``edge`` grows with the cell so that a shifted edge still moves a rate at 4 decimals.
+
+    ``more``: on a datetime column only the rows at exactly midnight tell ``>`` from ``>=`` at a month's first
+    instant, where a date column has the whole first day. At the span's first instant (``span_start``) the
+    next ``more`` rows (a ZONE_SHARE of the cell, as just outside the window) open it too, so that this
+    mistake moves a month's share of the whole span at 2 decimals."""
+    out, start = [], 0
+    for cell in cells or (None,):
+        filled = cell.rows - cell.null_measures if cell is not None else rows
+        edge = min(max(1, math.ceil(filled * EDGE_SHARE)), filled // 2) if filled >= 2 else filled
+        more = max(0, min(math.ceil(filled * ZONE_SHARE), filled - 2 * edge)) if span_start else 0
+        out.append((start, filled, edge, more))
+        start += cell.rows if cell is not None else rows
+    return out
+
+
+def _distinct_openings(units: np.ndarray, cells: tuple[Cell, ...], edges: list[tuple[int, int, int, int]]) -> None:
+    """Swap amounts within cells (in place; each cell keeps its amounts and their sum) until no two labels
+    open the month with the same amount: on a datetime column those rows alone tell ``>`` from ``>=`` at
+    the month's first instant, and a gap between two labels would not move if theirs were equal (each cell's
+    first rows are often all at the column's max)."""
+    opening: dict[str | None, list[np.ndarray]] = {}
+    inside: dict[str | None, list[np.ndarray]] = {}
+    for cell, (start, filled, edge, more) in zip(cells, edges):
+        at = np.r_[start:start + edge, start + 2 * edge:start + 2 * edge + more]
+        opening.setdefault(cell.label, []).append(at)
+        inside.setdefault(cell.label, []).append(np.setdiff1d(np.arange(start, start + filled), at))
+    taken: set[int] = set()
+    for label, ats in opening.items():
+        total = int(sum(units[at].sum() for at in ats))
+        for at, rest in zip(ats, inside[label]):
+            if total not in taken:
+                break
+            if not len(at):
+                continue
+            moved = total - units[at[0]] + units[rest]
+            free = np.flatnonzero(~np.isin(moved, list(taken)))
+            if len(free):
+                swap = rest[free[0]]
+                units[at[0]], units[swap] = units[swap], units[at[0]]
+                total = int(moved[free[0]])
+        taken.add(total)
 
 
 def _plant_duplicate(part: np.ndarray, sign: int, lo: int, hi: int) -> np.ndarray:
@@ -173,6 +222,13 @@ class _TableGen:
         self.grids = {g.column: g for g in spec.time_grids if g.table == self.table.name}
         self.rates = {c.column: c for c in spec.rate_curves if c.table == self.table.name}
         self.parents = {(r.child_column): r for r in spec.relationships if r.child_table == self.table.name}
+        time = self.table.column(tplan.time_column) if tplan.time_column else None
+        self.timestamps = time is not None and time.type == "datetime"
+        self.first_month = next((c.month for c in tplan.chunks if c.kind == "month"), None)
+
+    def edges(self, chunk: Chunk) -> list[tuple[int, int, int, int]]:
+        """:func:`_edges` of a month of this table."""
+        return _edges(chunk.cells, chunk.rows, self.timestamps and chunk.month == self.first_month)
 
     def rng(self, column: str, chunk: int) -> np.random.Generator:
         return rng_for(self.seed, self.table.name, column, chunk)
@@ -273,17 +329,14 @@ class _TableGen:
         last = min(_days(add_months(chunk.month, 1)) - 1, _days(col.end))
         day = rng.integers(first, last + 1, size=n)
         t = day * unit + (rng.integers(0, US_PER_DAY, size=n) if unit != 1 else 0)
-        # each cell's first rows open the period at midnight and the next close it on its last day;
-        # their number grows with the cell so that a shifted edge still moves a rate at 4 decimals
-        starts = np.cumsum([0] + [c.rows for c in chunk.cells][:-1]) if chunk.cells else np.array([0])
-        for s, c in zip(starts, chunk.cells or (None,)):
-            filled = c.rows - c.null_measures if c is not None else n
-            edge = min(max(1, math.ceil(filled * EDGE_SHARE)), filled // 2) if filled >= 2 else filled
+        # each cell's first rows open the period at midnight and the next close it on its last day (see _edges)
+        for s, filled, edge, more in self.edges(chunk):
             t[s:s + edge] = first * unit
             boundary[s:s + edge] = True
             if filled >= 2:
                 t[s + edge:s + 2 * edge] = last * unit + (rng.integers(0, US_PER_DAY, size=edge) if unit != 1 else 0)
                 boundary[s + edge:s + 2 * edge] = True
+            t[s + 2 * edge:s + 2 * edge + more] = first * unit
         return t, boundary
 
     def time_array(self, col: Column, t: np.ndarray, valid: np.ndarray | None = None) -> pa.Array:
@@ -466,6 +519,8 @@ class _TableGen:
             units[start:start + filled] = part
             valid[start + filled:start + cell.rows] = False
             start += cell.rows
+        if self.timestamps:
+            _distinct_openings(units, chunk.cells, self.edges(chunk))
         return units, valid, col.decimals
 
     def groups(self, chunk: Chunk, k: int, order: np.ndarray | None = None) -> pa.Array:

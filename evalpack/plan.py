@@ -1104,6 +1104,14 @@ class _Planner:
             keys_ = int_keys(pcol, order, deleted)
             leaders = tuple((int(k), int(counts[i])) for k, i in zip(keys_, order))
         tcol = self.tables[rel.child_table].column(child.time_column) if child.time_column else None
+        if tcol is not None and tcol.type == "datetime" and months:
+            parent = self.spec.semantics.table(rel.parent_table).plural
+            self.warnings.append(
+                f"{rel.child_table}.{child.time_column}: a datetime column, so {parent} counted within a month or "
+                f"a period (active_parents, repeat_parents, period_parents_at_least, period_parents_without) are "
+                f"not asked: a window a moment off moves only the few {rel.child_table} rows at midnight, whose "
+                f"{parent} mostly have other rows then, so the count would not show it (a date column's whole first "
+                f"day would)")
         return ParentFacts(rel.child_table, rel.child_column, rel.parent_table, rel.parent_column, len(counts),
                            int((index >= 0).sum()), tuple((int(v), int(n)) for v, n in zip(values, many)),
                            child.time_column, tcol.type if tcol else "date", tuple(months), tuple(active), tuple(repeat),

@@ -16,7 +16,7 @@ from evalpack.difficulty import label
 from evalpack.families import FAMILIES
 from evalpack.plan import plan_pack
 from evalpack.questions import derive_questions
-from evalpack.spec import QuestionPlan, load_spec
+from evalpack.spec import QuestionPlan, load_spec, parse_spec
 
 ROOT = Path(__file__).resolve().parents[1]
 NEW = {"month_over_month", "percent_change", "running_total", "quarter_total", "half_year_total", "average_per_row",
@@ -192,3 +192,67 @@ def test_a_join_count_counts_the_planned_rows_where_an_average_transaction_resiz
         joined = con.execute(f"SELECT COUNT(*) FROM '{tables / 'subscriptions.parquet'}' AS c "
                              f"JOIN '{tables / 'users.parquet'}' AS p ON c.user_id = p.user_id").fetchone()[0]
     assert joined == planned - 7 - 5
+
+
+TIMED = """\
+name: timed
+seed: 7
+rotations: 2
+tables:
+  customers:
+    rows: 40
+    columns:
+      customer_id: {type: int, unique: true, min: 1}
+  orders:
+    rows: 1200
+    columns:
+      order_id: {type: int, unique: true, min: 1}
+      customer_id: {type: foreign_key}
+      channel: {type: categorical, choices: [web, app, store]}
+      amount: {type: float, min: 5, max: 900, decimals: 2}
+      ordered_at: {type: date, start: "2024-12-01", end: "2025-05-31"}
+relationships:
+  - {parent: customers.customer_id, child: orders.customer_id, orphans: 3, nulls: 2}
+outcome_curves:
+  - {table: orders, column: amount, time_column: ordered_at, start_date: "2025-01-01", curve_points: [
+      {month: 1, target_value: 98000.37}, {month: 4, target_value: 112050.91}]}
+group_shares:
+  - {table: orders, measure: amount, group_column: channel, shares: {web: 0.5, app: 0.3, store: 0.2}}
+questions:
+  difficulty: any
+"""
+WINDOW_MISTAKES = ("inclusive_end", "exclusive_start", "date_shift")
+
+
+def test_a_datetime_curve_column_asks_and_verifies_the_families_of_a_date_one(tmp_path):
+    """The same declarations with the time column a datetime: the same questions (the group gap and the share of
+    the whole span included), every one verified, and their window mistakes caught as on a date column."""
+    built = {}
+    for time_type in ("date", "datetime"):
+        spec_path = tmp_path / f"{time_type}.yaml"
+        spec_path.write_text(TIMED.replace("ordered_at: {type: date", f"ordered_at: {{type: {time_type}"))
+        pack = build_pack(spec_path, tmp_path / time_type).path
+        manifest = json.loads((pack / "manifest.json").read_text())
+        kinds = {q["id"]: q["kind"] for q in map(json.loads, (pack / "questions.jsonl").read_text().splitlines())}
+        study = manifest["near_miss_study"]
+        assert manifest["dropped"] == [] and study["survivors_total"] == len(study["survivors"]), time_type
+        missed = [(kinds[s["question"]], s["operator"]) for s in study["survivors"]
+                  if s["operator"] in WINDOW_MISTAKES and kinds[s["question"]] in ("group_gap", "share_of_span")]
+        assert missed == [], (time_type, missed)
+        assert study["families"]["group_gap"]["mutants"] and study["families"]["share_of_span"]["mutants"]
+        built[time_type] = manifest["questions"]["shipped_by_kind"]
+    assert built["datetime"] == built["date"]
+    assert built["date"]["group_gap"] == 4 and built["date"]["share_of_span"] == 4
+
+
+def test_a_datetime_child_column_says_which_parent_counts_it_does_not_ask():
+    """active_parents, repeat_parents and the per-period counts need a date column: on a datetime one the build
+    says so in its warnings instead of leaving them out unseen."""
+    per_parent = 'per_parent:\n  - {child: orders.customer_id, counts: {0: 0.2, 1: 0.3, "2+": 0.5}}\n'
+    for time_type, said in (("date", False), ("datetime", True)):
+        spec = parse_spec(TIMED.replace("ordered_at: {type: date", f"ordered_at: {{type: {time_type}") + per_parent)
+        plan = plan_pack(spec)[0]
+        warned = [w for w in plan.warnings if "active_parents" in w]
+        assert bool(warned) == said, (time_type, plan.warnings)
+        kinds = {q.kind for q in derive_questions(spec, (plan,))}
+        assert ("active_parents" in kinds) != said

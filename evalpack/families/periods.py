@@ -153,10 +153,7 @@ def drafts(spec: Spec, key: AnswerKey) -> Drafts:
                 "integer", None, kind, ("outcome_curve", c.table, f"{run[0]:%Y-%m}", f"{len(run)} months"), (c.table,)),
                 sum(rows[x] for x in run)))
         whole = c.months
-        if c.time_type == "date":
-            # on a timestamp only the rows at exactly midnight tell > from >= at the span's first instant,
-            # too few to move a share of the whole span at 2 decimals: that mistake would pass unseen
-            out += [_share(w, c, month, whole, "share_of_span", totals) for month in whole]
+        out += [_share(w, c, month, whole, "share_of_span", totals) for month in whole]
         out += [_share(w, c, month, run, "share_of_quarter", totals) for run in quarters(c.months, 3) for month in run]
         out += versus_average(w, c, m, defined)
         out += month_ranking(w, c, m, defined)
