@@ -334,6 +334,15 @@ class PerParent:
 
 
 @dataclass(frozen=True)
+class _Via:
+    """What SPEC_FORMAT.md's spelling says of a declaration's foreign key, checked once the relationships are
+    known: segment_shares' `via` (``column``: table, column), or per_parent's key with its `parent` table."""
+
+    column: tuple[str, str]
+    parent: str | None = None
+
+
+@dataclass(frozen=True)
 class WaterfallPoint:
     month: dt.date
     ending_value: float
@@ -590,6 +599,13 @@ class _Reader:
     def __init__(self, doc: _Doc) -> None:
         self.doc = doc
         self.notes: list[str] = []
+        self.vias: dict[tuple, _Via] = {}  # by the declaration's key path: segment_shares[0], per_parent[1]
+        self.spelled: dict[tuple, tuple] = {}  # a key's path as the loader names it -> as the file writes it
+
+    def written(self, path: tuple) -> tuple:
+        """``path`` as the file spells it: segment_shares[0].by is the file's segment_shares[0].attribute when
+        it uses SPEC_FORMAT.md's spelling."""
+        return self.spelled.get(path, path)
 
     def note_misata(self, m: dict, path: tuple, noted: dict[str, str]) -> None:
         """Record each of ``noted``'s keys present in ``m`` (a Misata key evalpack does without) as a note naming
@@ -1437,14 +1453,42 @@ def _read_group_shares(r: _Reader, raw: Any, path: tuple) -> GroupShares:
     )
 
 
+def _one_column(r: _Reader, m: dict, path: tuple, documented: str, engine: str) -> tuple[str, str]:
+    """The table.column that ``m`` names under ``documented`` (SPEC_FORMAT.md's key) or ``engine`` (evalpack's
+    own spelling of the same key); given both, they must agree. Later messages name the key the file wrote."""
+    given = [key for key in (documented, engine) if m.get(key) is not None]
+    if not given:
+        raise r.err(path, f"missing required key '{documented}' (or '{engine}', its other spelling)")
+    refs = {key: _split_ref(r, m[key], path + (key,)) for key in given}
+    if len(set(refs.values())) > 1:
+        raise r.err(path + (engine,), f"`{engine}: {m[engine]}` and `{documented}: {m[documented]}` are two spellings "
+                    f"of one key and name different columns; keep one of them")
+    if given[0] == documented:
+        r.spelled[path + (engine,)] = path + (documented,)
+    return refs[given[0]]
+
+
+def _via_of(r: _Reader, m: dict, path: tuple, key: str, table: str) -> tuple[str, str]:
+    """``m``'s `via`: a column of ``table``, the table that ``m``'s ``key`` names."""
+    via = _split_ref(r, m["via"], path + ("via",))
+    if via[0] != table:
+        raise r.err(path + ("via",), f"`via: {'.'.join(via)}` is a column of {via[0]}, but `{key}` is {table}; via "
+                    f"names the foreign key of {table} that leads to the parent: write `via: {table}.<column>`")
+    return via
+
+
 def _read_segment_shares(r: _Reader, raw: Any, path: tuple) -> SegmentShares:
-    m = r.mapping(raw, path, ("table", "measure", "by", "grain", "shares", "description"), what="segment_shares key")
-    by_table, by_column = _split_ref(r, r.required(m, "by", path), path + ("by",))
+    m = r.mapping(raw, path, ("table", "measure", "attribute", "by", "via", "grain", "shares", "description"),
+                  what="segment_shares key")
+    by_table, by_column = _one_column(r, m, path, "attribute", "by")
     grain = m.get("grain")
     if grain is not None and grain not in GRAINS:
         raise r.err(path + ("grain",), f"grain is one of {', '.join(GRAINS)}, got {_kind(grain)}")
+    table = r.string(r.required(m, "table", path), path + ("table",))
+    if m.get("via") is not None:
+        r.vias[path] = _Via(_via_of(r, m, path, "table", table))
     return SegmentShares(
-        table=r.string(r.required(m, "table", path), path + ("table",)),
+        table=table,
         measure=r.string(r.required(m, "measure", path), path + ("measure",)),
         by_table=by_table, by_column=by_column,
         shares=r.shares(r.required(m, "shares", path), path + ("shares",)),
@@ -1456,8 +1500,18 @@ def _read_segment_shares(r: _Reader, raw: Any, path: tuple) -> SegmentShares:
 
 
 def _read_per_parent(r: _Reader, raw: Any, path: tuple) -> PerParent:
-    m = r.mapping(raw, path, ("child", "counts", "top", "per", "description"), what="per_parent key")
-    child_table, child_column = _split_ref(r, r.required(m, "child", path), path + ("child",))
+    m = r.mapping(raw, path, ("parent", "child", "via", "counts", "top", "per", "description"), what="per_parent key")
+    child = None if m.get("child") is None else r.string(m["child"], path + ("child",))
+    child_is_table = child is not None and "." not in child  # SPEC_FORMAT.md's `child: orders, via: orders.<key>`
+    if child_is_table and m.get("via") is None:
+        raise r.err(path + ("child",), f"`child: {child}` names a table; name its foreign key to the parent too: "
+                    f"`via: {child}.<column>` (or write `child: {child}.<column>`)")
+    child_table, child_column = _one_column(r, {"via": m.get("via"), "child": None if child_is_table else child},
+                                            path, "via", "child")
+    if child_is_table:
+        _via_of(r, m, path, "child", child)
+    if m.get("parent") is not None:
+        r.vias[path] = _Via((child_table, child_column), r.string(m["parent"], path + ("parent",)))
     raw_counts = r.shares(r.required(m, "counts", path), path + ("counts",))
     counts = []
     for key, share in raw_counts:
@@ -1784,17 +1838,26 @@ def _check_references(r: _Reader, spec: Spec, rel_paths: list[tuple], pp_paths: 
                         f"({', '.join(gcol.choices)})")
     for i, g in enumerate(spec.segment_shares):
         p = ("segment_shares", i)
+        by = r.written(p + ("by",))
         need(g.table, g.measure, p + ("measure",))
-        bcol = need(g.by_table, g.by_column, p + ("by",), ("date", "datetime") if g.grain else ("categorical",))
+        bcol = need(g.by_table, g.by_column, by, ("date", "datetime") if g.grain else ("categorical",))
         if (g.table, g.measure) not in curves:
             raise r.err(p, f"segment_shares on {g.table}.{g.measure} needs an outcome curve on the same table and "
                         "measure; add one under outcome_curves:")
         if any(o.table == g.table for o in spec.segment_shares[:i]):
             raise r.err(p, f"table '{g.table}' already has segment_shares; evalpack splits a measure one way")
-        if segment_path(spec, g) is None:
-            raise r.err(p + ("by",), f"{g.by_table} is not a parent of {g.table}, nor a parent of one of its "
+        route = segment_path(spec, g)
+        if route is None:
+            raise r.err(by, f"{g.by_table} is not a parent of {g.table}, nor a parent of one of its "
                         f"parents, through one relationship each; segment by a column of a table {g.table} reaches "
                         "through its foreign keys")
+        first, via = route[0], r.vias.get(p)
+        if via and via.column != (first.child_table, first.child_column):
+            need(*via.column, p + ("via",), ("foreign_key",))
+            reach = "" if first.parent_table == g.by_table else f", through which {g.table} reaches {g.by_table}"
+            raise r.err(p + ("via",), f"{'.'.join(via.column)} is a foreign key to {_parent_of(spec, via.column)}, "
+                        f"not to {first.parent_table}{reach} (`{by[-1]}: {g.by_table}.{g.by_column}`); write "
+                        f"`via: {first.child_table}.{first.child_column}`")
         labels = segment_labels(bcol, g.grain)
         unknown = [k for k, _ in g.shares if k not in labels]
         if unknown:
@@ -1802,7 +1865,13 @@ def _check_references(r: _Reader, spec: Spec, rel_paths: list[tuple], pp_paths: 
                 f"choices of {g.by_table}.{g.by_column}"
             raise r.err(p + ("shares",), f"{unknown} are not {what} ({_clip(', '.join(labels), 200, quote=False)})")
     for i, (p, pp) in enumerate(zip(pp_paths, spec.per_parent)):
-        need(pp.child_table, pp.child_column, p + ("child",) if p[0] == "per_parent" else p, ("foreign_key",))
+        need(pp.child_table, pp.child_column, r.written(p + ("child",)) if p[0] == "per_parent" else p,
+             ("foreign_key",))
+        via = r.vias.get(p)
+        if via and via.parent != (parent := _parent_of(spec, via.column)):
+            raise r.err(p + ("parent",), f"{'.'.join(via.column)} is a foreign key to {parent}, not to {via.parent}; "
+                        f"write `parent: {parent}`, or name a foreign key of {pp.child_table} to {via.parent} in "
+                        f"`{r.written(p + ('child',))[-1]}`")
         if any((o.child_table, o.child_column) == (pp.child_table, pp.child_column) for o in spec.per_parent[:i]):
             raise r.err(p, f"{pp.child_table}.{pp.child_column} already has per_parent counts")
         if any(led.table == pp.child_table for led in spec.ledgers):
@@ -1882,6 +1951,11 @@ def _check_references(r: _Reader, spec: Spec, rel_paths: list[tuple], pp_paths: 
             if (rel.child_table, rel.child_column) == (led.table, led.group_by[0]) and 1 in (rel.orphans, rel.nulls):
                 raise r.err(rp, f"{led.table}.{led.group_by[0]} groups a balanced ledger: "
                             "orphans and nulls there must be 0 or at least 2 (each group balances)")
+
+
+def _parent_of(spec: Spec, column: tuple[str, str]) -> str | None:
+    """The table the foreign key ``column`` (table, column) leads to; None when it is no foreign key."""
+    return next((rel.parent_table for rel in spec.relationships if (rel.child_table, rel.child_column) == column), None)
 
 
 def segment_labels(col: Column, grain: str | None) -> tuple[str, ...]:
