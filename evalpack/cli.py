@@ -12,15 +12,14 @@ import argparse
 import json
 import os
 import sys
-import tempfile
 import time
 from collections import Counter
 from importlib.metadata import entry_points
 from pathlib import Path
 
 from evalpack.errors import EvalpackError
-from evalpack.layout import MANIFEST, rotation_name
-from evalpack.report import pack_facts, pack_html, report_path_beside, score_html, write_html
+from evalpack.layout import rotation_name
+from evalpack.report import pack_facts, pack_html, score_html, write_html
 from evalpack.scoring import (
     PUBLIC_KEY_ENV,
     InputError,
@@ -28,6 +27,7 @@ from evalpack.scoring import (
     add_holdout_option,
     add_integrity_options,
     add_limit_options,
+    check_report_file,
     error_text,
     printable,
 )
@@ -60,36 +60,6 @@ def _check_pack_folder(pack: str) -> None:
     if path.exists() and not path.is_dir():
         raise EvalpackError(f"{pack}: not a pack folder but a file; pass the folder `evalpack build -o` "
                             "or `evalpack import -o` wrote")
-
-
-def check_report_path(path: str | None, option: str = "--json") -> None:
-    """Refuse, before any work, a report file (``option``: ``--json``, ``--html``) that cannot be written: its
-    folder is missing or is a file, or the path is a folder."""
-    if path is None:
-        return
-    folder = Path(path).absolute().parent
-    if Path(path).is_dir():
-        raise EvalpackError(f"{path}: is a folder; pass a file name for the report, e.g. {option} "
-                            f"report.{option.lstrip('-')}")
-    if not folder.is_dir():
-        what = "is a file" if folder.exists() else "does not exist"
-        raise EvalpackError(f"{path}: cannot write the report, its folder {folder} {what}; create the folder "
-                            f"or choose another {option}")
-    try:  # permissions alone do not say (root, /proc, a read-only mount): try, leaving nothing behind
-        with tempfile.TemporaryFile(dir=folder):
-            pass
-    except OSError as exc:
-        raise EvalpackError(f"{path}: cannot write the report in {folder} ({exc.strerror or exc}); "
-                            f"choose another {option}") from None
-
-
-def check_html_path(path: str, pack: str) -> None:
-    """:func:`check_report_path` for ``--html``, and refuse a page inside the pack (every file there is attested)."""
-    check_report_path(path, "--html")
-    folder = Path(os.path.abspath(pack))
-    if folder in Path(os.path.abspath(path)).parents and (folder / MANIFEST).is_file():
-        raise EvalpackError(f"{path}: inside the pack {pack}, whose files are attested; write the report beside "
-                            f"it, e.g. --html {report_path_beside(pack)}")
 
 
 class _Parser(OneLineParser):
@@ -192,8 +162,9 @@ def cmd_build(args: argparse.Namespace) -> int:
 def cmd_score(args: argparse.Namespace) -> int:
     from evalpack.scoring import prestart_for, score_command
 
-    if args.html is not None:
-        check_html_path(args.html, args.pack)
+    # before any work, so that a report that cannot or must not be written costs no scoring run
+    check_report_file(args.json, args.pack)
+    check_report_file(args.html, args.pack, "--html")
 
     def render(report: dict) -> None:  # the page sees the report as the JSON report states it
         write_html(args.html, score_html(json.loads(json.dumps(report, default=str))))
@@ -212,7 +183,7 @@ def cmd_score(args: argparse.Namespace) -> int:
 
 def cmd_report(args: argparse.Namespace) -> int:
     _check_pack_folder(args.pack)
-    check_html_path(args.html, args.pack)
+    check_report_file(args.html, args.pack, "--html")
     facts = pack_facts(args.pack, public_key=args.public_key)
     write_html(args.html, pack_html(facts))
     print(printable(f"wrote {args.html}: pack {args.pack}, {len(facts['records'])} questions, "
@@ -249,7 +220,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
     from evalpack.scoring import prestart_for
 
     _check_pack_folder(args.pack)
-    check_report_path(args.json)
+    check_report_file(args.json)
     # the pack's SQL runs in a sandbox worker per rotation: forked before the audit's imports start threads
     # (NumPy's, for one)
     prestart_for(args.pack)

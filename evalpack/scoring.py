@@ -132,6 +132,7 @@ import stat
 import struct
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import uuid
@@ -2713,6 +2714,36 @@ def _write_json(path: str | Path, data: dict) -> None:
         raise InputError(f"{path}: cannot write the JSON report: {exc.strerror or exc}") from None
 
 
+def check_report_file(path: str | Path | None, pack: str | Path | None = None, option: str = "--json") -> None:
+    """Refuse, before any work, a report file (``option``: ``--json``, ``--html``) that must not or cannot be
+    written: the folder ``pack`` or a path inside it, links followed (the attestation pins every file there, so one
+    more fails the pack's verification); a folder; a folder for it that is missing or is a file, or that cannot be
+    written. Raises InputError naming the path and the option; nothing is left behind."""
+    if path is None:
+        return
+    target, kind = Path(path), option.lstrip("-")
+    if pack is not None:
+        folder, where = Path(pack).resolve(), target.resolve()
+        if where == folder or folder in where.parents:
+            what = "is a folder, the pack itself" if where == folder else "is inside the pack"
+            beside = f", e.g. {option} {folder.with_name(f'{folder.name}.report.{kind}')}" if folder.name else ""
+            raise InputError(f"{path}: {what} ({pack}), whose files are attested: a report there fails its "
+                             f"verification; write the {option} report outside the pack{beside}")
+    if target.is_dir():
+        raise InputError(f"{path}: is a folder; pass a file name for the report, e.g. {option} report.{kind}")
+    folder = target.absolute().parent
+    if not folder.is_dir():
+        what = "is a file" if folder.exists() else "does not exist"
+        raise InputError(f"{path}: cannot write the report, its folder {folder} {what}; create the folder "
+                         f"or choose another {option}")
+    try:  # permissions alone do not say (root, /proc, a read-only mount): try, leaving nothing behind
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as exc:
+        raise InputError(f"{path}: cannot write the report in {folder} ({exc.strerror or exc}); "
+                         f"choose another {option}") from None
+
+
 def score_command(pack: str | Path, candidates: str | Path, json_path: str | Path | None = None,
                   rule: str = "spider", *, public_key: str | Path | None = None, timeout: float = DEFAULT_TIMEOUT,
                   memory_mb: int = DEFAULT_MEMORY_MB, threads: int = DEFAULT_THREADS,
@@ -2848,6 +2879,11 @@ def main(argv: list[str] | None = None) -> int:
     if argv[:1] == [WORKER_FLAG]:
         return worker_main(argv[1:])
     args = build_parser().parse_args(argv)
+    try:  # before any work: a report that cannot or must not be written is known now, not after the run
+        check_report_file(args.json, args.pack)
+    except InputError as exc:
+        print(error_text(exc), file=sys.stderr)
+        return 2
     prestart_for(args.pack)
     if args.candidates:
         return score_command(args.pack, args.candidates, args.json, args.rule, public_key=args.public_key,

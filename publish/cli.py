@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from evalpack.scoring import PUBLIC_KEY_ENV
+from evalpack.scoring import PUBLIC_KEY_ENV, check_report_file
 from publish.revision import fetch_side
 
 if TYPE_CHECKING:
@@ -130,11 +130,10 @@ def add_command(sub: argparse._SubParsersAction) -> None:
 def add_diff_command(sub: argparse._SubParsersAction) -> None:
     """Add ``diff`` to the ``evalpack`` command line (the ``evalpack.commands`` entry point): it reads Hub
     revisions as well as pack folders, so it lives in this layer."""
-    from evalpack.cli import check_report_path
     from evalpack.diff import diff_command
 
     def run(args: argparse.Namespace) -> int:
-        check_report_path(args.json)
+        check_report_file(args.json)
         return diff_command(fetch_side(args.old), fetch_side(args.new), json_path=args.json)
 
     d = sub.add_parser("diff", help="compare two versions of a pack (exit 0 same, 1 different, 2 bad input)")

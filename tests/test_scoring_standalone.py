@@ -12,9 +12,11 @@ from pathlib import Path
 import pytest
 from conftest import copy_pack, full_questions, gold_questions
 
+import evalpack.dialect_scoring
+import evalpack.scoring
 from evalpack.build import build_pack
 from evalpack.cli import main as cli_main
-from evalpack.scoring import score_command
+from evalpack.scoring import check_integrity, score_command
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -99,6 +101,64 @@ def test_evalpack_score_runs_the_same_scorer(tmp_path, retail_pack, capsys):
                 run.pop("seconds")
     assert a == b
     assert f"{5 + declines}/{len(questions) + declines} correct" in capsys.readouterr().out
+
+
+def _files(folder: Path) -> dict[str, bytes | None]:
+    """Every entry under ``folder``: a file's bytes, None for a folder."""
+    return {str(p.relative_to(folder)): None if p.is_dir() else p.read_bytes() for p in folder.rglob("*")}
+
+
+def _verify_py(pack: Path, *args: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-I", str(pack / "verify.py"), *args], cwd=cwd, capture_output=True,
+                          text=True, timeout=300)
+
+
+def test_a_report_inside_the_pack_is_refused_and_the_pack_still_verifies(tmp_path, retail_pack, capsys):
+    pack = copy_pack(retail_pack, tmp_path / "pack")
+    (tmp_path / "link").symlink_to(pack, target_is_directory=True)
+    cands = tmp_path / "cands.jsonl"
+    cands.write_text("".join(json.dumps({"id": q["id"], "sql": q["gold_sql"]}) + "\n"
+                             for q in gold_questions(pack)[:3]))
+    before = _files(pack)
+    for option, path in (("--json", pack / "report.json"), ("--json", pack / "rotations" / "report.json"),
+                         ("--json", pack), ("--html", pack / "score.html"), ("--json", tmp_path / "link" / "r.json"),
+                         ("--html", tmp_path / "link" / "score.html")):
+        assert cli_main(["score", str(pack), "--candidates", str(cands), option, str(path)]) == 2, (option, path)
+        out, err = capsys.readouterr()
+        assert out == "" and err.count("\n") == 1 and err.startswith(f"evalpack: error: {path}: "), err
+        assert f"write the {option} report outside the pack" in err, err
+    for args in (("--candidates", str(cands), "--json", "report.json"), ("--json", "gold.json")):
+        run = _verify_py(pack, *args, cwd=pack)  # the pack's own scorer, its pack by default: the folder it is in
+        assert run.returncode == 2 and run.stdout == "", run.stdout + run.stderr
+        assert run.stderr.startswith(f"error: {args[-1]}: is inside the pack") and run.stderr.count("\n") == 1
+    assert _files(pack) == before
+    check_integrity(pack)  # raises when a file was added or changed
+
+
+def test_a_missing_report_folder_is_refused_before_any_scoring(tmp_path, retail_pack, capsys, monkeypatch):
+    cands = tmp_path / "cands.jsonl"
+    cands.write_text("".join(json.dumps({"id": q["id"], "sql": q["gold_sql"]}) + "\n"
+                             for q in gold_questions(retail_pack)[:3]))
+
+    def no_scoring(*_, **__):
+        raise AssertionError("scoring started before the report's folder was checked")
+
+    for name in ("prestart_for", "check_integrity", "score_pack"):
+        monkeypatch.setattr(evalpack.scoring, name, no_scoring)
+    monkeypatch.setattr(evalpack.dialect_scoring, "dialect_score_command", no_scoring)
+    missing = tmp_path / "no" / "such" / "folder"
+    for option, dialect in (("--json", "duckdb"), ("--html", "duckdb"), ("--json", "sqlite")):
+        path = missing / f"report.{option[2:]}"
+        code = cli_main(["score", str(retail_pack), "--candidates", str(cands), option, str(path), "--dialect", dialect])
+        out, err = capsys.readouterr()
+        assert code == 2 and out == "" and err.count("\n") == 1, err
+        assert f"{path}: cannot write the report, its folder {missing} does not exist" in err and option in err
+    monkeypatch.undo()
+    for args in (("--candidates", str(cands)), ()):  # verify.py scoring candidates, and rerunning the gold SQL
+        run = _verify_py(retail_pack, *args, "--json", str(missing / "report.json"), cwd=tmp_path)
+        assert run.returncode == 2 and run.stdout == "", run.stdout  # no report: nothing was scored or rerun
+        assert f"its folder {missing} does not exist" in run.stderr and run.stderr.count("\n") == 1
+    assert not (tmp_path / "no").exists()
 
 
 @pytest.fixture(scope="module")
