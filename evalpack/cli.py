@@ -220,7 +220,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
     from evalpack.scoring import prestart_for
 
     _check_pack_folder(args.pack)
-    check_report_file(args.json)
+    check_report_file(args.json, args.pack)
     # the pack's SQL runs in a sandbox worker per rotation: forked before the audit's imports start threads
     # (NumPy's, for one)
     prestart_for(args.pack)

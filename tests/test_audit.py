@@ -176,6 +176,10 @@ def test_audit_command_exit_codes_and_json(film_packs, tmp_path, capsys):
     (tmp_path / "empty").mkdir()
     assert main(["audit", str(tmp_path / "empty")]) == 2
     assert "manifest.json: not found" in capsys.readouterr().err
+    before = sorted(p.name for p in Path(film_packs["duckdb"]).iterdir())
+    assert main(["audit", str(film_packs["duckdb"]), "--json", str(Path(film_packs["duckdb"]) / "audit.json")]) == 2
+    assert "inside the pack" in capsys.readouterr().err  # its files are attested: one more fails its verification
+    assert sorted(p.name for p in Path(film_packs["duckdb"]).iterdir()) == before
 
 
 def test_a_clean_pack_exits_0(tmp_path, capsys):
