@@ -358,6 +358,49 @@ def _spread_cents(parts: np.ndarray, decimals: int) -> np.ndarray:
     return parts
 
 
+def _group_rows(rows: int, share_w: list[float], null_rate: float) -> tuple[np.ndarray, np.ndarray]:
+    """A month's ``rows`` split over its groups: the rows holding a value in each, and the rows whose value is null."""
+    nulls = round_fraction(Fraction(null_rate).limit_denominator(10**6) * rows) if null_rate else 0
+    nulls = min(nulls, rows - len(share_w))
+    g_rows = apportion(rows - nulls, share_w, minimum=1 if rows - nulls >= len(share_w) else 0)
+    return g_rows, apportion(nulls, share_w)
+
+
+def _short(totals: np.ndarray, rows: np.ndarray, hi: int) -> bool:
+    """Whether a part's total needs more rows than it has, at ``hi`` a row."""
+    return any(t > 0 and r == 0 or t > r * hi for t, r in zip(map(int, totals), map(int, rows)))
+
+
+def _over(totals: np.ndarray, rows: np.ndarray, lo: int) -> bool:
+    """Whether a part has more rows than its total allows, at ``lo`` a row."""
+    return any(r * lo > t for t, r in zip(map(int, totals), map(int, rows)))
+
+
+def _first(holds, a: int, b: int) -> int:
+    """The smallest n in [a, b] for which ``holds(n)``, ``b + 1`` when none (``holds`` false, then true, as n rises)."""
+    b += 1
+    while a < b:
+        mid = (a + b) // 2
+        if holds(mid):
+            b = mid
+        else:
+            a = mid + 1
+    return a
+
+
+def _within(rows: list[int], low: list[int], high: list[int]) -> list[int]:
+    """``rows`` moved into ``low[i]..high[i]`` each with their sum kept: the parts outside go to the nearest bound and
+    the rows they took or gave are spread over the others in proportion to their room (``rows`` themselves when
+    every part is inside; the caller sees that the bounds' sums leave room)."""
+    out = [min(max(r, a), b) for r, a, b in zip(rows, low, high)]
+    more = sum(rows) - sum(out)
+    if more > 0:
+        out = [r + int(x) for r, x in zip(out, apportion(more, [b - r for r, b in zip(out, high)]))]
+    elif more < 0:
+        out = [r - int(x) for r, x in zip(out, apportion(-more, [r - a for r, a in zip(out, low)]))]
+    return out
+
+
 def _rate_months(col: Column, span: list[dt.date]) -> list[dt.date]:
     """The months a table with a rate curve (and no outcome curve or waterfall) spreads its rows over: every month of
     its time column's declared range when that range holds the points' ``span`` (as Misata spreads them; the months
@@ -519,6 +562,10 @@ class _Planner:
                 low = min(between, key=lambda i: totals[i])
                 totals[low] += 1 if (totals[low] + 1) % 10 ** d else -1
             lo, hi = _bounds(mcol)
+            null_rate = mcol.nullable
+            shares = groups_decl.shares if groups_decl else ((None, 1.0),)
+            share_w = [s for _, s in shares]
+            g_tots = [_spread_cents(apportion(t, share_w), d) for t in totals]
             if curve.avg_transaction_value:
                 avg = to_units(curve.avg_transaction_value, d)
                 rows = [max(1, round_fraction(Fraction(t, avg))) for t in totals]
@@ -534,7 +581,13 @@ class _Planner:
                     raise self.err(f"tables.{table.name}.rows", table.rows_line or table.line,
                                    f"{table.name} needs at least {min_rows * len(months) + zone_rows} rows for "
                                    f"{len(months)} months of its outcome curve; raise rows")
-                rows = self._rows_per_month(window_rows, totals, min_rows)
+                rows = self._rows_per_month(window_rows, totals, [min_rows] * n, [window_rows] * n)
+                if any(_short(g, r, hi) or _over(g, r, lo) for g, r in zip(
+                        g_tots, (_group_rows(x, share_w, null_rate)[0] for x in rows))):
+                    # a month whose total needs more rows (at the per-row max) or fewer (at the per-row min) than
+                    # its share gives it: rows planned again within every month's bounds
+                    least, most = self._month_row_bounds(table, curve, months, g_tots, share_w, window_rows, min_rows)
+                    rows = self._rows_per_month(window_rows, totals, least, most)
             low, high = curve.rows_per_period
             for month, n in zip(months, rows):
                 if (low is not None and n < low) or (high is not None and n > high):
@@ -542,17 +595,11 @@ class _Planner:
                                    f"{month:%Y-%m} plans {n} rows of {table.name}, outside the declared "
                                    f"{low or 1} to {high or 'any'} transactions per period; change the table's "
                                    "rows or the bounds")
-            null_rate = mcol.nullable
-            shares = groups_decl.shares if groups_decl else ((None, 1.0),)
             group_column = groups_decl.group_column if groups_decl else None
             group_totals = []
             for m, month in enumerate(months):
-                nulls = round_fraction(Fraction(null_rate).limit_denominator(10**6) * rows[m]) if null_rate else 0
-                nulls = min(nulls, rows[m] - len(shares) * 1)
-                share_w = [s for _, s in shares]
-                g_tot = _spread_cents(apportion(totals[m], share_w), d)
-                g_rows = apportion(rows[m] - nulls, share_w, minimum=1 if rows[m] - nulls >= len(shares) else 0)
-                g_nulls = apportion(nulls, share_w)
+                g_tot = g_tots[m]
+                g_rows, g_nulls = _group_rows(rows[m], share_w, null_rate)
                 cells = []
                 for (label, _), t, r, z in zip(shares, g_tot, g_rows, g_nulls):
                     t, r, z = int(t), int(r), int(z)
@@ -754,11 +801,13 @@ class _Planner:
             out[i] = top - rank * max(1, top // 200)
         return [t + 1 if d and t % 10 ** d == 0 else t for t in out]  # cents catch 'rounded to whole units'
 
-    def _rows_per_month(self, window_rows: int, totals: list[int], min_rows: int) -> list[int]:
+    def _rows_per_month(self, window_rows: int, totals: list[int], low: list[int], high: list[int]) -> list[int]:
         """Rows per month, roughly proportional to the month's total but not exactly, so that the
-        month with the highest total is not also the month with the highest average row."""
+        month with the highest total is not also the month with the highest average row; month i gets between
+        low[i] and high[i] rows."""
         jitter = rng_for(self.answers_seed, "__rows_per_month__").uniform(0.97, 1.03, size=len(totals))
-        rows = [int(r) for r in apportion(window_rows, [t * j for t, j in zip(totals, jitter)], minimum=min_rows)]
+        rows = [int(r) for r in apportion(window_rows, [t * j for t, j in zip(totals, jitter)], minimum=min(low))]
+        rows = _within(rows, low, high)
         if len(rows) > 1 and sum(1 for t in totals if t == max(totals)) == 1:
             peak = totals.index(max(totals))
             for _ in range(100):
@@ -767,22 +816,22 @@ class _Planner:
                     break
                 donor = averages.index(min(averages))
                 step = max(1, rows[donor] // 50)
-                if rows[donor] - step < min_rows:
+                if rows[donor] - step < low[donor] or rows[peak] + step > high[peak]:
                     break
                 rows[donor] -= step
                 rows[peak] += step
             if len(rows) > 2:
-                self._fewer_rows_at_peak(rows, totals, peak, min_rows)
+                self._fewer_rows_at_peak(rows, totals, peak, low, high)
         return rows
 
     @staticmethod
-    def _fewer_rows_at_peak(rows: list[int], totals: list[int], peak: int, min_rows: int) -> None:
+    def _fewer_rows_at_peak(rows: list[int], totals: list[int], peak: int, low: list[int], high: list[int]) -> None:
         """Give the runner-up month more rows than the peak month, so that 'the month with most rows' is not the
         peak; then make a third month's average row the highest (rows from it to the runner-up)."""
         runner = max((i for i in range(len(totals)) if i != peak), key=lambda i: totals[i])
         if rows[peak] >= rows[runner]:
             move = rows[peak] - rows[runner] + max(1, rows[runner] // 100)
-            if rows[peak] - move < min_rows:
+            if rows[peak] - move < low[peak] or rows[runner] + move > high[runner]:
                 return
             rows[peak] -= move
             rows[runner] += move
@@ -793,10 +842,57 @@ class _Planner:
                 return
             donor = max(others, key=lambda i: averages[i])
             step = max(1, rows[donor] // 50)
-            if rows[donor] - step < min_rows:
+            if rows[donor] - step < low[donor] or rows[runner] + step > high[runner]:
                 return
             rows[donor] -= step
             rows[runner] += step
+
+    def _month_row_bounds(self, table: Table, curve, months: list[dt.date], g_tots: list[np.ndarray],
+                          share_w: list[float], window_rows: int, min_rows: int) -> tuple[list[int], list[int]]:
+        """The fewest and the most rows each month of an outcome curve can hold: every group's part of the month's
+        total made from rows between the column's min and max. Refuses a curve whose months cannot share the rows
+        inside them that way."""
+        mcol = table.column(curve.column)
+        d, (lo, hi) = mcol.decimals, _bounds(mcol)
+
+        def parts(rows: int) -> np.ndarray:
+            return _group_rows(rows, share_w, mcol.nullable)[0]
+
+        # the fewest searched past the window's rows too, so that a refusal says how many a month needs
+        least = [_first(lambda r, g=g: not _short(g, parts(r), hi), min_rows, 10 ** 12) for g in g_tots]
+        most = [_first(lambda r, g=g: _over(g, parts(r), lo), min_rows, window_rows) - 1 for g in g_tots]
+        if sum(least) <= window_rows <= sum(most) and all(a <= b for a, b in zip(least, most)):
+            return least, most
+
+        def money(units: int) -> str:
+            return f"{units / 10 ** d:.{d}f}"
+
+        c = self.spec.outcome_curves.index(curve)
+        span = f"the {len(months)} months from {months[0]:%Y-%m} to {months[-1]:%Y-%m}"
+        inside = f"the {window_rows} rows {table.name} has in them (of its {table.rows})"
+        if min(most) < min_rows:
+            m = most.index(min(most))
+            what = (f"cannot be made from the {min_rows} rows a month holds at least, between {money(lo)} and "
+                    f"{money(hi)}; raise the target or lower {curve.column}'s min")
+        elif sum(least) > window_rows:
+            m = least.index(max(least))
+            what = (f"needs at least {least[m]} rows of at most {money(hi)}, and {span} need {sum(least)} together, "
+                    f"more than {inside}; raise {table.name}'s rows, lower the target or raise {curve.column}'s max")
+        elif sum(most) < window_rows:
+            m = most.index(min(most))
+            what = (f"takes at most {most[m]} rows of at least {money(lo)}, and {span} take {sum(most)} together, "
+                    f"fewer than {inside}; lower {table.name}'s rows, raise the target or lower {curve.column}'s min")
+        else:
+            m = next(i for i, (a, b) in enumerate(zip(least, most)) if a > b)
+            what = (f"cannot be made from any number of rows between {money(lo)} and {money(hi)}; change "
+                    f"{curve.column}'s min/max or the target")
+        point = next((j for j, p in enumerate(curve.points) if p.month == months[m]), None)
+        if point is None:  # a month between the curve's points
+            path, line, between = f"outcome_curves[{c}]", curve.line, " (interpolated between curve points)"
+        else:
+            path, line, between = f"outcome_curves[{c}].curve_points[{point}]", curve.points[point].line, ""
+        raise self.err(path, line, f"{months[m]:%Y-%m}: {table.name}.{curve.column} total "
+                                   f"{money(int(sum(g_tots[m])))}{between} {what}")
 
     @staticmethod
     def _interpolate_rates(declared: list[tuple[dt.date, float]], months: list[dt.date]) -> list[float]:

@@ -220,6 +220,19 @@ BAD = [
     Bad("too_few_rows_for_the_curve", edit("    rows: 120", "    rows: 10"), "rows: 10",
         "tables.orders.rows", "needs at least"),
     Bad("empty_file", "# nothing here yet\n", None, None, "the file is empty"),
+    # found with a raised peak month: the refusal named a month whose total was fine, not the one too big for the rows
+    Bad("peak_month_needs_more_rows_than_the_table_has",
+        edit("{month: 3, target_value: 12000.55}", "{month: 3, target_value: 400000.55}"),
+        "target_value: 400000.55", "outcome_curves[0].curve_points[1]",
+        "2025-04: orders.amount total 400000.55 needs at least 82 rows of at most 5000.00, and the 3 months from "
+        "2025-02 to 2025-04 need 128 together, more than the 114 rows orders has in them (of its 120); raise "
+        "orders's rows, lower the target or raise amount's max"),
+    Bad("month_total_too_small_for_the_rows_left_to_it",
+        edit("min: 1, max: 5000", "min: 50, max: 5000",
+             base=edit("{month: 1, target_value: 10000.37}", "{month: 1, target_value: 1800.37}",
+                       base=edit("{month: 3, target_value: 12000.55}", "{month: 3, target_value: 2100.55}"))),
+        "target_value: 1800.37", "outcome_curves[0].curve_points[0]",
+        "2025-02: orders.amount total 1800.37 takes at most 35 rows of at least 50.00"),
     Bad("too_few_rows_for_the_waterfall", edit("    rows: 40", "    rows: 12", base=BOOKS), "rows: 12",
         "tables.mrr.rows", "mrr needs at least 20 rows for 3 months of its waterfall"),
     Bad("ledger_amounts_too_narrow_to_balance", edit("credit: {type: float, min: 0, max: 5000,",
@@ -290,6 +303,40 @@ def test_base_specs_are_valid(base: str, tmp_path: Path, capsys) -> None:
     code, stdout, stderr = _run_cli(spec, tmp_path / "pack", capsys)
     assert code == 0, stderr
     assert (tmp_path / "pack" / "questions.jsonl").is_file()
+
+
+@pytest.mark.parametrize("first, last, least, most", [
+    # the peak month needs more rows (at 5000.00 a row) than a share of the rows by its total leaves it
+    ("10000.37", "300000.55", "1", "5000"),
+    # a month's total holds fewer rows (at 50.00 a row) than that share gives it
+    ("1700.37", "2300.55", "50", "5000"),
+], ids=["rows_for_the_peak", "rows_for_a_small_month"])
+def test_a_month_outside_its_share_of_rows_builds_with_exact_totals(first: str, last: str, least: str, most: str,
+                                                                     tmp_path: Path, capsys) -> None:
+    """Rows go to the months by their totals; a month that needs more or fewer rows than that gives it, while the
+    others can give or take them, gets them, and every month still holds its total to the cent."""
+    text = (BASE.replace("{month: 1, target_value: 10000.37}", f"{{month: 1, target_value: {first}}}")
+            .replace("{month: 3, target_value: 12000.55}", f"{{month: 3, target_value: {last}}}")
+            .replace("min: 1, max: 5000", f"min: {least}, max: {most}"))
+    spec = tmp_path / "shop.yaml"
+    spec.write_text(text, encoding="utf-8")
+    out = tmp_path / "pack"
+    code, _, stderr = _run_cli(spec, out, capsys)
+    assert code == 0, stderr
+    middle = Decimal(_round_fraction((Fraction(first) + Fraction(last)) / 2 * 100)).scaleb(-2)
+    expected = {dt.date(2025, 2, 1): Decimal(first), dt.date(2025, 3, 1): middle, dt.date(2025, 4, 1): Decimal(last)}
+    questions = [json.loads(line) for line in (out / "questions.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert sorted(Decimal(str(q["expected_answer"])) for q in questions if q["kind"] == "period_total") == sorted(
+        expected.values())
+    for seed in (11, 12):
+        orders = out / "rotations" / f"seed_{seed}" / "tables" / "orders.parquet"
+        con = duckdb.connect()
+        rows = con.execute(f"SELECT date_trunc('month', ordered_at)::DATE, SUM(amount), MIN(amount), MAX(amount) "
+                           f"FROM read_parquet('{orders}') WHERE ordered_at >= DATE '2025-02-01' "
+                           "AND ordered_at < DATE '2025-05-01' GROUP BY 1").fetchall()
+        con.close()
+        assert {month: total for month, total, _, _ in rows} == expected
+        assert all(Decimal(least) <= low and high <= Decimal(most) for _, _, low, high in rows), rows
 
 
 @pytest.mark.parametrize("bad", [b for b in BAD if b.id in ("unknown_column_key", "yaml_syntax_error",
