@@ -62,6 +62,7 @@ from evalpack.scoring import (
     expected_for,
     observed,
     quote_ident,
+    write_json_report,
 )
 from evalpack.scoring import run_query as run_untrusted
 from evalpack.verify import rotation_connection
@@ -523,6 +524,5 @@ def audit_command(pack: str | Path, json_path: str | Path | None = None) -> int:
     if json_path:
         data = {"pack": str(pack), "questions": questions, "findings": [f.to_dict() for f in findings],
                 "counts": dict(Counter(f.kind for f in findings))}
-        Path(json_path).write_text(json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n",
-                                   encoding="utf-8")
+        write_json_report(json_path, data)
     return 1 if findings else 0

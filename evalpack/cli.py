@@ -19,7 +19,7 @@ from pathlib import Path
 
 from evalpack.errors import EvalpackError
 from evalpack.layout import rotation_name
-from evalpack.report import pack_facts, pack_html, score_html, write_html
+from evalpack.report import pack_facts, pack_html, score_html
 from evalpack.scoring import (
     PUBLIC_KEY_ENV,
     InputError,
@@ -30,6 +30,7 @@ from evalpack.scoring import (
     check_report_file,
     error_text,
     printable,
+    write_report,
 )
 
 #: The entry-point group through which other packages of this distribution add subcommands.
@@ -167,7 +168,7 @@ def cmd_score(args: argparse.Namespace) -> int:
     check_report_file(args.html, args.pack, "--html")
 
     def render(report: dict) -> None:  # the page sees the report as the JSON report states it
-        write_html(args.html, score_html(json.loads(json.dumps(report, default=str))))
+        write_report(args.html, score_html(json.loads(json.dumps(report, default=str))))
 
     if args.dialect != "duckdb":  # the candidates run on SQLite or PostgreSQL; the rest is score_command's
         from evalpack.dialect_scoring import score_arguments
@@ -185,7 +186,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     _check_pack_folder(args.pack)
     check_report_file(args.html, args.pack, "--html")
     facts = pack_facts(args.pack, public_key=args.public_key)
-    write_html(args.html, pack_html(facts))
+    write_report(args.html, pack_html(facts))
     print(printable(f"wrote {args.html}: pack {args.pack}, {len(facts['records'])} questions, "
                     f"{len(facts['findings'])} audit finding(s), attestation {facts['attestation']['status']}"))
     return 0

@@ -26,7 +26,7 @@ from typing import Any
 
 from evalpack.errors import EvalpackError
 from evalpack.layout import QUESTIONS, PackLayout
-from evalpack.scoring import load_questions, printable
+from evalpack.scoring import load_questions, printable, write_json_report
 
 POLICIES = ("block", "warn", "off")
 DEFAULT_MARGIN_POINTS = 1.0
@@ -421,8 +421,7 @@ def diff_command(old: PackSide, new: PackSide, json_path: str | Path | None = No
     for line in format_diff(result):
         print(line)
     if json_path:
-        Path(json_path).write_text(json.dumps(result.to_dict(), indent=2, ensure_ascii=False) + "\n",
-                                   encoding="utf-8")
+        write_json_report(json_path, result.to_dict())
     return 1 if result.differences else 0
 
 

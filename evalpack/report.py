@@ -5,7 +5,7 @@ A page is a single file: an inline style sheet, charts drawn here as inline SVG,
 and no link to anything, so it opens offline and makes no network request. Every text that comes from a pack or
 from candidates (ids, questions, SQL, error messages, values) is untrusted and passes through :func:`esc`.
 The renderers are pure functions from the report dicts to strings; :func:`pack_facts` gathers a pack's dict and
-:func:`write_html` writes a page atomically.
+:func:`evalpack.scoring.write_report` writes a page atomically.
 """
 
 from __future__ import annotations
@@ -14,14 +14,13 @@ import html
 import json
 import math
 import os
-import secrets
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from evalpack.errors import EvalpackError
+from evalpack.scoring import write_report
 
 #: The pack report's file, a sibling of the pack folder: files inside a pack are attested.
 REPORT_SUFFIX = ".report.html"
@@ -618,24 +617,6 @@ def pack_html(facts: Mapping) -> str:
 # --------------------------------------------------------------------------- writing
 
 
-def write_html(path: str | Path, text: str) -> Path:
-    """Write a page atomically: a new file beside ``path``, then renamed over it. EvalpackError naming the path
-    when it cannot be written."""
-    target = Path(path)
-    temporary = target.with_name(f".{target.name}.{secrets.token_hex(4)}.tmp")
-    data = text.encode("utf-8", "backslashreplace")  # a lone surrogate from a candidate's id stays visible
-    try:
-        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-        with os.fdopen(fd, "wb") as out:
-            out.write(data)
-        os.replace(temporary, target)
-    except OSError as exc:
-        temporary.unlink(missing_ok=True)
-        raise EvalpackError(f"{path}: cannot write the report ({exc.strerror or exc}); choose another path") \
-            from None
-    return target
-
-
 def write_pack_report(pack: str | Path, path: str | Path, **facts: Any) -> Path:
     """Gather a pack's facts (:func:`pack_facts` takes ``facts``) and write its page to ``path``."""
-    return write_html(path, pack_html(pack_facts(pack, **facts)))
+    return write_report(path, pack_html(pack_facts(pack, **facts)))

@@ -2706,12 +2706,26 @@ def format_report(report: dict[str, Any]) -> str:
     return "\n".join(out)
 
 
-def _write_json(path: str | Path, data: dict) -> None:
-    text = json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n"
-    try:  # a lone surrogate (from a candidate's id) is written as its JSON escape
-        Path(path).write_bytes(text.encode("utf-8", "backslashreplace"))
+def write_report(path: str | Path, text: str) -> Path:
+    """Write a report file atomically: a new file beside ``path``, then renamed over it, so that a full disk or a
+    stop leaves the file as it was (or none), never half a report. A lone surrogate (from a candidate's id) is
+    written as its escape. InputError naming the path when it cannot be written."""
+    target = Path(path)
+    temporary = target.with_name(f".{target.name}.{uuid.uuid4().hex[:8]}.tmp")
+    try:
+        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+        with os.fdopen(fd, "wb") as out:
+            out.write(text.encode("utf-8", "backslashreplace"))
+        os.replace(temporary, target)
     except OSError as exc:
-        raise InputError(f"{path}: cannot write the JSON report: {exc.strerror or exc}") from None
+        temporary.unlink(missing_ok=True)
+        raise InputError(f"{path}: cannot write the report ({exc.strerror or exc}); choose another path") from None
+    return target
+
+
+def write_json_report(path: str | Path, data: Any) -> Path:
+    """:func:`write_report` of ``data`` as indented JSON (values JSON has no form for as their text)."""
+    return write_report(path, json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n")
 
 
 def check_report_file(path: str | Path | None, pack: str | Path | None = None, option: str = "--json") -> None:
@@ -2771,7 +2785,7 @@ def score_command(pack: str | Path, candidates: str | Path, json_path: str | Pat
     print(format_report(report), file=out)
     try:
         if json_path:
-            _write_json(json_path, report)
+            write_json_report(json_path, report)
         if on_report is not None:
             on_report(report)
     except InputError as exc:
@@ -2915,7 +2929,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{passed}/{total} questions verify on every rotation")
     if args.json:
         try:
-            _write_json(args.json, {"pack": args.pack, "integrity": integrity.status, "passed": passed, "total": total,
+            write_json_report(args.json, {"pack": args.pack, "integrity": integrity.status, "passed": passed, "total": total,
                                     "lines": lines})
         except InputError as exc:
             print(error_text(exc), file=sys.stderr)

@@ -203,3 +203,29 @@ def test_rotated_answers_use_each_rotations_own_answer(tmp_path, rotated_pack):
     overall = report["summary"]["overall"]
     declines = overall["unanswerable"]  # no candidate: declined, which is correct for them
     assert declines > 0 and (overall["correct"], overall["wrong"]) == (len(questions) - 10 + declines, 10)
+
+
+WRITE_UNDER_A_FILE_SIZE_LIMIT = """
+import resource, signal, sys
+from evalpack.scoring import InputError, write_json_report
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG instead of killing us
+resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))
+try:
+    write_json_report(sys.argv[1], {"rows": ["x" * 100] * 200})
+except InputError as exc:
+    print(exc)
+    sys.exit(2)
+"""
+
+
+def test_a_report_that_cannot_be_written_whole_leaves_the_old_one(tmp_path):
+    """A disk that fills (here: the operating system's file-size limit) mid-report leaves the previous report as it
+    was and no temporary file, and the error names the path."""
+    report = tmp_path / "score.json"
+    report.write_text('{"previous": true}\n')
+    run = subprocess.run([sys.executable, "-c", WRITE_UNDER_A_FILE_SIZE_LIMIT, str(report)],
+                         capture_output=True, text=True, timeout=60)
+    assert run.returncode == 2, run.stderr
+    assert run.stdout.startswith(f"{report}: cannot write the report (")
+    assert report.read_text() == '{"previous": true}\n'
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["score.json"]
