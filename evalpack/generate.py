@@ -109,9 +109,8 @@ def _distinct_openings(units: np.ndarray, cells: tuple[Cell, ...], edges: list[t
     opening: dict[str | None, list[np.ndarray]] = {}
     inside: dict[str | None, list[np.ndarray]] = {}
     for cell, (start, filled, edge, more) in zip(cells, edges):
-        at = np.r_[start:start + edge, start + 2 * edge:start + 2 * edge + more]
-        opening.setdefault(cell.label, []).append(at)
-        inside.setdefault(cell.label, []).append(np.setdiff1d(np.arange(start, start + filled), at))
+        opening.setdefault(cell.label, []).append(np.r_[start:start + edge, start + 2 * edge:start + 2 * edge + more])
+        inside.setdefault(cell.label, []).append(np.r_[start + edge:start + 2 * edge, start + 2 * edge + more:start + filled])
     taken: set[int] = set()
     for label, ats in opening.items():
         total = int(sum(units[at].sum() for at in ats))
@@ -120,13 +119,23 @@ def _distinct_openings(units: np.ndarray, cells: tuple[Cell, ...], edges: list[t
                 break
             if not len(at):
                 continue
-            moved = total - units[at[0]] + units[rest]
-            free = np.flatnonzero(~np.isin(moved, list(taken)))
-            if len(free):
-                swap = rest[free[0]]
+            swap = _first_swap(units, int(at[0]), rest, total, taken)
+            if swap is not None:
+                total = int(total - units[at[0]] + units[swap])
                 units[at[0]], units[swap] = units[swap], units[at[0]]
-                total = int(moved[free[0]])
         taken.add(total)
+
+
+def _first_swap(units: np.ndarray, row: int, rest: np.ndarray, total: int, taken: set[int]) -> int | None:
+    """The first of the rows ``rest`` whose amount, swapped with ``row``'s, makes the opening's ``total`` one not
+    ``taken``; None when none does. Looked for a block at a time: at scale a cell has hundreds of thousands of
+    rows and the first few nearly always do."""
+    for lo in range(0, len(rest), 256):
+        part = rest[lo:lo + 256]
+        free = np.flatnonzero(~np.isin(total - units[row] + units[part], list(taken)))
+        if len(free):
+            return int(part[free[0]])
+    return None
 
 
 def _plant_duplicate(part: np.ndarray, sign: int, lo: int, hi: int) -> np.ndarray:
