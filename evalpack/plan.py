@@ -340,6 +340,38 @@ def _with_cents(totals: list[int], declared: set[dt.date], months: list[dt.date]
     return [t + 1 if (t % whole == 0 and t > 0 and m not in declared) else t for t, m in zip(totals, months)]
 
 
+def _period_runs(months: list[dt.date]) -> list[range]:
+    """The runs of months whose totals questions add up: each calendar quarter and half-year the months hold whole,
+    and the whole span."""
+    runs = [range(i, i + size) for size in (3, 6) for i, m in enumerate(months)
+            if (m.month - 1) % size == 0 and i + size <= len(months)]
+    return runs + [range(len(months))]
+
+
+def _without_whole_runs(totals: list[int], movable: list[int], months: list[dt.date], decimals: int, *,
+                        half_average: bool = False) -> tuple[list[int], list[range]]:
+    """Totals whose quarters, half-years and span (:func:`_period_runs`) are not whole numbers, so that a 'rounded to
+    whole units' mistake changes those answers too: a ``movable`` month's total moves a unit (staying not whole
+    itself, and above 0) while that leaves fewer whole runs (``half_average``: an even number of months whose
+    average sits on half a unit, which ROUND may take either way, counts as one more). Unchanged when no run is
+    whole; also returns the runs still whole."""
+    runs, whole, n = _period_runs(months), 10 ** decimals, len(months)
+
+    def flaws(values: list[int]) -> int:
+        return (sum(1 for r in runs if sum(values[i] for i in r) % whole == 0)
+                + (half_average and n % 2 == 0 and sum(values) % n == n // 2))
+
+    out = list(totals)
+    while flaws(out):
+        moves = ([*out[:i], out[i] + step, *out[i + 1:]] for i in movable for step in (1, -1)
+                 if (out[i] + step) % whole and out[i] + step > 0)
+        better = next((m for m in moves if flaws(m) < flaws(out)), None)
+        if better is None:
+            break
+        out = better
+    return out, [r for r in runs if sum(out[i] for i in r) % whole == 0]
+
+
 def _spread_cents(parts: np.ndarray, decimals: int) -> np.ndarray:
     """Move single units between group totals so none is a whole number (the sum is unchanged)."""
     parts = parts.copy()
@@ -561,6 +593,14 @@ class _Planner:
                 # declared points moves a unit (a declared target stays the answer its question expects)
                 low = min(between, key=lambda i: totals[i])
                 totals[low] += 1 if (totals[low] + 1) % 10 ** d else -1
+            if d and any(sum(totals[i] for i in r) % 10 ** d == 0 for r in _period_runs(months)):
+                totals, still = _without_whole_runs(totals, between, months, d, half_average=True)
+                for r in still:
+                    named = f"{months[r[0]]:%Y-%m}" + (f" to {months[r[-1]]:%Y-%m}" if len(r) > 1 else "")
+                    self.warnings.append(
+                        f"{table.name}.{curve.column}: the declared targets of {named} add up to a whole number, so "
+                        f"a 'rounded to whole units' mistake in that period's total cannot be caught; change the "
+                        f"cents of one of them")
             lo, hi = _bounds(mcol)
             null_rate = mcol.nullable
             shares = groups_decl.shares if groups_decl else ((None, 1.0),)
@@ -731,6 +771,14 @@ class _Planner:
             [float(unlabelled)] if unlabelled else [])
         names = [label for label, _ in declared.shares] + ["unlabelled"]
         out, totals, unlinked = [], [], []
+        parts_of = [[(code, count, round_fraction(average * count)) for code, count in
+                     ((links.ORPHAN, int(orphans[m])), (links.NO_PARENT, int(nulls[m]))) if count]
+                    for m in range(len(month_cells))]
+        if d:  # the unlinked rows' quarter totals are answers too: none whole, so rounding to units shows
+            base = [sum(part for _, _, part in parts) for parts in parts_of]
+            fixed, _ = _without_whole_runs(base, [m for m, parts in enumerate(parts_of) if parts], months, d)
+            parts_of = [[(code, count, part + (f - b if i == 0 else 0)) for i, (code, count, part) in enumerate(parts)]
+                        for parts, f, b in zip(parts_of, fixed, base)]
         for m, cells in enumerate(month_cells):
             sizes = [c.rows - c.null_measures for c in cells]
             # the month's rows without a known parent share one cell, so each kind opens and closes the month
@@ -741,11 +789,7 @@ class _Planner:
                 if o + n >= filled:
                     raise self.err(where, declared.line, f"{months[m]:%Y-%m}: {table.name} has too few "
                                    "rows for its orphans and missing parents beside its segments; raise rows")
-                parts = []
-                for code, count in ((links.ORPHAN, o), (links.NO_PARENT, n)):
-                    if count:
-                        part = round_fraction(average * count)
-                        parts.append(Cell(c.label, count, part, 0, code))
+                parts = [Cell(c.label, count, part, 0, code) for code, count, part in parts_of[m]] if o + n else []
                 outside += sum(x.total for x in parts)
                 rest.append(parts)
                 linked.append(c.total - sum(x.total for x in parts))

@@ -10,6 +10,7 @@ from fractions import Fraction
 from pathlib import Path
 
 import duckdb
+import pytest
 
 from evalpack.build import build_pack
 from evalpack.difficulty import label
@@ -256,3 +257,39 @@ def test_a_datetime_child_column_says_which_parent_counts_it_does_not_ask():
         assert bool(warned) == said, (time_type, plan.warnings)
         kinds = {q.kind for q in derive_questions(spec, (plan,))}
         assert ("active_parents" in kinds) != said
+
+
+SUMS = ("quarter_total", "half_year_total", "grand_total", "segment_unlinked", "segment_total", "period_total")
+
+
+@pytest.mark.parametrize("march, answers", [("1040250.18", "shared"), ("1041250.18", "shared"),
+                                            ("1041250.18", "rotated")])
+def test_no_period_total_is_a_whole_number(tmp_path, march, answers):
+    """A total with cents catches 'rounded to whole units'. With March at 1041250.18, April to June (two of them
+    between declared points) added up to 3288052.00 and Q1's unlinked revenue to 4698.00, and ROUND(..., 0) passed;
+    months between declared points and the unlinked rows' parts now move a cent so that no quarter, half-year or
+    span total is whole."""
+    text = (ROOT / "schemas" / "retail.yaml").read_text().replace("1040250.18", march)
+    spec_path = tmp_path / "retail.yaml"
+    spec_path.write_text(text.replace("answers: shared", f"answers: {answers}") if answers != "shared" else text)
+    spec = replace(load_spec(spec_path), questions=QuestionPlan(mix=None))
+    assert spec.answers == answers
+    asked = [q for q in derive_questions(spec, plan_pack(spec)) if q.kind in SUMS and q.answer_type == "number"]
+    assert {q.kind for q in asked} >= {"quarter_total", "half_year_total", "segment_unlinked"}
+    whole = [(q.kind, rotation, value) for q in asked for rotation, value in q.expected
+             if round(value * 100) % 100 == 0]
+    assert whole == []
+
+
+def test_declared_targets_that_add_up_to_a_whole_number_are_named_in_a_warning(tmp_path):
+    """When every month of a quarter is declared, nothing may move: the build says which period and what to do."""
+    spec_path = tmp_path / "retail.yaml"
+    text = (ROOT / "schemas" / "retail.yaml").read_text()
+    points = "\n".join(f"      - {{month: {m}, target_value: {v}}}" for m, v in
+                       ((1, "1000000.25"), (2, "1000000.25"), (3, "1000000.50"), (4, "1100000.37"), (12, "1200000.41")))
+    start = text.index("      - {month: 1,")
+    end = text.index("\n", text.index("      - {month: 12,"))
+    spec_path.write_text(text[:start] + points + text[end:])
+    spec = load_spec(spec_path)
+    plan = plan_pack(spec)[0]
+    assert any("2025-01 to 2025-03 add up to a whole number" in w for w in plan.warnings), plan.warnings
