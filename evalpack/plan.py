@@ -776,7 +776,8 @@ class _Planner:
                     for m in range(len(month_cells))]
         if d:  # the unlinked rows' quarter totals are answers too: none whole, so rounding to units shows
             base = [sum(part for _, _, part in parts) for parts in parts_of]
-            fixed, _ = _without_whole_runs(base, [m for m, parts in enumerate(parts_of) if parts], months, d)
+            roomy = [m for m, parts in enumerate(parts_of) if parts and parts[0][1] * lo < parts[0][2] < parts[0][1] * hi]
+            fixed, _ = _without_whole_runs(base, roomy, months, d)
             parts_of = [[(code, count, part + (f - b if i == 0 else 0)) for i, (code, count, part) in enumerate(parts)]
                         for parts, f, b in zip(parts_of, fixed, base)]
         for m, cells in enumerate(month_cells):
