@@ -18,7 +18,7 @@ from importlib.metadata import entry_points
 from pathlib import Path
 
 from evalpack.errors import EvalpackError
-from evalpack.layout import rotation_name
+from evalpack.layout import PackLayout, rotation_name
 from evalpack.report import pack_facts, pack_html, score_html
 from evalpack.scoring import (
     PUBLIC_KEY_ENV,
@@ -143,6 +143,8 @@ def cmd_build(args: argparse.Namespace) -> int:
     study = result.near_miss
     print(f"  near-miss study: {study['mutants_run']} mutants, {study['match_all_rate']:.2%} match on every rotation, "
           f"{study['match_first_rate']:.2%} on the first alone (manifest.json -> near_miss_study)")
+    if result.spec.exports:
+        print(f"  exports: {_exports_line(result.path, result.spec.exports)}")
     for warning in result.warnings:
         print(f"  warning: {warning}")
     held = sum(q.split == "holdout" for q in shipped)
@@ -158,6 +160,21 @@ def cmd_build(args: argparse.Namespace) -> int:
     for finding in result.audit:
         print(f"    {finding.question} {finding.kind}: {finding.message}")
     return 0
+
+
+def _exports_line(pack: Path, formats: tuple[str, ...]) -> str:
+    """What a build's ``exports:`` wrote and how each dialect verified, as manifest.json -> dialects records it."""
+    dialects = PackLayout(pack).read_manifest().get("dialects") or {}
+    verified = []
+    for name, entry in dialects.items():
+        if not isinstance(entry, dict) or "engine" not in entry:
+            continue
+        if not entry.get("verified_on_engine"):
+            verified.append(f"{name}: not verified (no server)")
+            continue
+        dropped = f", {entry['dropped']} dropped" if entry["dropped"] else ""
+        verified.append(f"{name}: {entry['verified']} of {entry['checked']} verified on {entry['engine']}{dropped}")
+    return f"{', '.join(formats)} under exports/; {'; '.join(verified)} (manifest.json -> dialects)"
 
 
 def cmd_score(args: argparse.Namespace) -> int:

@@ -352,3 +352,16 @@ def test_an_imported_question_gets_a_bird_level_and_its_links_are_foreign_keys()
     entry = tables_entry(source, "seed_0")
     assert entry["foreign_keys"] == [[2, 1]] and entry["column_names_original"][1:] == [[0, "o_orderkey"],
                                                                                          [1, "l_orderkey"]]
+
+
+def test_a_build_with_exports_says_what_it_wrote_and_how_each_dialect_verified(tmp_path, capsys):
+    from evalpack.cli import main as cli_main
+
+    spec = tmp_path / "finance.yaml"
+    spec.write_text((SCHEMAS / "finance.yaml").read_text() + "\nexports: [sqlite, spider]\n")
+    assert cli_main(["build", str(spec), "-o", str(tmp_path / "pack")]) == 0
+    (line,) = [x for x in capsys.readouterr().out.splitlines() if x.startswith("  exports: ")]
+    entry = json.loads((tmp_path / "pack" / "manifest.json").read_text())["dialects"]["sqlite"]
+    assert line == (f"  exports: sqlite, spider under exports/; sqlite: {entry['verified']} of {entry['checked']} "
+                    f"verified on {entry['engine']}, {entry['dropped']} dropped (manifest.json -> dialects)")
+    assert entry["dropped"] == 1 and (tmp_path / "pack" / "exports" / "spider").is_dir()
