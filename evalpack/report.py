@@ -486,7 +486,7 @@ def questions_section(facts: Mapping) -> str:
             ["shipped (answerable)", f"{len(records) - declines:,}"], ["to decline (unanswerable)", f"{declines:,}"],
             ["dropped by the golden checks", f"{int(_number(counted.get('dropped'))):,}"]]
     if splits:
-        rows.append(["by split", splits])
+        rows.append(["answerable, by split", splits])
     parts = [table(["", "count"], rows, numeric=[1])]
     if by_kind:
         parts.append(question_chart("Questions by family (kind)", by_kind))
