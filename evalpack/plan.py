@@ -555,10 +555,14 @@ class _Planner:
                 "off-by-one mistake at the outer edges cannot be caught; a date column with a month of room on each "
                 "side can")
         elif not (watched_before and watched_after):
+            edges = " or ".join(side for side, watched in (("before", watched_before), ("after", watched_after))
+                                if not watched)
+            widen = "start and end" if not (watched_before or watched_after) else (
+                "start" if not watched_before else "end")
             self.warnings.append(
-                f"{table.name}.{time_column}: the column's range leaves no room "
-                f"{'before' if not watched_before else 'after'} the declared months, so an off-by-one mistake at "
-                f"that outer edge cannot be caught; widen start/end by a month")
+                f"{table.name}.{time_column}: the column's range leaves no room {edges} the declared months, so an "
+                f"off-by-one mistake at {'those outer edges' if ' or ' in edges else 'that outer edge'} cannot be "
+                f"caught; widen {widen} by a month")
 
         measure = curve.column if curve else (fall.amount_column if fall else None)
         month_cells: list[list[Cell]] = []

@@ -197,3 +197,26 @@ def test_a_wrong_use_is_refused_naming_its_key(base, change, replacement, keypat
         parse_spec(text, file="spec.yaml")
     message = str(caught.value)
     assert f": {keypath}: " in message and says in message, message
+
+
+@pytest.mark.parametrize("start, end, edges, widen", [
+    ("2025-01-01", "2025-12-31", "before or after", "start and end"),
+    ("2025-01-01", "2026-01-31", "before", "start"),
+    ("2024-12-01", "2025-12-31", "after", "end"),
+    ("2024-12-01", "2026-01-31", None, None)])
+def test_the_no_room_warning_names_every_edge_without_room(start, end, edges, widen):
+    """A date column whose range is exactly the curve's months (as Misata's specs write it) has no room on either
+    side: a `<=` at the end is as invisible as a `>` at the start, and the warning says both."""
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "benchmarks" / "specs" / "retail_misata.yaml").read_text()
+    text = text.replace('ordered_at: {type: date, start: "2025-01-01", end: "2025-12-31"}',
+                        f'ordered_at: {{type: date, start: "{start}", end: "{end}"}}')
+    assert f'start: "{start}", end: "{end}"' in text
+    warned = [w for w in plan_rotation(parse_spec(text, file="r.yaml"), 42).warnings if "no room" in w]
+    if edges is None:
+        assert warned == []
+    else:
+        assert warned == [f"orders.ordered_at: the column's range leaves no room {edges} the declared months, so an "
+                          f"off-by-one mistake at {'those outer edges' if ' or ' in edges else 'that outer edge'} "
+                          f"cannot be caught; widen {widen} by a month"]
