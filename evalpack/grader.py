@@ -121,6 +121,23 @@ def number_text(value: Any) -> Any:
     return Decimal(value.strip()) if isinstance(value, str) and NUMBER_TEXT.fullmatch(value) else value
 
 
+def typed_value(record: dict, value: Any) -> Any:
+    """An agent's ``value`` for ``record`` with the text that reads as a number made a number where the answer holds
+    one: the whole value of a number (or integer) question (:func:`number_text`), and in a result-set answer each
+    cell of a column whose expected cells are numbers (``run_sql`` shows a DECIMAL as text, and an agent may hand
+    back the rows it was shown). Other text stays text: a label such as ``"2025"`` in a text column is no number."""
+    if answer_type_of(record) in ("number", "integer"):
+        return number_text(value)
+    if not isinstance(value, list):
+        return value
+    expected = record.get("expected_answer")
+    numeric = {j for rows in (expected.values() if isinstance(expected, dict) else [expected])
+               if isinstance(rows, list) for row in rows if isinstance(row, list)
+               for j, cell in enumerate(row) if isinstance(cell, (int, float)) and not isinstance(cell, bool)}
+    return [[number_text(cell) if j in numeric else cell for j, cell in enumerate(row)] if isinstance(row, list)
+            else row for row in value]
+
+
 def value_sql(value: Any) -> str:
     """The query whose result is ``value``: ``SELECT <literal>`` for a number, text or boolean, a ``VALUES`` list
     for rows (a list of lists; a flat list is one column). EvalpackError for anything else (an object, NaN)."""

@@ -32,12 +32,11 @@ from mcp.server.streamable_http_manager import DEFAULT_SESSION_IDLE_TIMEOUT
 
 from evalpack.episode import Episode, EpisodeLog, Episodes, episode_log_beside
 from evalpack.errors import EvalpackError
-from evalpack.grader import Grader, number_text, value_sql
+from evalpack.grader import Grader, typed_value, value_sql
 from evalpack.layout import PackLayout
 from evalpack.scoring import (
     InputError,
     Limits,
-    answer_type_of,
     check_integrity,
     jsonable,
     printable,
@@ -242,7 +241,7 @@ class Desk:
                                 + (f" (got {', '.join(given)})" if given else ""))
         record = self.grader.question(question_id)
         if value is not None:
-            sql = value_sql(number_text(value) if answer_type_of(record) in ("number", "integer") else value)
+            sql = value_sql(typed_value(record, value))
         started = time.perf_counter()
         graded = self.grader.grade(question_id, None if decline else sql, episode.budget())
         episode.record(graded, time.perf_counter() - started)

@@ -358,6 +358,32 @@ def test_a_decimal_read_from_run_sql_and_handed_back_as_a_value_is_correct(retai
     assert (handed["status"], off["status"], texted["status"]) == ("correct", "wrong", "wrong")
 
 
+
+def test_result_set_rows_read_from_run_sql_and_handed_back_as_a_value_are_correct(retail_pack, tmp_path):
+    """A result-set question's rows as run_sql shows them (its DECIMAL cells as text) handed back as the value are
+    graded on their numbers (found by a user sweep over MCP: a channel ranking copied from run_sql was wrong); a
+    number in a text column stays text, and a cent off is still wrong."""
+    records = [r for r in full_questions(retail_pack) if r["split"] == "dev" and r.get("answerable") is not False]
+    ranking = next(r for r in records if r["answer_type"] == "rows" and "ROUND(SUM(" in r["gold_sql"]
+                   and isinstance(r["expected_answer"][0][0], str))
+
+    async def agent() -> tuple[dict, dict, dict, dict]:
+        seen: list[str] = []
+        async with stdio_session(retail_pack, tmp_path / "episode.jsonl") as session:
+            result = await call(session, seen, "run_sql", sql=ranking["gold_sql"])
+            rows = result["rows"]
+            handed = await call(session, seen, "submit_answer", question_id=ranking["id"], value=rows)
+            off = [[rows[0][0], str(Decimal(rows[0][1]) + Decimal("0.01")), *rows[0][2:]], *rows[1:]]
+            nudged = await call(session, seen, "submit_answer", question_id=ranking["id"], value=off)
+            labels = [[str(i), *row[1:]] for i, row in enumerate(rows)]
+            relabelled = await call(session, seen, "submit_answer", question_id=ranking["id"], value=labels)
+            return result, handed, nudged, relabelled
+
+    result, handed, nudged, relabelled = anyio.run(agent)
+    assert any(isinstance(cell, str) and cell[:1].isdigit() for row in result["rows"] for cell in row[1:])
+    assert (handed["status"], nudged["status"], relabelled["status"]) == ("correct", "wrong", "wrong")
+
+
 # --------------------------------------------------------------------------- hostile SQL
 
 
