@@ -31,7 +31,7 @@ from evalpack.audit import Finding, Run, audit_rotation, in_question_order, seal
 from evalpack.cache import cache_dir
 from evalpack.certify import certificate, dumps, manifest, pack_warnings
 from evalpack.diff import changes_since
-from evalpack.errors import EvalpackError
+from evalpack.errors import EvalpackError, SpecError
 from evalpack.gcpause import gc_paused
 from evalpack.holdout import read_previous, seal, write_key
 from evalpack.hubfiles import write_questions_parquet
@@ -184,6 +184,10 @@ def select_questions(spec: Spec, plans: tuple[RotationPlan, ...], previous: Prev
     :func:`later_answers`."""
     with gc_paused():
         selected, selection = derive_selected(spec, plans, previous, later)
+    if not selected:
+        raise SpecError(str(spec.path), None, "", "declares no fact a question can ask about (an outcome curve, a "
+                        "rate curve, a relationship, a ledger or a waterfall), so no question can be derived; add "
+                        "one, e.g. outcome_curves with monthly targets on a measure (README.md, 'Writing a spec')")
     return selected, derive_declines(spec, plans, len(selected)), selection
 
 

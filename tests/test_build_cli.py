@@ -155,12 +155,15 @@ def test_a_bad_spec_writes_nothing_at_pack(tmp_path: Path, capsys) -> None:
     assert beside(tmp_path) == ["bad.yaml"]
 
 
-def test_a_build_that_ships_no_question_writes_nothing(tmp_path: Path, capsys) -> None:
+def test_a_spec_without_facts_is_refused_and_writes_nothing(tmp_path: Path, capsys) -> None:
+    """A spec with tables and nothing to ask about (what `misata init -s "fitness app"` writes) is the spec's
+    problem, said as one: exit 2, the file, and what to declare; not a verification failure (exit 1)."""
     spec = tmp_path / "empty.yaml"
     spec.write_text(NO_QUESTIONS, encoding="utf-8")
     out = tmp_path / "deep" / "pack"
-    assert build(str(spec), "-o", str(out)) == 1
-    assert "no question" in capsys.readouterr().err
+    assert build(str(spec), "-o", str(out)) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"evalpack: error: {spec}: declares no fact a question can ask about") and "outcome_curves" in err
     assert not out.exists()
     assert list((tmp_path / "deep").iterdir()) == [], "a temporary folder was left behind"
 
@@ -169,7 +172,7 @@ def test_a_failed_forced_build_leaves_the_existing_pack_untouched(existing: Path
     spec = tmp_path / "empty.yaml"
     spec.write_text(NO_QUESTIONS, encoding="utf-8")
     before = snapshot(existing)
-    assert build(str(spec), "-o", str(existing), "--force") == 1
+    assert build(str(spec), "-o", str(existing), "--force") == 2
     assert snapshot(existing) == before
     assert beside(tmp_path) == ["empty.yaml", "pack"]
 
