@@ -97,10 +97,11 @@ def found(terms: tuple[str, ...], words: frozenset[str]) -> list[str]:
                   if w == t or w.startswith(t) or (len(t) >= 4 and t in w))
 
 
-# concept, terms, whether it needs sales-like events (SALES) or people (PERSONS), question templates ({m}: the
-# measure, {many}/{one}: the events, {person}/{persons}, {when}: a month), and the evidence: what it means
+# concept, terms, whether it needs sales-like events (SALES), people (PERSONS) or an amount ("money": {m} must be one),
+# question templates ({m}: the measure, {many}/{one}: the events, {person}/{persons}, {when}: a month), and the
+# evidence: what it means
 MEASURES = (
-    ("profit", ("profit", "cost", "cogs", "margin", "expense", "markup"), "",
+    ("profit", ("profit", "cost", "cogs", "margin", "expense", "markup"), "money",
      ("What was the profit in {when}?", "How much profit did the business make in {when}?",
       "What was the profit margin in {when}?"),
      "profit is {m} minus the costs of earning it"),
@@ -108,11 +109,11 @@ MEASURES = (
      ("How much was given away in discounts on {many} in {when}?", "What was the total discount on {many} in {when}?",
       "In {when}, how much discount did {many} receive?"),
      "a discount is the amount taken off the list price"),
-    ("tax", ("tax", "vat", "gst", "duty", "levy"), "",
+    ("tax", ("tax", "vat", "gst", "duty", "levy"), "money",
      ("How much tax did the business pay in {when}?", "What was the tax bill for {when}?",
       "How much of the {m} in {when} went to tax?"),
      "tax is the part of an amount owed to the tax authority"),
-    ("exchange rate", ("exchange", "fx", "forex", "conversion", "yen", "jpy"), "",
+    ("exchange rate", ("exchange", "fx", "forex", "conversion", "yen", "jpy"), "money",
      ("What was the {m} of {when} in Japanese yen?", "Convert the {m} of {when} to yen at that month's rate.",
       "At the exchange rates of the time, what was the {m} of {when} worth in yen?"),
      "an amount in yen is the amount times the exchange rate of its day"),
@@ -227,7 +228,8 @@ def derive(spec: Spec, key: AnswerKey) -> list[Unanswerable]:
     for kind, concepts in (("no_such_measure", MEASURES), ("no_such_attribute", ATTRIBUTES),
                            ("no_such_entity", ENTITIES)):
         for concept, terms, needs, texts, meaning in concepts:
-            if (needs == "sales" and not sales) or (needs == "persons" and not person):
+            if (needs == "sales" and not sales) or (needs == "persons" and not person) or (
+                    needs == "money" and not anchor.column):  # a count of rows converted to yen is no question
                 continue
             of = " of {persons}" if needs == "persons" else " of {many}" if needs == "sales" else ""
             reason = {"no_such_measure": f"no table, column or business word of this schema records {concept} or "

@@ -100,6 +100,36 @@ def test_a_spec_that_records_a_concept_is_never_asked_to_decline_it():
     assert not {"profit", "suppliers", "age"} & concepts, concepts
 
 
+COUNTED = """\
+name: signups
+seed: 3
+tables:
+  users:
+    rows: 1200
+    columns:
+      user_id: {type: int, unique: true, min: 1}
+      churned: {type: boolean}
+      signed_up: {type: date, start: "2024-01-01", end: "2024-12-31"}
+rate_curves:
+  - {table: users, column: churned, time_column: signed_up,
+     rate_points: [{period: "2024-03", rate: 0.2}, {period: "2024-09", rate: 0.3}]}
+"""
+
+
+def test_money_concepts_are_asked_only_of_an_amount():
+    """With no amount column the measure is a count of rows: 'convert the number of users to yen' (found in specs
+    `misata init` writes) is no question anyone asks, so the concepts of money (profit, tax, an exchange rate)
+    are left out; the others remain, and with an amount they are asked."""
+    spec = parse_spec(COUNTED, file="signups.yaml")
+    asked = unanswerable.derive(spec, plan_rotation(spec, spec.seed).answer_key)
+    texts = " ".join(text for u in asked for text in u.wording.phrasings)
+    assert asked and not {"yen", "profit", "tax"} & set(re.findall(r"[a-z]+", texts.lower()))
+    assert not {"profit", "tax", "exchange rate"} & {u.concept for u in asked}
+    base = parse_spec((SCHEMAS / "retail.yaml").read_text(), file="retail.yaml")
+    assert {"profit", "tax", "exchange rate"} <= {u.concept for u in unanswerable.derive(
+        base, plan_rotation(base, base.seed).answer_key)}
+
+
 def test_the_share_is_set_by_the_spec_and_zero_turns_them_off():
     text = (SCHEMAS / "retail.yaml").read_text()
     spec = parse_spec(text + "questions: {unanswerable: 0}\n", file="retail.yaml")
