@@ -90,6 +90,8 @@ NOTED_CURVE = {
                      "spreads it within the column's min and max itself, to the same exact total",
     "intra_period_pattern": "Misata leans a period's rows towards weekdays or weekends; evalpack spreads them over "
                             "the month, with rows on its first and last day so that a wrong bound shows",
+    "pattern_type": "Misata shapes the months between the declared points by it (seasonal, growth, ...); evalpack "
+                    "interpolates them linearly, and every declared point's month holds its target exactly",
 }
 UNSUPPORTED_TABLE = ("scd2", "correlations", "inline_data", "is_reference")
 UNSUPPORTED_COLUMN = ("lambda", "formula", "pattern", "values", "rollup", "relative_to", "min_delta_days",
@@ -1306,8 +1308,7 @@ def _monthly(r: _Reader, m: dict, path: tuple, what: str) -> None:
 
 def _read_outcome_curve(r: _Reader, raw: Any, path: tuple, tables: dict[str, Table]) -> OutcomeCurve:
     keys = ("table", "column", "time_column", "start_date", "curve_points", "avg_transaction_value",
-            "min_transactions_per_period", "max_transactions_per_period", "time_unit", "value_mode", "pattern_type",
-            "description")
+            "min_transactions_per_period", "max_transactions_per_period", "time_unit", "value_mode", "description")
     m = r.mapping(raw, path, keys + tuple(NOTED_CURVE), what="outcome curve key")
     r.note_misata(m, path, NOTED_CURVE)
     table = r.string(r.required(m, "table", path), path + ("table",))

@@ -281,6 +281,8 @@ READ = (
      "outcome_curves[0].concentration: read and not used: Misata spreads a period's total over its rows"),
     ("intra_period_pattern", edit(START, START + "    intra_period_pattern: weekday_heavy\n", base=CURVE),
      "outcome_curves[0].intra_period_pattern: read and not used: Misata leans a period's rows towards weekdays"),
+    ("pattern_type", edit(START, START + "    pattern_type: seasonal\n", base=CURVE),
+     "outcome_curves[0].pattern_type: read and not used: Misata shapes the months between the declared points"),
     # Misata's dbt example: a curve's date column without start or end is dated inside the curve's months
     ("start", edit(DATED, "ordered_on: {type: date}", base=CURVE),
      "tables.orders.columns.ordered_on declares no start or end: its range is the outcome curve's months"),
