@@ -145,16 +145,19 @@ def drafts(spec: Spec, key: AnswerKey) -> Drafts:
                     parse(f"SELECT ROUND(SUM({c.column}), {d}) FROM {c.table} WHERE {window_sql(c, run[0], nxt)}"),
                     "number", d, kind, _tag(c, run[0]), (c.table,)),
                     money(sum(c.totals[index[x]] for x in run), d)))
+        amount = w.col(c.column)
+        # SUM / COUNT(*), not AVG: with empty amounts the question itself says how they count, not the evidence alone
+        every = (f", counting {w.many} without {phrasing.article(amount)} as zero"
+                 if spec.table(c.table).column(c.column).nullable else "")
         for i, month in enumerate(c.months):
             if c.rows[i]:
                 nxt = add_months(month, 1)
                 mon = month_words(month)
-                amount = w.col(c.column)
                 out.append((Draft(
                     f"average:{c.table}.{c.column}:{month}",
-                    Wording((f"What was the average {amount} per {w.one} in {mon}?{tail}",
-                             f"In {mon}, how much {amount} did {phrasing.article(w.one)} bring in on average?{tail}",
-                             f"Give the mean {amount} per {w.one} for {mon}.{tail}"),
+                    Wording((f"What was the average {amount} per {w.one} in {mon}{every}?{tail}",
+                             f"In {mon}, what was the {amount} of {phrasing.article(w.one)} on average{every}?{tail}",
+                             f"Give the mean {amount} per {w.one} for {mon}{every}.{tail}"),
                             phrasing.join(f"the average is the sum of {c.table}.{c.column} divided by the number of "
                                           f"{w.many}, every {w.one} counting (one without {phrasing.article(amount)} "
                                           f"adds nothing to the sum)", w.window(c.time_column, month, nxt, mon),
