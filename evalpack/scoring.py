@@ -689,6 +689,8 @@ def run_query(con: duckdb.DuckDBPyConnection, sql: str, timeout: float = DEFAULT
     statement = statements[0]
     if statement.type != duckdb.StatementType.SELECT:
         kind = getattr(statement.type, "name", str(statement.type))
+        if kind == "LOAD":  # DuckDB's type for LOAD, INSTALL and FORCE INSTALL: say which one was sent
+            kind = " ".join(statement.query.split()[:2 if statement.query.upper().startswith("FORCE") else 1]).upper()
         return Outcome(None, f"rejected: only a query (SELECT/WITH) may run, not {kind}", time.perf_counter() - started)
     rows, error = None, None
     with WATCHDOG.armed(timeout, con.interrupt) as fired:

@@ -107,6 +107,7 @@ def test_attacks_are_wrong_or_rejected_and_nothing_leaks(arena):
     assert timeouts["cross_join"].startswith("timeout")
     assert timeouts["two_statements"].startswith("rejected: expected exactly one statement")
     assert timeouts["drop"].startswith("rejected: only a query")
+    assert timeouts["install"] == "rejected: only a query (SELECT/WITH) may run, not INSTALL"
     assert "Permission" in timeouts["read_answer_key"] or "disabled" in timeouts["read_answer_key"]
 
 
