@@ -13,17 +13,13 @@ from __future__ import annotations
 import html
 import json
 import math
-import os
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from evalpack.scoring import write_report
-
-#: The pack report's file, a sibling of the pack folder: files inside a pack are attested.
-REPORT_SUFFIX = ".report.html"
+from evalpack.scoring import report_beside, write_report
 
 LEVELS = ("simple", "moderate", "challenging")  # evalpack.difficulty.LEVELS, in that order on the page
 VALUE_WIDTH = 400  # characters of a value or SQL shown before it is cut
@@ -413,8 +409,7 @@ def status_badge(status: Any) -> str:
 def report_path_beside(pack_folder: str | Path) -> Path:
     """Where a pack's report goes: ``<pack folder>.report.html``, a sibling of the folder (never inside it,
     where every file is attested)."""
-    folder = Path(os.path.abspath(pack_folder))
-    return folder.with_name(folder.name + REPORT_SUFFIX)
+    return report_beside(pack_folder, "html")
 
 
 def attestation_of(pack: Path, public_key: str | Path | None = None) -> dict:

@@ -2730,6 +2730,13 @@ def write_json_report(path: str | Path, data: Any) -> Path:
     return write_report(path, json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n")
 
 
+def report_beside(pack: str | Path, kind: str) -> Path:
+    """Where a report on ``pack`` goes: ``<pack folder>.report.<kind>`` (``html``, ``json``), a sibling of the folder,
+    never inside it, where every file is attested."""
+    folder = Path(os.path.abspath(pack))
+    return folder.with_name(f"{folder.name}.report.{kind}")
+
+
 def check_report_file(path: str | Path | None, pack: str | Path | None = None, option: str = "--json") -> None:
     """Refuse, before any work, a report file (``option``: ``--json``, ``--html``) that must not or cannot be
     written: the folder ``pack`` or a path inside it, links followed (the attestation pins every file there, so one
@@ -2742,7 +2749,7 @@ def check_report_file(path: str | Path | None, pack: str | Path | None = None, o
         folder, where = Path(pack).resolve(), target.resolve()
         if where == folder or folder in where.parents:
             what = "is a folder, the pack itself" if where == folder else "is inside the pack"
-            beside = f", e.g. {option} {folder.with_name(f'{folder.name}.report.{kind}')}" if folder.name else ""
+            beside = f", e.g. {option} {report_beside(folder, kind)}" if folder.name else ""
             raise InputError(f"{path}: {what} ({pack}), whose files are attested: a report there fails its "
                              f"verification; write the {option} report outside the pack{beside}")
     if target.is_dir():
@@ -2931,8 +2938,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{passed}/{total} questions verify on every rotation")
     if args.json:
         try:
-            write_json_report(args.json, {"pack": args.pack, "integrity": integrity.status, "passed": passed, "total": total,
-                                    "lines": lines})
+            write_json_report(args.json, {"pack": args.pack, "integrity": integrity.status, "passed": passed,
+                                          "total": total, "lines": lines})
         except InputError as exc:
             print(error_text(exc), file=sys.stderr)
             return 2

@@ -478,8 +478,9 @@ def release(layout: HubLayout, *, token: str, private: bool = False, holdout_rep
     key = holdout_key(layout, holdout_repo)
     if key is None and has_holdout(layout):  # no holdout repo given
         folder = holdout_key_beside(layout.pack)
+        kept = (folder / HOLDOUT_FILE).is_file()
         say(f"holdout answer key stays local at {folder} (not published; --holdout-repo OWNER/NAME, or "
-            "EVALPACK_HUB_HOLDOUT_REPO for the Dagster publish asset, sends it to a private repo)" if (folder / HOLDOUT_FILE).is_file() else
+            "EVALPACK_HUB_HOLDOUT_REPO for the Dagster publish asset, sends it to a private repo)" if kept else
             f"no holdout answer key at {folder}: keep this version's key safe, nobody can score its holdout without it")
     elif key is None and holdout_repo:
         say(f"no holdout questions: nothing to send to {holdout_repo}")
