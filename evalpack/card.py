@@ -434,7 +434,8 @@ def exports_markdown(manifest: dict, local: str, repo_id: str, tag: str) -> str:
                    "name of BIRD's own download) and the predictions from "
                    "`<predicted_sql_path>predict_<data_mode>.json`, a JSON object `{\"0\": \"SQL\\t----- bird "
                    "-----\\tDB_ID\", ...}` keyed by the position in `dev.json` (the paths are joined as text: keep "
-                   "the trailing slashes):\n")
+                   "the trailing slashes). Being sets, a ranking or a series in the wrong order scores right there; "
+                   "`evalpack score` compares the rows in order wherever a gold query orders them:\n")
         out.append("```bash\n"
                    f'hf download "{repo_id}" --repo-type dataset --revision {tag} --local-dir {local}\n'
                    f"python3 -u src/evaluation.py --db_root_path {local}/exports/bird/dev_databases/ --data_mode dev \\\n"
@@ -445,8 +446,10 @@ def exports_markdown(manifest: dict, local: str, repo_id: str, tag: str) -> str:
     if "spider" in formats:
         out.append("Spider's own `evaluation.py` (the Spider repository, and test-suite-sql-eval's) parses every gold "
                    "query with Spider's grammar before it runs anything, and that grammar has no `WITH`, window "
-                   "function, `CASE`, `CAST` or function other than the five aggregates, which most gold queries here "
-                   "use: it stops on them. The layout itself is Spider's (`dev.json`, `tables.json`, `dev_gold.sql`, "
+                   "function, `CASE`, `CAST`, `IS NULL`, `LEFT JOIN` or function other than the five aggregates "
+                   "(not even `DATE` or `ROUND`): it stops with an error at the first gold query it cannot parse, "
+                   "which here is the first or nearly the first, and gives no score. The layout itself is Spider's "
+                   "(`dev.json`, `tables.json`, `dev_gold.sql`, "
                    "`database/<db_id>/<db_id>.sqlite`), for harnesses that read it and execute the queries, such as "
                    "evaldata's `load_spider` with its `ExecutionAccuracy`, or `evalpack score --dialect sqlite` "
                    "below.\n")

@@ -127,6 +127,7 @@ def test_the_card_says_how_to_use_the_files_with_birds_script_and_why_not_spider
     blocks = [block.split("```", 1)[0] for block in section.split("```bash\n")[1:]]
     assert len(blocks) == 2  # BIRD, evalpack score
     assert "Spider's own `evaluation.py`" in section and "parses every gold query with Spider's grammar" in section
+    assert "in the wrong order scores right there" in section  # BIRD compares sets; the card says what that misses
     local = next(line for line in blocks[0].splitlines() if line.startswith("hf download")).split("--local-dir ")[1]
     commands = {}
     for block in blocks:
