@@ -31,18 +31,17 @@ from evalpack.scoring import (
     Outcome,
     SandboxWorker,
     _fetch_cap,  # the scorer's own rules for one candidate on one rotation: rows fetched, the value reported
-    _report_value,
     answer_matches,
     answer_type_of,
     assemble_report,
     expected_for,
     is_unanswerable,
-    observed,
     pack_questions,
     pack_source,
     printable,
     question_result,
     quote_literal,
+    reported,
     scorable,
     top_level_order_by,
 )
@@ -233,7 +232,7 @@ class Grader:
                 entry["error"] = outcome.error
             else:
                 entry["match"] = answer_matches(q, expected, outcome.rows, self.rule, self.ordered.get(q["id"], False))
-                entry["observed"] = _report_value(observed(outcome.rows), outcome.rows)
+                entry["observed"] = reported(outcome.rows)
             entries[rotation] = entry
         status = "correct" if all(e["match"] for e in entries.values()) else "wrong"
         return Graded(question_id, sql, entries, status, spent)

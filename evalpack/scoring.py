@@ -180,7 +180,7 @@ DEFAULT_RUN_TIMEOUT = 3600.0  # seconds for a whole run; what is left when it is
 MAX_SQL_CHARS = 100_000  # longer SQL text is that candidate's error, never parsed
 KILL_GRACE = 1.0  # seconds past a query's time limit before its worker process is killed
 MAX_FETCH_ROWS = 100_000  # a bird candidate may repeat rows; beyond this many it is wrong
-MAX_RESULT_BYTES = 256 * 2**20  # text fetched from one result before it is wrong
+MAX_RESULT_BYTES = 64 * 2**20  # what one result may hold (text, nested values counted in full) before it is wrong
 _SEARCH_BUDGET = 200_000  # column-mapping steps tried before a spider comparison gives up (wrong)
 
 
@@ -727,12 +727,35 @@ def fetch_capped(fetchmany: Callable[[int], list], max_rows: int = MAX_FETCH_ROW
         want = min(256, max_rows + 1 - len(rows))
         chunk = fetchmany(want)
         rows += chunk
-        size += sum(len(v) if isinstance(v, (str, bytes)) else 16 for row in chunk for v in row)
+        size += sum(value_bytes(v, max_bytes - size) for row in chunk for v in row)
         if size > max_bytes:
             return rows, f"result too large: more than {max_bytes // 2**20} MiB"
         if len(chunk) < want:
             break
     return rows, None
+
+
+def out_of_memory(error: str | None) -> bool:
+    """Whether a query's error says that it ran out of memory (DuckDB's error, or Python's reading its result)."""
+    return error is not None and (error.startswith("Out of Memory Error") or "MemoryError" in error
+                                  or "bad_alloc" in error or "bad allocation" in error)
+
+
+def value_bytes(value: Any, limit: float = math.inf) -> int:
+    """About how many bytes ``value`` takes as a result cell: text and bytes their length, a list, struct or map
+    the sum of what it holds (each value at least 16), anything else 16. Counting stops once past ``limit``."""
+    if isinstance(value, (str, bytes)):
+        return len(value)
+    if isinstance(value, dict):
+        value = [*value.keys(), *value.values()]
+    if not isinstance(value, (list, tuple)):
+        return 16
+    total = 16
+    for item in value:
+        total += value_bytes(item, limit - total)
+        if total > limit:
+            break
+    return total
 
 
 def sql_refused(sql: Any) -> str | None:
@@ -1173,37 +1196,61 @@ class SandboxWorker:
                         continue
                     sent.extend(self._send(queries, refused, i, end))
                 sent.popleft()
-                started = time.monotonic()
-                try:
-                    reply = _read_frame(self.proc.stdout.fileno(),
-                                        started + max(0.0, min(query.timeout, end - started)) + KILL_GRACE)
-                except (OSError, ValueError):
-                    reply = None
-                if reply is None:
+                outcome = self._answer(query, end)
+                if outcome is not None and out_of_memory(outcome.error):
+                    # DuckDB keeps memory an earlier query made it take, so a worker may run out where a fresh one
+                    # would not: the query is asked again of a fresh worker, and one that ran out is asked nothing
+                    # more. A question's outcome does not depend on which queries ran before it.
+                    self._retire()
+                    sent.clear()  # what else the retired worker was asked goes to the next one
+                    if end > time.monotonic():
+                        self._send(queries, refused, i, end, most=1)
+                        outcome = self._answer(query, end)
+                        if outcome is not None and out_of_memory(outcome.error):
+                            self._retire()
+                if self.proc is None:
                     sent.clear()  # the worker is replaced: the rest go to the next one
-                    yield self._lost(self.proc, started, query.timeout)
-                    continue
-                self.peak_bytes = max(self.peak_bytes, int(reply.get("peak_bytes", 0)))
-                if reply.get("skipped"):  # the run's time was spent before it started
-                    yield None
-                    continue
-                rows = reply["rows"]
-                yield Outcome(None if rows is None else [tuple(_decode_value(row)) for row in rows], reply["error"],
-                              float(reply["seconds"]), bool(reply["timed_out"]))
+                yield outcome
         finally:
             if sent:  # left with replies still to come, which must not be read as the answer to another message
                 self._kill(self.proc)
                 self.proc = None
 
-    def _send(self, queries: Sequence[Query], refused: list[str | None], first: int, end: float) -> list[int]:
-        """Send the worker (started if need be) the next batch from ``first`` on, the refused left out; its
-        indices. The worker skips what it has not started by ``end`` (monotonic seconds)."""
+    def _answer(self, query: Query, end: float) -> Outcome | None:
+        """The worker's reply to the first query it was sent and has not answered (``query``): its Outcome, or None
+        when the run's time (``end``) was spent before it started. A reply that does not come in time is a timeout
+        and the worker is replaced (:meth:`_lost`)."""
+        started = time.monotonic()
+        try:
+            reply = _read_frame(self.proc.stdout.fileno(),
+                                started + max(0.0, min(query.timeout, end - started)) + KILL_GRACE)
+        except (OSError, ValueError):
+            reply = None
+        if reply is None:
+            return self._lost(self.proc, started, query.timeout)
+        self.peak_bytes = max(self.peak_bytes, int(reply.get("peak_bytes", 0)))
+        if reply.get("skipped"):  # the run's time was spent before it started
+            return None
+        rows = reply["rows"]
+        return Outcome(None if rows is None else [tuple(_decode_value(row)) for row in rows], reply["error"],
+                       float(reply["seconds"]), bool(reply["timed_out"]))
+
+    def _retire(self) -> None:
+        """Stop the worker (any replies still to come are dropped with it); the next query starts a fresh one."""
+        if self.proc is not None:
+            self._kill(self.proc)
+            self.proc, self.replaced = None, self.replaced + 1
+
+    def _send(self, queries: Sequence[Query], refused: list[str | None], first: int, end: float,
+              most: int = BATCH_QUERIES) -> list[int]:
+        """Send the worker (started if need be) the next batch from ``first`` on (at most ``most`` queries), the
+        refused left out; its indices. The worker skips what it has not started by ``end`` (monotonic seconds)."""
         if self.proc is None:
             self.proc = self._start()
         batch, chars = [], 0
         for i in range(first, len(queries)):
             if refused[i] is None:
-                if batch and (len(batch) == BATCH_QUERIES or chars + len(queries[i].sql) > BATCH_CHARS):
+                if batch and (len(batch) == most or chars + len(queries[i].sql) > BATCH_CHARS):
                     break
                 batch.append(i)
                 chars += len(queries[i].sql)
@@ -2571,7 +2618,7 @@ def _score_rotation(source: PackSource, rotation: str, questions: list[dict], sq
                 entry["error"] = outcome.error
             else:
                 entry["match"] = answer_matches(q, expected, outcome.rows, rule, ordered.result().get(q["id"], False))
-                entry["observed"] = _report_value(observed(outcome.rows), outcome.rows)
+                entry["observed"] = reported(outcome.rows)
             entries[q["id"]] = entry
     return entries, query_seconds, Worked(worker.cap_bytes, worker.peak_bytes, worker.replaced, worker.loaded)
 
@@ -2597,13 +2644,36 @@ class Worked:
     loaded: dict[str, str] = field(default_factory=dict)
 
 
-def _report_value(seen: Any, rows: list[tuple]) -> Any:
-    """A scalar DECIMAL shown as a JSON number when a float holds it exactly (else as its text)."""
+REPORTED_CHARS = 200  # a longer text of a candidate's result is reported as its start and its length
+REPORTED_ITEMS = 20  # a longer list (or struct, or map) as its first items and its length
+
+
+def reported(rows: list[tuple]) -> Any:
+    """A candidate's result as a report shows it (``observed``): :func:`observed`, with a scalar DECIMAL as a JSON
+    number when a float holds it exactly, and long texts and lists cut short (:func:`preview`), so that a report
+    (and the process writing it) holds a bounded amount of each result however large it was."""
     if len(rows) == 1 and len(rows[0]) == 1 and isinstance(rows[0][0], Decimal) and rows[0][0].is_finite():
         as_float = float(rows[0][0])
         if Decimal(repr(as_float)) == rows[0][0]:
             return as_float
-    return seen
+    return preview(observed(rows))
+
+
+def preview(value: Any) -> Any:
+    """``value`` (JSON values) with each text over :data:`REPORTED_CHARS` characters cut to them plus
+    ``... (N characters)``, and each list or object over :data:`REPORTED_ITEMS` items cut to them plus a last item
+    ``... (N items)`` (an object's as key ``...``)."""
+    if isinstance(value, str):
+        return value if len(value) <= REPORTED_CHARS else f"{value[:REPORTED_CHARS]}... ({len(value):,} characters)"
+    if isinstance(value, list):
+        shown = [preview(v) for v in value[:REPORTED_ITEMS]]
+        return shown if len(value) <= REPORTED_ITEMS else [*shown, f"... ({len(value):,} items)"]
+    if isinstance(value, dict):
+        shown = {k: preview(v) for k, v in list(value.items())[:REPORTED_ITEMS]}
+        if len(value) > REPORTED_ITEMS:
+            shown["..."] = f"({len(value):,} items)"
+        return shown
+    return value
 
 
 def _fetch_cap(record: dict, expected: Any, rule: str) -> int:

@@ -35,10 +35,12 @@ from evalpack.errors import EvalpackError
 from evalpack.grader import Grader, typed_value, value_sql
 from evalpack.layout import PackLayout
 from evalpack.scoring import (
+    MAX_SQL_CHARS,
     InputError,
     Limits,
     check_integrity,
     jsonable,
+    preview,
     printable,
     quote_ident,
     quote_literal,
@@ -282,6 +284,10 @@ class Desk:
         error, size = None, 0
         episode_id = self.episode_id(ctx)
         try:
+            too_long = next((name for name, value in arguments.items() if oversized(value)), None)
+            if too_long:  # refused before any work, and logged as a preview: an agent cannot fill the episode file
+                raise EvalpackError(f"{too_long}: {argument_size(arguments[too_long]):,} characters long; an "
+                                    f"argument may have at most {MAX_SQL_CHARS:,} (as JSON), the longest SQL that runs")
             if episode_id is None:
                 raise EvalpackError("this server keeps one episode per session: connect with a session "
                                     f"(the {SESSION_HEADER} header of streamable HTTP)")
@@ -298,7 +304,18 @@ class Desk:
             error = f"{type(exc).__name__}: {exc}"
             raise
         finally:
-            self.episodes.call(episode_id or "-", tool, arguments, time.perf_counter() - started, size, error)
+            logged = {name: preview(jsonable(value)) if oversized(value) else value for name, value in arguments.items()}
+            self.episodes.call(episode_id or "-", tool, logged, time.perf_counter() - started, size, error)
+
+
+def argument_size(value: Any) -> int:
+    """A tool argument's length: a text's characters, anything else's as JSON text."""
+    return len(value) if isinstance(value, str) else len(json.dumps(value, default=str))
+
+
+def oversized(value: Any) -> bool:
+    """Whether a tool argument is longer than any SQL the sandbox runs (:data:`MAX_SQL_CHARS`)."""
+    return argument_size(value) > MAX_SQL_CHARS
 
 
 def instructions(desk: Desk) -> str:

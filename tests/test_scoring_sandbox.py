@@ -4,6 +4,7 @@ pack's tables, and the run finishes."""
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 from pathlib import Path
 
@@ -338,3 +339,56 @@ def test_many_queries_go_in_batches_and_an_abandoned_run_leaves_no_stale_reply(a
         assert next(started).rows == [(0,)]
         started.close()  # the rest of its replies are never read: its worker goes, and the next run has its own
         assert worker.run("SELECT 42", 5.0).rows == [(42,)] and worker.replaced == 0
+
+
+def test_a_result_s_size_counts_what_its_lists_and_structs_hold(arena):
+    """One cell can hold a list of a million texts: the cap on a result's bytes counts them, not 16 bytes a cell."""
+    con = open_sandbox(arena["pack"] / "rotations" / "seed_42" / "tables")
+    try:
+        listed = run_query(con, "SELECT list(repeat('x', 600)) FROM range(20000)", max_bytes=8 * 2**20)
+        nested = run_query(con, "SELECT {'a': [repeat('y', 1000)]} FROM range(10000)", max_bytes=8 * 2**20)
+        small = run_query(con, "SELECT list(repeat('z', 100)) FROM range(1000)", max_bytes=8 * 2**20)
+    finally:
+        con.close()
+    assert listed.rows is None and listed.error.startswith("result too large")
+    assert nested.rows is None and nested.error.startswith("result too large")
+    assert small.error is None and len(small.rows[0][0]) == 1000
+    assert scoring.value_bytes(["ab", {"k": "cde"}, 7]) == 16 + 2 + (16 + 1 + 3) + 16
+
+
+def test_a_query_that_runs_out_of_memory_is_asked_again_of_a_fresh_worker(arena):
+    """DuckDB keeps memory a query made it take: after a query that ran its worker out of memory, a query that fits
+    in a fresh worker failed there too. Its outcome must not depend on what ran before it: it is asked again of a
+    fresh worker, and a worker that ran out of memory answers nothing more."""
+    tables = arena["pack"] / "rotations" / "seed_42" / "tables"
+    fan_out = "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r, range(2)) SELECT count(*) FROM r"
+    fits = "SELECT length(repeat('x', 400000000))"
+    with scoring.SandboxWorker(tables, Limits()) as fresh:
+        alone = fresh.run(fits, 30)
+    with scoring.SandboxWorker(tables, Limits()) as worker:
+        after = list(worker.run_many([scoring.Query(fan_out, 30), scoring.Query(fits, 30), scoring.Query("SELECT 5", 30)]))
+    assert alone.rows == [(400000000,)] and fresh.replaced == 0
+    assert scoring.out_of_memory(after[0].error), after[0].error
+    assert after[1].rows == [(400000000,)], after[1].error
+    assert after[2].rows == [(5,)]
+    assert worker.replaced >= 2  # the worker that ran out, and the fresh one that ran out again on the same query
+
+
+def test_a_report_shows_a_bounded_preview_of_each_result(arena, tmp_path):
+    """A wrong answer's observed value is in the report; a 5 MB text or a list of 100,000 values is shown by its start
+    and its size, so that the process writing the report holds little of each result."""
+    pack = arena["pack"]
+    questions = gold_questions(pack)
+    long_text, long_list = questions[0]["id"], questions[1]["id"]
+    candidates = tmp_path / "candidates.jsonl"
+    candidates.write_text(json.dumps({"id": long_text, "sql": "SELECT repeat('x', 5000000)"}) + "\n"
+                          + json.dumps({"id": long_list, "sql": "SELECT list(range) FROM range(100000)"}) + "\n")
+    report_path = tmp_path / "report.json"
+    assert score_command(pack, candidates, report_path, out=io.StringIO()) == 1
+    report = json.loads(report_path.read_text())
+    entries = {q["id"]: q for q in report["questions"]}
+    for rotation in entries[long_text]["rotations"].values():
+        assert rotation["observed"] == "x" * scoring.REPORTED_CHARS + "... (5,000,000 characters)"
+    for rotation in entries[long_list]["rotations"].values():
+        assert rotation["observed"] == [*range(scoring.REPORTED_ITEMS), "... (100,000 items)"]
+    assert report_path.stat().st_size < 200_000

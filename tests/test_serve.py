@@ -484,6 +484,33 @@ def test_hostile_sql_through_run_sql_and_submit_answer_escapes_nothing(retail_pa
     assert not any(_alive(pid) for pid in workers), "a sandbox process outlived the server"
 
 
+def test_arguments_longer_than_any_sql_that_runs_are_refused_and_logged_short(retail_pack, tmp_path):
+    """An agent that sends megabytes of SQL (or of a value) gets the call's error, and the episode file keeps the
+    start and length of the argument, not the whole of it: an agent cannot fill the disk through the log."""
+    record = next(r for r in full_questions(retail_pack) if r["split"] == "dev" and r.get("answerable") is not False)
+    long_sql = "SELECT " + " + ".join(["1"] * 300_000)  # 1.2 million characters
+    episode = tmp_path / "episode.jsonl"
+
+    async def agent() -> tuple:
+        seen: list[str] = []
+        async with stdio_session(retail_pack, episode) as session:
+            ran = await call(session, seen, "run_sql", sql=long_sql)
+            graded = await call(session, seen, "submit_answer", question_id=record["id"], sql=long_sql)
+            valued = await call(session, seen, "submit_answer", question_id=record["id"], value=[long_sql])
+            right = await call(session, seen, "submit_answer", question_id=record["id"], sql=record["gold_sql"])
+            return ran, graded, valued, right, seen
+
+    ran, graded, valued, right, seen = anyio.run(agent)
+    assert (ran, graded, valued) == (None, None, None) and right["status"] == "correct"
+    assert sum("at most 100,000" in text for text in seen) == 3
+    calls = [r for r in episode_records(episode) if r["event"] == "call"]
+    assert [c["arguments"].get("sql") for c in calls[:2]] == [long_sql[:200] + "... (1,200,004 characters)"] * 2
+    assert calls[2]["arguments"]["value"] == [long_sql[:200] + "... (1,200,004 characters)"]
+    assert episode.stat().st_size < len(long_sql) / 4  # the end record (the whole report) is most of it
+    answers = next(r for r in episode_records(episode) if r["event"] == "end")["answers"]
+    assert answers == [{"id": record["id"], "sql": record["gold_sql"]}]
+
+
 # --------------------------------------------------------------------------- many sessions, bad input
 
 
