@@ -346,6 +346,67 @@ def test_hostile_candidates_in_the_postgres_sandbox_write_nothing_read_nothing_a
     assert _leftovers(postgres_dsn) == {"databases": [], "roles": [], "schemas": []}
 
 
+def test_a_role_that_may_create_databases_and_roles_but_is_no_superuser_scores(arena, postgres_dsn):
+    """README asks of --postgres-dsn a role that may create databases and roles, not a superuser. Such a role cannot
+    revoke the large-object functions (their owner is the bootstrap superuser): the sandbox is made without that,
+    scores, and leaves nothing behind; what a candidate does with large objects is rolled back."""
+    pack, tmp = arena["pack"], arena["tmp"]
+    with _admin(postgres_dsn) as admin:
+        admin.execute("DROP ROLE IF EXISTS scorer")
+        admin.execute("CREATE ROLE scorer LOGIN CREATEDB CREATEROLE")
+    dsn = psycopg.conninfo.make_conninfo(postgres_dsn, user="scorer")
+    questions = gold_questions(pack)
+    gold = {q["id"]: transpile(q["gold_sql"], "postgres") for q in questions[:3]}
+    out = arena["outside"]
+    attempts = {questions[3]["id"]: f"SELECT lo_export(lo_from_bytea(0, 'x'), '{out}/planted')",
+                questions[4]["id"]: "SELECT lo_creat(-1)",
+                questions[5]["id"]: f"SELECT lo_import('{arena['secret']}')"}
+    candidates = tmp / "candidates.jsonl"
+    candidates.write_text("".join(json.dumps({"id": qid, "sql": sql}) + "\n" for qid, sql in [*gold.items(),
+                                                                                            *attempts.items()]))
+    report_path = tmp / "report.json"
+    try:
+        with postgres_sandboxes(pack, dsn) as sandbox:
+            code = score_command(pack, candidates, json_path=report_path, timeout=5.0, sandbox=sandbox,
+                                 dialect="postgres")
+        with _admin(postgres_dsn) as admin:
+            objects = admin.execute("SELECT count(*) FROM pg_largeobject_metadata").fetchone()
+    finally:
+        with _admin(postgres_dsn) as admin:
+            admin.execute("DROP ROLE IF EXISTS scorer")
+    assert code == 1
+    by_id = {r["id"]: r for r in json.loads(report_path.read_text())["questions"]}
+    assert all(by_id[qid]["status"] == "correct" for qid in gold)
+    assert all(by_id[qid]["status"] == "wrong" for qid in attempts)
+    errors = {qid: by_id[qid]["rotations"]["seed_42"].get("error") or "" for qid in attempts}
+    assert "permission denied" in errors[questions[3]["id"]] and "permission denied" in errors[questions[5]["id"]]
+    assert objects == (0,) and list(out.iterdir()) == [arena["secret"]]
+    assert _leftovers(postgres_dsn) == {"databases": [], "roles": [], "schemas": []}
+
+
+def test_a_server_that_refuses_the_sandbox_is_one_clear_error(arena, postgres_dsn, capsys):
+    """A role that passes the check but whose sessions are read-only cannot create the sandbox's database: the score
+    stops with one line naming --postgres-dsn and exit 2, not a traceback, and leaves nothing on the server."""
+    pack, tmp = arena["pack"], arena["tmp"]
+    with _admin(postgres_dsn) as admin:
+        admin.execute("DROP ROLE IF EXISTS reader")
+        admin.execute("CREATE ROLE reader LOGIN CREATEDB CREATEROLE")
+        admin.execute("ALTER ROLE reader SET default_transaction_read_only = on")
+    question = gold_questions(pack)[0]
+    candidates = tmp / "candidates.jsonl"
+    candidates.write_text(json.dumps({"id": question["id"], "sql": transpile(question["gold_sql"], "postgres")}) + "\n")
+    try:
+        with postgres_sandboxes(pack, psycopg.conninfo.make_conninfo(postgres_dsn, user="reader")) as sandbox:
+            code = score_command(pack, candidates, sandbox=sandbox, dialect="postgres")
+    finally:
+        with _admin(postgres_dsn) as admin:
+            admin.execute("DROP ROLE IF EXISTS reader")
+    err = capsys.readouterr().err
+    assert code == 2 and "PostgreSQL refused to make the sandbox" in err and "--postgres-dsn" in err, err
+    assert "Traceback" not in err
+    assert _leftovers(postgres_dsn) == {"databases": [], "roles": [], "schemas": []}
+
+
 def test_the_sandbox_role_may_only_read_its_rotations_tables(retail_pack, postgres_dsn):
     columns = manifest_columns(retail_pack)
     limits = Limits(timeout=0.7, memory_mb=128)
