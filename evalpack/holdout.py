@@ -32,6 +32,7 @@ from evalpack.scoring import (
     InputError,
     commitment,
     holdout_key_beside,
+    jsonl_lines,
     with_holdout_key,
 )
 from evalpack.spec import Spec
@@ -181,6 +182,6 @@ def _salts(pack: str | Path, records: list[dict]) -> tuple[tuple[str, str], ...]
     except InputError:
         return ()
     by_id = {r["id"]: r for r in revealed}
-    lines = (holdout_key_beside(pack) / HOLDOUT_FILE).read_text(encoding="utf-8").splitlines()
+    lines = jsonl_lines((holdout_key_beside(pack) / HOLDOUT_FILE).read_text(encoding="utf-8"))
     entries = [json.loads(line) for line in lines if line.strip()]
     return tuple((by_id[e["id"]]["key"], e["salt"]) for e in entries if e["id"] in by_id)

@@ -144,7 +144,8 @@ class PackLayout:
         except UnicodeDecodeError as exc:
             raise EvalpackError(f"{path}: not UTF-8 ({exc.reason}); the pack is damaged") from None
         records = []
-        for number, line in enumerate(text.splitlines(), 1):
+        # JSON Lines: split at newlines only (a JSON string may hold U+2028, where str.splitlines splits too)
+        for number, line in enumerate(text.split("\n"), 1):
             if not line.strip():
                 continue
             try:

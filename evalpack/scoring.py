@@ -786,6 +786,12 @@ def error_text(exc: BaseException, prefix: str = "error: ") -> str:
     return "\n".join(printable(line) for line in f"{prefix}{exc}".splitlines())
 
 
+def jsonl_lines(text: str) -> list[str]:
+    """The lines of JSON Lines text: split at newlines only (``str.splitlines`` also splits at U+2028 and other
+    separators, which a JSON string may hold as they are), a carriage return before a newline dropped."""
+    return [line.removesuffix("\r") for line in text.split("\n")]
+
+
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
@@ -1303,7 +1309,7 @@ def load_questions(pack: Path) -> list[dict]:
     except OSError as exc:
         raise InputError(f"{path}: cannot read the questions: {exc.strerror or exc}") from None
     records, seen = [], {}
-    for number, line in enumerate(text.splitlines(), 1):
+    for number, line in enumerate(jsonl_lines(text), 1):
         if not line.strip():
             continue
         try:
@@ -1355,7 +1361,7 @@ def with_holdout_key(records: list[dict], key_dir: str | Path) -> list[dict]:
     question when the key does not match the pack (another version's key, or an edited one)."""
     path = Path(key_dir) / HOLDOUT_FILE
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
+        lines = jsonl_lines(path.read_text(encoding="utf-8"))
     except OSError as exc:
         raise InputError(f"{path}: cannot read the holdout answer key: {exc.strerror or exc}") from None
     by_id = {r["id"]: r for r in records}
@@ -2296,6 +2302,8 @@ def load_candidates(path: str | Path) -> Candidates:
     """Read a candidates file in any of the three forms; InputError names the file and line."""
     path = Path(path)
     try:
+        if path.exists() and not path.is_file():  # a folder, a FIFO or a device: nothing to read, or never an end
+            raise InputError(f"{path}: not a regular file; pass the candidates file itself")
         if path.stat().st_size > MAX_CANDIDATES_BYTES:
             raise InputError(f"{path}: larger than {MAX_CANDIDATES_BYTES // 2**20} MiB; split the candidates "
                              "into several files")
@@ -2307,7 +2315,7 @@ def load_candidates(path: str | Path) -> Candidates:
     if not text.strip():
         raise InputError(f'{path}: empty file; expected JSON Lines of {{"id": ..., "sql": ...}}, a JSON list of '
                          "those, or a JSON object mapping id to SQL")
-    lines = text.splitlines()
+    lines = jsonl_lines(text)
     first = next(n for n, line in enumerate(lines) if line.strip())
     start = _WS.match(text).end()
     entries: list[tuple[int, str, str | None, str | None, float | None]] = []

@@ -49,3 +49,14 @@ def test_damaged_pack_files_are_one_clear_error(tmp_path):
     pack.questions.write_text('{"id": "q1"}\n\n[1]\n')
     with pytest.raises(EvalpackError, match="line 3: not a question record"):
         pack.read_records()
+
+
+def test_questions_whose_text_holds_a_line_separator_read_back_as_written(tmp_path):
+    """questions.jsonl is written with ensure_ascii=False: a question (a category value in its words) may hold U+2028
+    unescaped, which is JSON; the pack and the standalone scorer read it at newlines only."""
+    records = [{"id": "q1", "question": "orders from the \u2028north\u2029 region?"}, {"id": "q2", "question": "x\x85"}]
+    pack = PackLayout(tmp_path)
+    pack.questions.write_text("".join(scoring.json.dumps(r, ensure_ascii=False) + "\n" for r in records),
+                              encoding="utf-8")
+    assert pack.read_records() == records
+    assert scoring.jsonl_lines("a\u2028b\r\nc\n") == ["a\u2028b", "c", ""]

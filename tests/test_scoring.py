@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import io
 import json
+import os
 from collections import Counter
 from decimal import Decimal
 from pathlib import Path
@@ -185,6 +186,24 @@ def test_three_input_forms_and_declines(tmp_path):
     assert forms[1].lines == {"q001": 2, "q002": 3}
     assert forms[2].lines == {"q001": 2, "q002": 3}
     assert load_candidates(single).sql == {"q001": "SELECT 1"}
+
+
+def test_json_strings_may_hold_line_separators_that_are_not_newlines(tmp_path):
+    """JSON allows U+2028, U+2029 and U+0085 unescaped in a string (json.dumps with ensure_ascii=False writes them so):
+    a JSON Lines file splits at newlines only."""
+    sql = "SELECT 1 -- a comment\u2028with a line separator\u2029and more\x85"
+    path = _write(tmp_path, "seps.jsonl", json.dumps({"id": "q001", "sql": sql}, ensure_ascii=False) + "\r\n"
+                  + json.dumps({"id": "q002", "sql": "SELECT 2"}) + "\n")
+    candidates = load_candidates(path)
+    assert candidates.sql == {"q001": sql, "q002": "SELECT 2"} and candidates.lines == {"q001": 1, "q002": 2}
+
+
+def test_a_candidates_path_that_is_no_regular_file_is_refused_at_once(tmp_path):
+    fifo = tmp_path / "candidates.fifo"
+    os.mkfifo(fifo)  # reading it would wait for a writer forever
+    for path in (fifo, tmp_path):
+        with pytest.raises(InputError, match="not a regular file"):
+            load_candidates(path)
 
 
 @pytest.mark.parametrize(("name", "text", "message"), [
