@@ -26,9 +26,10 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import math
+import os
 import re
 import secrets
-import threading
+import sys
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -49,17 +50,19 @@ from evalpack.scoring import (
     KILL_GRACE,
     MAX_FETCH_ROWS,
     MAX_RESULT_BYTES,
+    WATCHDOG,
     InputError,
     Limits,
     Outcome,
     Query,
+    SandboxWorker,
     _first_line,
     fetch_capped,
     pack_source,
     query_outcome,
     quote_ident,
-    run_in_turn,
     sql_refused,
+    worker_main,
 )
 
 # DuckDB type -> PostgreSQL type, for the types without parameters
@@ -340,14 +343,16 @@ class PostgresSandbox:
       memory, no parallel workers, ISO dates in UTC, ``temp_file_limit`` (when the DSN's role is a superuser, which
       that setting needs). Entering checks these hold and refuses to run anything otherwise.
 
-    :meth:`run` takes one candidate: text refused by :func:`evalpack.scoring.sql_refused` never reaches the server;
-    otherwise ``BEGIN READ ONLY``, ``SET LOCAL statement_timeout`` to the time left, ``DECLARE evalpack_candidate
+    :meth:`run` takes one candidate. It runs in a worker process (:class:`PostgresWorker`), which holds the role's
+    session and fetches the result under the worker's operating-system limits, so that no result, however large,
+    is held in the scorer's own process. Text refused by :func:`evalpack.scoring.sql_refused` never reaches the
+    server; otherwise ``BEGIN READ ONLY``, ``SET LOCAL statement_timeout`` to the time left, ``DECLARE evalpack_candidate
     NO SCROLL CURSOR FOR`` + the SQL (sent with the extended protocol, which carries exactly one statement; a cursor
     is only a SELECT, VALUES or WITH query without INSERT/UPDATE/DELETE in it), ``FETCH`` of 256 rows at a time up
     to the row cap + 1 and the byte cap, each under the time left, then ROLLBACK: nothing a candidate sets or
-    creates outlives it. A client-side watchdog cancels the query at the limit plus KILL_GRACE if the server has
-    not. A candidate that ends its own session is that candidate's error; the next one gets a new connection
-    (counted in ``replaced``). Leaving drops the database (``WITH (FORCE)``: its sessions end) and the role, and
+    creates outlives it. The worker cancels the query at the limit plus half of KILL_GRACE if the server has not,
+    and the scorer kills the worker (and starts another) at the limit plus KILL_GRACE. A candidate that ends its
+    own session is that candidate's error; the next one gets a new connection. Leaving drops the database (``WITH (FORCE)``: its sessions end) and the role, and
     raises RuntimeError when a table's rows or the database's relations changed while candidates ran.
     """
 
@@ -356,20 +361,30 @@ class PostgresSandbox:
         self.dsn, self.tables_dir, self.columns, self.limits = dsn, Path(tables_dir), columns, limits
         self.database = self.role = _name("evalpack_sandbox")
         self.password = secrets.token_urlsafe(24)
-        self.conn: psycopg.Connection | None = None
+        self.worker: PostgresWorker | None = None
         self.before: tuple | None = None
         self.created: list[str] = []
-        # what evalpack.scoring.score_pack reads from a worker: no process of ours runs the SQL
-        self.cap_bytes = self.peak_bytes = self.replaced = 0
         self.loaded: dict[str, str] = {}
+
+    # what evalpack.scoring.score_pack reads of a sandbox: its worker process's cap, peak and replacements
+    cap_bytes = property(lambda self: self.worker.cap_bytes if self.worker else 0)
+    peak_bytes = property(lambda self: self.worker.peak_bytes if self.worker else 0)
+    replaced = property(lambda self: self.worker.replaced if self.worker else 0)
+
+    def conninfo(self) -> str:
+        """How the sandbox role connects to its database (its password included)."""
+        return make_conninfo(self.dsn, user=self.role, password=self.password, dbname=self.database)
 
     # ----------------------------------------------------------------- setup and teardown
 
     def __enter__(self) -> PostgresSandbox:
         try:
             self._create()
-            self.conn = self._connect()
+            self.worker = PostgresWorker(self.conninfo(), self.tables_dir, self.limits)
+            self.worker.proc = self.worker._start()  # the role's one session is open from now on, in the worker
         except BaseException as exc:
+            if self.worker is not None:
+                self.worker.close()
             self._drop()
             if isinstance(exc, psycopg.Error):  # the server refused what the DSN's role asked of it
                 raise EvalpackError(f"PostgreSQL refused to make the sandbox of {self.tables_dir.parent.name}: "
@@ -438,25 +453,6 @@ class PostgresSandbox:
             raise RuntimeError("the PostgreSQL sandbox role is not read-only as required; refusing to run "
                                "untrusted SQL")
 
-    def _connect(self) -> psycopg.Connection:
-        """The role's single connection (retried while an ended session still holds the slot)."""
-        deadline = time.monotonic() + RECONNECT_SECONDS
-        info = make_conninfo(self.dsn, user=self.role, password=self.password, dbname=self.database)
-        while True:
-            try:
-                conn = psycopg.connect(info, autocommit=True)
-                break
-            except psycopg.OperationalError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.05)
-        settings = conn.execute("SELECT current_setting('default_transaction_read_only'), "
-                                "current_setting('is_superuser'), current_setting('statement_timeout')").fetchone()
-        if settings[0] != "on" or settings[1] != "off":
-            conn.close()
-            raise RuntimeError("the PostgreSQL sandbox session is not read-only; refusing to run untrusted SQL")
-        return conn
-
     def state(self, admin: psycopg.Connection) -> tuple:
         """What a candidate could have changed, as the DSN's role sees it in the sandbox database: every relation
         outside the system schemas, every large object, and each table's row count and content digest."""
@@ -471,9 +467,9 @@ class PostgresSandbox:
 
     def close(self) -> None:
         """Drop the database and the role; RuntimeError when the tables changed while candidates ran."""
-        conn, self.conn = self.conn, None
-        if conn is not None:
-            conn.close()
+        worker, self.worker = self.worker, None
+        if worker is not None:
+            worker.close()
         changed = False
         if self.before is not None and "database" in self.created:
             with contextlib.suppress(psycopg.Error), self._admin(self.database) as admin:
@@ -497,9 +493,72 @@ class PostgresSandbox:
     # ----------------------------------------------------------------- candidates
 
     def run_many(self, queries: Sequence[Query], deadline: float | None = None) -> Iterator[Outcome | None]:
-        """Each of ``queries`` by :meth:`run`, one after another (:func:`evalpack.scoring.run_in_turn`), as
-        :meth:`evalpack.scoring.SandboxWorker.run_many` runs them."""
-        return run_in_turn(self.run, queries, deadline)
+        """Each of ``queries`` in the worker process, as :meth:`evalpack.scoring.SandboxWorker.run_many` runs them."""
+        return self.worker.run_many(queries, deadline)
+
+    def run(self, sql: str, timeout: float | None = None, max_rows: int = MAX_FETCH_ROWS,
+            max_bytes: int = MAX_RESULT_BYTES) -> Outcome:
+        """One untrusted query in the worker process (:meth:`CandidateSession.run` there)."""
+        return self.worker.run(sql, self.limits.timeout if timeout is None else timeout, max_rows, max_bytes)
+
+
+class PostgresWorker(SandboxWorker):
+    """The process where a PostgreSQL sandbox's candidates run (:func:`open_postgres_worker`): the sandbox role's
+    session and every result it fetches live there, under the worker's operating-system limits (its address space
+    above all: a row of a gigabyte of text fails there, not in the scorer), and it is killed at a query's time limit
+    and a grace, as a DuckDB worker is (:class:`evalpack.scoring.SandboxWorker`)."""
+
+    def __init__(self, conninfo: str, folder: Path, limits: Limits) -> None:
+        super().__init__(folder, limits)
+        self.conninfo = conninfo
+
+    def command(self) -> list[str]:
+        # -I: no environment variables, no user site-packages, and the working folder is not on sys.path
+        return [sys.executable, "-I", "-m", "evalpack.postgres", POSTGRES_WORKER_FLAG, str(os.getpid())]
+
+    def setup(self) -> dict[str, Any]:
+        return {"conninfo": self.conninfo, "timeout": self.limits.timeout, "memory_mb": self.limits.memory_mb,
+                "threads": self.limits.threads}
+
+
+POSTGRES_WORKER_FLAG = "--postgres-worker"
+
+
+def open_postgres_worker(setup: dict, limits: Limits) -> tuple[Callable[[str, float, int, int], Outcome],
+                                                                Callable[[], Any], dict[str, str]]:
+    """The sandbox role's session in a worker process (:func:`evalpack.scoring.worker_main`'s ``opener``): how to run
+    a query on it. Its state is the parent's to check (as the DSN's role, which sees every relation and large
+    object): the worker reports none."""
+    session = CandidateSession(setup["conninfo"], limits)
+    return session.run, tuple, {}
+
+
+def connect_sandbox_role(conninfo: str) -> psycopg.Connection:
+    """The sandbox role's single connection (retried while an ended session still holds the slot); RuntimeError
+    unless the session is read-only and no superuser's."""
+    deadline = time.monotonic() + RECONNECT_SECONDS
+    while True:
+        try:
+            conn = psycopg.connect(conninfo, autocommit=True)
+            break
+        except psycopg.OperationalError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+    settings = conn.execute("SELECT current_setting('default_transaction_read_only'), "
+                            "current_setting('is_superuser'), current_setting('statement_timeout')").fetchone()
+    if settings[0] != "on" or settings[1] != "off":
+        conn.close()
+        raise RuntimeError("the PostgreSQL sandbox session is not read-only; refusing to run untrusted SQL")
+    return conn
+
+
+class CandidateSession:
+    """The sandbox role's session, in the worker process: candidates one at a time (:meth:`run`)."""
+
+    def __init__(self, conninfo: str, limits: Limits) -> None:
+        self.conninfo, self.limits = conninfo, limits
+        self.conn = connect_sandbox_role(conninfo)
 
     def run(self, sql: str, timeout: float | None = None, max_rows: int = MAX_FETCH_ROWS,
             max_bytes: int = MAX_RESULT_BYTES) -> Outcome:
@@ -515,50 +574,56 @@ class PostgresSandbox:
             with contextlib.suppress(Exception):
                 if self.conn is not None:
                     self.conn.close()
-            self.conn = self._connect()
-            self.replaced += 1
+            self.conn = connect_sandbox_role(self.conninfo)
         conn = self.conn
         started = time.monotonic()
         deadline = started + timeout
-        fired = threading.Event()
 
         def cancel() -> None:
-            fired.set()
             with contextlib.suppress(Exception):
-                conn.cancel_safe(timeout=KILL_GRACE)
+                conn.cancel_safe(timeout=KILL_GRACE / 4)
 
-        watchdog = threading.Timer(timeout + KILL_GRACE, cancel)
-        watchdog.daemon = True
-        watchdog.start()
         rows: list[tuple] | None = None
         error, timed_out = None, False
-        try:
-            with conn.cursor() as cur:
-                conn.execute("BEGIN READ ONLY")
-                self._time_left(conn, deadline)
-                cur.execute(f"DECLARE {CURSOR} NO SCROLL CURSOR FOR\n{sql}".encode(), binary=True)
-
-                def fetchmany(want: int) -> list[tuple]:
+        # the worker's one watchdog thread (started before its address space was limited) cancels the query if the
+        # server has not stopped it, before the scorer kills this worker at the limit and its grace
+        with WATCHDOG.armed(timeout + KILL_GRACE / 2, cancel) as fired, contextlib.ExitStack() as rollback:
+            rollback.callback(self._roll_back, conn)
+            try:
+                with conn.cursor() as cur:
+                    conn.execute("BEGIN READ ONLY")
                     self._time_left(conn, deadline)
-                    cur.execute(f"FETCH FORWARD {int(want)} FROM {CURSOR}".encode())
-                    return [tuple(row) for row in cur.fetchall()]
+                    cur.execute(f"DECLARE {CURSOR} NO SCROLL CURSOR FOR\n{sql}".encode(), binary=True)
 
-                rows, error = fetch_capped(fetchmany, max_rows, max_bytes)
-        except (psycopg.errors.QueryCanceled, TimeoutError):
-            timed_out = True
-        except psycopg.Error as exc:
-            error = _explained(exc, sql)
-        except Exception as exc:  # noqa: BLE001 - a value Python cannot hold (a date out of range, ...)
-            error = f"cannot read the result: {type(exc).__name__}: {_first_line(exc)}"
-        finally:
-            watchdog.cancel()
-            watchdog.join()
-            with contextlib.suppress(Exception):
-                if not conn.broken:
-                    conn.execute("ROLLBACK")
+                    def fetchmany(want: int) -> list[tuple]:
+                        self._time_left(conn, deadline)
+                        cur.execute(f"FETCH FORWARD {int(want)} FROM {CURSOR}".encode())
+                        return [tuple(row) for row in cur.fetchall()]
+
+                    rows, error = fetch_capped(fetchmany, max_rows, max_bytes)
+            except (psycopg.errors.QueryCanceled, TimeoutError):
+                timed_out = True
+            except psycopg.Error as exc:
+                error = _explained(exc, sql)
+            except Exception as exc:  # noqa: BLE001 - a value Python cannot hold (a date out of range, no memory)
+                error = f"cannot read the result: {type(exc).__name__}: {_first_line(exc)}"
         if timed_out:
             error = "canceled at the time limit"
         return query_outcome(rows, error, time.monotonic() - started, timeout, timed_out or fired.is_set(), max_rows)
+
+    @staticmethod
+    def _roll_back(conn: psycopg.Connection) -> None:
+        """End the candidate's transaction: nothing it set or created outlives it. A ROLLBACK can itself fail with
+        the error of the query it ends (a cursor over temp_file_limit): it is asked again, and a session still in a
+        transaction after that is closed, so that the next candidate gets a new one rather than an aborted one."""
+        for _ in range(2):
+            with contextlib.suppress(Exception):
+                if not conn.broken:
+                    conn.execute("ROLLBACK")
+            if conn.broken or conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
+                break
+        if not conn.broken and conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+            conn.close()
 
     @staticmethod
     def _time_left(conn: psycopg.Connection, deadline: float) -> None:
@@ -616,3 +681,9 @@ def postgres_sandboxes(pack: Path, dsn: str) -> Iterator[Callable[[str, Limits],
         raise InputError("--postgres-dsn: its role may not create databases and roles (CREATEDB and CREATEROLE); "
                          "the sandbox needs both to give each rotation a database and a read-only role of its own")
     yield lambda rotation, limits: open_postgres_sandbox(dsn, source.tables_dir(rotation), columns, limits)
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == [POSTGRES_WORKER_FLAG]:
+        sys.exit(worker_main(sys.argv[2:], open_postgres_worker))
+    sys.exit("usage: python -m evalpack.postgres --postgres-worker PARENT_PID (started by evalpack score)")

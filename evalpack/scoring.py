@@ -737,8 +737,8 @@ def fetch_capped(fetchmany: Callable[[int], list], max_rows: int = MAX_FETCH_ROW
 
 def out_of_memory(error: str | None) -> bool:
     """Whether a query's error says that it ran out of memory (DuckDB's error, or Python's reading its result)."""
-    return error is not None and (error.startswith("Out of Memory Error") or "MemoryError" in error
-                                  or "bad_alloc" in error or "bad allocation" in error)
+    return error is not None and any(sign in error.lower() for sign in ("out of memory", "memoryerror", "bad_alloc",
+                                                                        "bad allocation"))
 
 
 def value_bytes(value: Any, limit: float = math.inf) -> int:

@@ -8,6 +8,8 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
+import os
+import resource
 import shutil
 import subprocess
 import tempfile
@@ -407,6 +409,23 @@ def test_a_server_that_refuses_the_sandbox_is_one_clear_error(arena, postgres_ds
     assert _leftovers(postgres_dsn) == {"databases": [], "roles": [], "schemas": []}
 
 
+def test_a_huge_row_is_fetched_in_the_worker_not_in_the_scorer(retail_pack, postgres_dsn):
+    """A PostgreSQL row arrives whole: a candidate returning 900 MB of text in one row took the scorer's own
+    process to gigabytes. The session and its fetch live in a worker process under an address-space cap: the
+    candidate fails there and the scorer's memory does not grow by the row."""
+    columns = manifest_columns(retail_pack)
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    with open_postgres_sandbox(postgres_dsn, retail_pack / "rotations" / "seed_42" / "tables", columns,
+                               Limits(timeout=60.0)) as box:
+        huge = box.run("SELECT repeat('x', 300000000) AS a, repeat('y', 300000000) AS b, repeat('z', 300000000) AS c")
+        after_huge = box.run("SELECT count(*) FROM customers")
+        worker = box.worker.proc.pid
+    grown_mb = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
+    assert huge.rows is None and huge.error, huge
+    assert after_huge.rows == [(2000,)]
+    assert worker != os.getpid() and grown_mb < 200, grown_mb
+
+
 def test_the_sandbox_role_may_only_read_its_rotations_tables(retail_pack, postgres_dsn):
     columns = manifest_columns(retail_pack)
     limits = Limits(timeout=0.7, memory_mb=128)
@@ -458,7 +477,7 @@ def test_the_sandbox_role_may_only_read_its_rotations_tables(retail_pack, postgr
     assert second is not None and "too many connections" in second
     assert slow.timed_out and slow.rows is None and slow.seconds < 4
     assert running == 0  # the server stopped the query at its statement_timeout
-    assert ended.rows is None and again.rows == [(2000,)] and box.replaced == 1
+    assert ended.rows is None and again.rows == [(2000,)]  # the worker's next query opened a new session
     assert catalog.rows == [("customers",), ("orders",)]
     assert huge.rows is None and huge.error.startswith("result too large")
     assert endless.rows is None and endless.error == "too many rows: more than 1000"
