@@ -2,8 +2,9 @@
 
 A build writes its pack into a staging folder beside ``-o`` (``.{name}.evalpack-staging-{pid}-{random}``),
 moves a pack it replaces aside as ``.{name}.old-{pid}-{random}`` for the moment of the swap, and DuckDB
-spills into ``evalpack-spill-{pid}-{random}`` in the temporary folder. The process using such a folder
-holds an exclusive ``flock`` on the folder itself for as long as it uses it: the lock is on the folder's
+spills into ``evalpack-spill-{pid}-{random}`` in the temporary folder, where ``evalpack score --dialect
+sqlite`` writes rotations as SQLite databases into ``evalpack-sqlite-{pid}-{random}``. The process using such a
+folder holds an exclusive ``flock`` on the folder itself for as long as it uses it: the lock is on the folder's
 inode, so it follows a rename, and the kernel drops it when the last process holding it dies, however
 it dies. A folder of one of these shapes whose lock can be taken therefore belongs to a dead run. The
 pid in the name guards the moment between a folder's creation and its lock, and pid reuse: such a
@@ -51,6 +52,8 @@ def old_pattern(name: str) -> re.Pattern[str]:
 
 
 SPILL_PATTERN = re.compile(SPILL + r"(\d+)" + _RANDOM)
+SQLITE = "evalpack-sqlite-"  # a rotation's tables written as SQLite for scoring (evalpack.dialect_scoring)
+SQLITE_PATTERN = re.compile(SQLITE + r"(\d+)" + _RANDOM)
 
 
 def owned_dir(parent: str | Path, prefix: str) -> Path:

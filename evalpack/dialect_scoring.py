@@ -30,7 +30,6 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import shutil
 import sqlite3
 import sys
 import tempfile
@@ -264,7 +263,11 @@ def sqlite_sandboxes(pack: Path) -> Iterator[Callable[[str, Limits], SqliteWorke
     if source.producer != "evalpack":
         raise InputError(f"{pack}: --dialect sqlite scores packs evalpack built (Parquet tables), not a pack "
                          f"{source.label} wrote; score it without --dialect")
-    folder = Path(tempfile.mkdtemp(prefix="evalpack-sqlite-"))
+    from evalpack import debris
+
+    temp = tempfile.gettempdir()
+    debris.sweep(temp, debris.SQLITE_PATTERN)  # those of runs killed before they could remove them
+    folder = debris.owned_dir(temp, debris.SQLITE)
     try:
         def open_worker(rotation: str, limits: Limits) -> SqliteWorker:
             database = pack_sqlite_file(pack, rotation)
@@ -280,7 +283,7 @@ def sqlite_sandboxes(pack: Path) -> Iterator[Callable[[str, Limits], SqliteWorke
 
         yield open_worker
     finally:
-        shutil.rmtree(folder, ignore_errors=True)
+        debris.remove(folder)
 
 
 # --------------------------------------------------------------------------- PostgreSQL

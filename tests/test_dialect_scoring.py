@@ -19,11 +19,13 @@ from conftest import copy_pack, full_questions, gold_questions
 from test_scoring_isolation import hostile
 from test_scoring_sandbox import _snapshot
 
+from evalpack import debris
 from evalpack.dialect_scoring import (
     REFUSED_FUNCTIONS,
     dialect_score_command,
     open_sqlite_sandbox,
     run_sqlite,
+    sqlite_sandboxes,
     write_rotation_sqlite,
 )
 from evalpack.dialects import SqliteEngine, keys_of, verify_in_dialects
@@ -383,3 +385,24 @@ def test_an_unknown_dialect_is_one_line_exit_2(retail_pack, tmp_path):
     assert not (tmp_path / "r.json").exists()
     run = score_cli(retail_pack, candidates, tmp_path / "r.json", "--dialect", "mysql", cwd=tmp_path)
     assert run.returncode == 2 and run.stderr.count("\n") == 1 and "--dialect" in run.stderr, run.stderr
+
+
+def test_sqlite_copies_of_a_killed_run_are_removed_by_the_next_one(retail_pack, tmp_path, monkeypatch):
+    """A run killed while it scored in SQLite left its rotations' databases in the temporary folder: the next run
+    removes such folders (their lock free, their process gone), never a live run's, and its own at its end."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    finished = subprocess.Popen([sys.executable, "-c", "pass"])
+    finished.wait()
+    dead = tmp_path / f"{debris.SQLITE}{finished.pid}-abcd1234"
+    dead.mkdir()
+    (dead / "seed_42.sqlite").write_bytes(b"x" * 1000)
+    live = debris.owned_dir(tmp_path, debris.SQLITE)  # another scoring run, still working
+    try:
+        with sqlite_sandboxes(retail_pack) as open_worker:
+            with open_worker("seed_42", Limits()) as worker:
+                assert worker.run("SELECT count(*) FROM customers", 10).rows == [(2000,)]
+            ours = [p for p in tmp_path.iterdir() if p not in (live, dead)]
+            assert not dead.exists() and live.is_dir() and len(ours) == 1
+        assert not ours[0].exists() and live.is_dir()
+    finally:
+        debris.remove(live)
