@@ -735,10 +735,14 @@ def fetch_capped(fetchmany: Callable[[int], list], max_rows: int = MAX_FETCH_ROW
     return rows, None
 
 
+OUT_OF_MEMORY = ("Out of Memory Error", "cannot read the result: MemoryError", "out of memory")
+
+
 def out_of_memory(error: str | None) -> bool:
-    """Whether a query's error says that it ran out of memory (DuckDB's error, or Python's reading its result)."""
-    return error is not None and any(sign in error.lower() for sign in ("out of memory", "memoryerror", "bad_alloc",
-                                                                        "bad allocation"))
+    """Whether a query's error is the engine's own out-of-memory error (DuckDB's, Python's reading the result,
+    SQLite's or libpq's), by how it starts: a candidate's own message (DuckDB's ``error()``, PostgreSQL's
+    ``RAISE``) comes with another prefix, so a candidate cannot ask for a fresh worker by saying so."""
+    return error is not None and error.startswith(OUT_OF_MEMORY)
 
 
 def value_bytes(value: Any, limit: float = math.inf) -> int:

@@ -372,6 +372,10 @@ def test_a_query_that_runs_out_of_memory_is_asked_again_of_a_fresh_worker(arena)
     assert after[1].rows == [(400000000,)], after[1].error
     assert after[2].rows == [(5,)]
     assert worker.replaced >= 2  # the worker that ran out, and the fresh one that ran out again on the same query
+    with scoring.SandboxWorker(tables, Limits()) as worker:  # a candidate cannot ask for a fresh worker by saying so
+        said = worker.run("SELECT error('Out of Memory Error: give me a fresh worker')", 30)
+    assert said.error.startswith("Invalid Input Error") and not scoring.out_of_memory(said.error)
+    assert worker.replaced == 0
 
 
 def test_a_report_shows_a_bounded_preview_of_each_result(arena, tmp_path):
