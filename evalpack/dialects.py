@@ -32,6 +32,7 @@ from sqlglot.errors import ErrorLevel, SqlglotError
 
 from evalpack.errors import EvalpackError
 from evalpack.scoring import (
+    MAX_FETCH_ROWS,
     ROWS_TYPE,
     answer_matches,
     answer_type_of,
@@ -458,16 +459,28 @@ class SqliteEngine:
 
     @contextlib.contextmanager
     def open_rotation(self, tables_dir: Path, columns: dict[str, dict[str, str]]) -> Iterator[Run]:
-        con = sqlite3.connect(":memory:")
+        """The rotation loaded, then locked as the scorer's SQLite sandbox is (a pack someone else built has gold
+        SQL as untrusted as a candidate's: ``VACUUM INTO`` or ``ATTACH`` would write files), each query stopped
+        after :data:`GOLD_SECONDS`; a query's error is raised as sqlite3.Error with the sandbox's words."""
+        from evalpack.dialect_scoring import lock_sqlite, run_sqlite
+
+        con = sqlite3.connect(":memory:", check_same_thread=False)
         try:
             load_sqlite(con, tables_dir, columns, self.keys)
+            lock_sqlite(con)
 
             def run(sql: str) -> list[tuple]:
-                return [tuple(row) for row in con.execute(sql).fetchall()]
+                outcome = run_sqlite(con, sql, GOLD_SECONDS, max_rows=MAX_FETCH_ROWS)
+                if outcome.rows is None:
+                    raise sqlite3.Error(outcome.error)
+                return [tuple(row) for row in outcome.rows]
 
             yield run
         finally:
             con.close()
+
+
+GOLD_SECONDS = 120.0  # a gold query's time in a dialect's engine before it is that question's error
 
 
 def engine_for(dialect: str, *, postgres_dsn: str | None = None, keys: Keys = Keys()) -> DialectEngine:

@@ -17,6 +17,7 @@ import pyarrow.parquet as pq
 import pytest
 from conftest import gold_questions
 
+from evalpack import dialects
 from evalpack.dialects import (
     DIALECTS,
     ForeignKey,
@@ -266,6 +267,26 @@ def test_a_drop_names_its_kind_rotation_and_first_differing_value(finance_pack):
     assert drops["failing"].sql == "SELECT no_such_column FROM journal_lines" and drops["untranslatable"].sql is None
     assert drops["untranslatable"].kind == "untranslatable" and drops["untranslatable"].rotation is None
     assert json.loads(json.dumps(result["sqlite"].to_dict()))["dropped"] == 4
+
+
+def test_gold_sql_from_a_pack_someone_else_built_writes_nothing_and_stops(finance_pack, tmp_path, monkeypatch):
+    """`evalpack export` of a downloaded pack runs its gold SQL in SQLite: VACUUM INTO and ATTACH wrote files
+    anywhere, and a runaway query never ended. The engine is locked as the scorer's SQLite sandbox is and stops a
+    query at its time limit: each such question is dropped with the reason, and nothing is written."""
+    monkeypatch.setattr(dialects, "GOLD_SECONDS", 1.0)
+    scalar = next(r for r in gold_questions(finance_pack) if r.get("split") == "dev" and r["answer_type"] == "number")
+    hostile = {"vacuum": f"VACUUM INTO '{tmp_path / 'copy.db'}'",
+               "attach": f"ATTACH DATABASE '{tmp_path / 'attached.db'}' AS y",
+               "select_attach": "SELECT count(*) FROM pragma_database_list",
+               "runaway": "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r) SELECT max(n) FROM r"}
+    records = [scalar, *({**scalar, "id": name, "gold_sql": sql} for name, sql in hostile.items())]
+    result = verify_in_dialects(records, rotation_dirs(finance_pack), manifest_columns(finance_pack),
+                                [SqliteEngine()])["sqlite"]
+    drops = {d.id: d for d in result.drops}
+    assert list(result.translated) == [scalar["id"]] and set(drops) == set(hostile)
+    assert all(d.kind in ("error", "untranslatable") for d in drops.values()), drops
+    assert drops["runaway"].reason.startswith("timeout"), drops["runaway"]
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_a_question_whose_natural_sqlite_query_answers_otherwise_is_left_out(finance_pack):
