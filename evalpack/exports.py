@@ -31,6 +31,7 @@ import csv
 import io
 import json
 import os
+import re
 import shutil
 import sqlite3
 import sys
@@ -54,7 +55,7 @@ from evalpack.dialects import (
 )
 from evalpack.errors import EvalpackError
 from evalpack.layout import PackLayout
-from evalpack.scoring import answer_type_of, check_integrity, is_unanswerable, scorable
+from evalpack.scoring import answer_type_of, check_integrity, is_unanswerable, printable, scorable
 from evalpack.spec import EXPORT_FORMATS
 
 FORMATS = EXPORT_FORMATS
@@ -70,6 +71,7 @@ VERIFICATION_RULE = (
     "cannot be translated, fails or differs on any rotation is dropped from that dialect only, with the reason; "
     "the DuckDB pack is unchanged. Holdout questions are not exported (no public gold SQL or answer).")
 SPIDER_TYPES = {"INTEGER": "number", "REAL": "number"}
+PLAIN_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]{0,127}")
 
 
 @dataclass(frozen=True)
@@ -90,6 +92,16 @@ class Source:
         """The source of the pack (built or being built) in ``folder`` with these records and manifest."""
         layout = PackLayout(folder)
         tables = manifest.get("tables") or {}
+        if not isinstance(tables, dict) or not all(isinstance(info, dict) and isinstance(info.get("columns"), dict)
+                                                   for info in tables.values()):
+            raise EvalpackError(f"{layout.manifest}: tables: expected an object of tables, each with its columns; "
+                                "the pack is damaged or was not made by evalpack")
+        # names that become paths (a table's file, a BIRD/Spider database id) must stay inside their folders
+        for key, name in [("pack", manifest.get("pack")), *(("tables", t) for t in tables)]:
+            if not isinstance(name, str) or not PLAIN_NAME.fullmatch(name):
+                raise EvalpackError(f"{layout.manifest}: {key}: {printable(repr(name))} is not a plain name (letters, "
+                                    "digits, '_', '-' and '.', not starting with '.'); the pack is damaged or was not "
+                                    "made by evalpack")
         columns = {t: dict(info["columns"]) for t, info in tables.items()}
         return cls(str(manifest.get("pack")), tuple(records),
                    tuple((r, layout.tables(r)) for r in layout.rotations()), columns, keys_of(manifest),

@@ -365,3 +365,21 @@ def test_a_build_with_exports_says_what_it_wrote_and_how_each_dialect_verified(t
     assert line == (f"  exports: sqlite, spider under exports/; sqlite: {entry['verified']} of {entry['checked']} "
                     f"verified on {entry['engine']}, {entry['dropped']} dropped (manifest.json -> dialects)")
     assert entry["dropped"] == 1 and (tmp_path / "pack" / "exports" / "spider").is_dir()
+
+
+@pytest.mark.parametrize(("key", "name"), [("pack", "../../outside/pwned"), ("tables", "/etc/passwd"),
+                                           ("tables", "../customers"), ("pack", ".hidden"), ("pack", 7)])
+def test_names_from_a_manifest_that_would_leave_their_folder_are_refused(retail_pack, key, name):
+    """The pack's name becomes BIRD's and Spider's database ids (folders and files) and each table's name its file:
+    a downloaded pack naming itself '../../x' wrote outside -o, and a table named '/path' was read from anywhere."""
+    from evalpack.exports import Source
+
+    layout = PackLayout(retail_pack)
+    manifest = layout.read_manifest()
+    if key == "pack":
+        manifest["pack"] = name
+    else:
+        manifest["tables"] = {name: manifest["tables"]["orders"], **manifest["tables"]}
+    with pytest.raises(EvalpackError, match=r"manifest\.json: (pack|tables): .* is not a plain name"):
+        Source.of(retail_pack, [], manifest)
+    assert Source.of(retail_pack, [], layout.read_manifest()).name == "retail"
