@@ -56,12 +56,15 @@ from evalpack.scoring import (
     DEFAULT_TIMEOUT,
     ROWS_TYPE,
     Limits,
+    PackIntegrityError,
     SandboxWorker,
     answer_matches,
     answer_type_of,
     expected_for,
     observed,
+    printable,
     quote_ident,
+    walk_pack,
     write_json_report,
 )
 from evalpack.scoring import run_query as run_untrusted
@@ -513,8 +516,15 @@ def summary(pack: Path, findings: list[Finding], questions: int) -> str:
 
 
 def audit_command(pack: str | Path, json_path: str | Path | None = None) -> int:
-    """``evalpack audit PACK [--json FILE]``: 0 without findings, 1 with findings, 2 when PACK is not a pack."""
+    """``evalpack audit PACK [--json FILE]``: 0 without findings, 1 with findings, 2 when PACK is not a pack or holds
+    anything but regular files (a symlink or a FIFO: the audit reads the tables in this process, and a pack from
+    elsewhere could point them anywhere). The files need not match the attestation: finding what was edited is
+    the audit's work."""
     pack = Path(pack)
+    refused = walk_pack(pack).refused if pack.is_dir() else {}
+    if refused:
+        raise PackIntegrityError("\n".join(f"{pack / printable(name)}: {printable(why)}"
+                                            for name, why in sorted(refused.items())))
     findings = audit_pack(pack)
     questions = len(PackLayout(pack).read_records())
     print(summary(pack, findings, questions))

@@ -205,3 +205,26 @@ def test_built_pack_is_clean_and_declared_relationships_are_used(retail_pack, tm
         assert f.evidence["links"] == [{"child": "orders.customer_id", "parent": "customers.customer_id",
                                         "source": "declared", "orphan_rows": 30}]
         assert f.evidence["as_written"] - f.evidence["without_orphans"] == 30
+
+
+def test_a_pack_whose_tables_link_outside_it_is_refused_before_anything_is_read(retail_pack, tmp_path, capsys):
+    """The audit reads a pack's tables in its own process and may be given a pack from anywhere: a table that is a
+    symlink to a file outside (whose values it would print as drift) or a FIFO (where it would wait forever) stops
+    it with one line per file, exit 2. Edited files are the audit's to report, so the attestation is not required."""
+    import os
+
+    pack = Path(shutil.copytree(retail_pack, tmp_path / "pack"))
+    outside = tmp_path / "outside.parquet"
+    duckdb.sql("COPY (SELECT 'TOPSECRET' AS secret) TO '" + str(outside) + "' (FORMAT parquet)")
+    table = pack / "rotations" / "seed_42" / "tables" / "orders.parquet"
+    table.unlink()
+    table.symlink_to(outside)
+    fifo = pack / "rotations" / "seed_43" / "tables" / "customers.parquet"
+    fifo.unlink()
+    os.mkfifo(fifo)
+    assert main(["audit", str(pack)]) == 2
+    captured = capsys.readouterr()
+    assert "TOPSECRET" not in captured.out + captured.err
+    lines = [line for line in captured.err.splitlines() if line.strip()]
+    assert len(lines) == 2 and all("not a regular file" in line for line in lines), lines
+    assert "seed_42/tables/orders.parquet" in lines[0] and "seed_43/tables/customers.parquet" in lines[1]
