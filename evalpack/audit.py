@@ -56,15 +56,13 @@ from evalpack.scoring import (
     DEFAULT_TIMEOUT,
     ROWS_TYPE,
     Limits,
-    PackIntegrityError,
     SandboxWorker,
     answer_matches,
     answer_type_of,
+    check_pack_entries,
     expected_for,
     observed,
-    printable,
     quote_ident,
-    walk_pack,
     write_json_report,
 )
 from evalpack.scoring import run_query as run_untrusted
@@ -521,10 +519,7 @@ def audit_command(pack: str | Path, json_path: str | Path | None = None) -> int:
     elsewhere could point them anywhere). The files need not match the attestation: finding what was edited is
     the audit's work."""
     pack = Path(pack)
-    refused = walk_pack(pack).refused if pack.is_dir() else {}
-    if refused:
-        raise PackIntegrityError("\n".join(f"{pack / printable(name)}: {printable(why)}"
-                                            for name, why in sorted(refused.items())))
+    check_pack_entries(pack)
     findings = audit_pack(pack)
     questions = len(PackLayout(pack).read_records())
     print(summary(pack, findings, questions))

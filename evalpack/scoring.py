@@ -1691,6 +1691,16 @@ def _pack_file(path: Path, blobs: Path | None) -> tuple[Path | None, str]:
     return target, ""
 
 
+def check_pack_entries(pack: Path) -> None:
+    """PackIntegrityError naming each entry of ``pack`` that is not a pack file (a symlink leading outside it, a
+    FIFO, a device: :func:`walk_pack`), before anything is opened: the gold SQL runs while the files are re-hashed,
+    and a table that is a link to elsewhere must not be read meanwhile (nor a FIFO waited on)."""
+    refused = walk_pack(pack).refused if _real_dir(pack) else {}
+    if refused:
+        raise PackIntegrityError("\n".join(f"{pack / printable(name)}: {printable(why)}"
+                                            for name, why in sorted(refused.items())))
+
+
 def walk_pack(pack: Path, listed: frozenset[str] | set[str] = frozenset()) -> PackFiles:
     """Every entry of ``pack`` (the attestation aside), links not followed: a pack holds regular files,
     except that in a snapshot of the Hugging Face cache a file may be a symlink into that repo cache's
@@ -2986,6 +2996,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:  # before any work: a report that cannot or must not be written is known now, not after the run
         check_report_file(args.json, args.pack)
+        check_pack_entries(Path(args.pack))
     except InputError as exc:
         print(error_text(exc), file=sys.stderr)
         return 2

@@ -328,3 +328,20 @@ def test_a_truncated_table_is_reported_by_verify_py_as_changed_not_a_traceback(s
     table.write_bytes(table.read_bytes()[:-100])  # a partial download: the Parquet footer is gone
     run = subprocess.run([sys.executable, str(pack / "verify.py")], cwd=tmp_path, capture_output=True, text=True)
     one_line_error(run, table.name, "differs from the attested")
+
+
+def test_verify_py_opens_no_table_that_leads_outside_the_pack(signed, tmp_path):
+    """verify.py reruns the gold SQL while it re-hashes the files: a table that is a symlink to a FIFO outside the
+    pack was opened (and waited on forever) before the hash check could refuse it. Links and special files are
+    refused before anything runs: one line, exit 2, at once."""
+    pack = Path(shutil.copytree(signed, tmp_path / "pack"))
+    fifo = tmp_path / "outside.fifo"
+    os.mkfifo(fifo)
+    table = next((pack / "rotations").glob("*/tables/*.parquet"))
+    table.unlink()
+    table.symlink_to(fifo)
+    run = subprocess.run([sys.executable, str(pack / "verify.py")], capture_output=True, text=True, timeout=60,
+                         cwd=tmp_path)
+    assert run.returncode == 2, run.stdout[-2000:] + run.stderr[-2000:]
+    assert "not a regular file" in run.stderr and str(table.relative_to(pack)) in run.stderr
+    assert len([line for line in run.stderr.splitlines() if line.strip()]) == 1
