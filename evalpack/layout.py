@@ -124,6 +124,9 @@ class PackLayout:
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise EvalpackError(f"{path}: not valid JSON ({exc}); the pack is damaged: rebuild or re-import it") \
                 from None
+        except RecursionError:
+            raise EvalpackError(f"{path}: JSON nested too deeply; the pack is damaged: rebuild or re-import it") \
+                from None
         if not isinstance(data, dict):
             raise EvalpackError(f"{path}: not a JSON object; the pack is damaged: rebuild or re-import it")
         return data
@@ -152,6 +155,8 @@ class PackLayout:
                 record = json.loads(line)
             except json.JSONDecodeError as exc:
                 raise EvalpackError(f"{path}: line {number}: not JSON ({exc.msg}); the pack is damaged") from None
+            except RecursionError:
+                raise EvalpackError(f"{path}: line {number}: JSON nested too deeply; the pack is damaged") from None
             if not isinstance(record, dict) or "id" not in record:
                 raise EvalpackError(f"{path}: line {number}: not a question record (an object with an id)")
             records.append(record)

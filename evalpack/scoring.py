@@ -1312,6 +1312,8 @@ def load_questions(pack: Path) -> list[dict]:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise InputError(f"{path}: cannot read the questions: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{path}: not UTF-8 text (byte {exc.start}); the pack is damaged") from None
     records, seen = [], {}
     for number, line in enumerate(jsonl_lines(text), 1):
         if not line.strip():
@@ -1320,6 +1322,8 @@ def load_questions(pack: Path) -> list[dict]:
             record = json.loads(line)
         except ValueError as exc:
             raise InputError(f"{path}:{number}: not valid JSON: {exc}") from None
+        except RecursionError:
+            raise InputError(f"{path}:{number}: not valid JSON: nested too deeply") from None
         if not isinstance(record, dict) or not isinstance(record.get("id"), str):
             raise InputError(f"{path}:{number}: a question record needs an id")
         if record["id"] in seen:

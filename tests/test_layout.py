@@ -60,3 +60,22 @@ def test_questions_whose_text_holds_a_line_separator_read_back_as_written(tmp_pa
                               encoding="utf-8")
     assert pack.read_records() == records
     assert scoring.jsonl_lines("a\u2028b\r\nc\n") == ["a\u2028b", "c", ""]
+
+
+def test_a_pack_file_nested_too_deeply_or_not_utf8_is_one_clear_error(tmp_path):
+    """A pack from elsewhere can hold JSON nested 200,000 deep or bytes that are not UTF-8: the readers of the
+    engine and of the standalone scorer name the file (and line) instead of raising RecursionError or
+    UnicodeDecodeError."""
+    pack = PackLayout(tmp_path)
+    deep = "[" * 200_000 + "]" * 200_000
+    pack.manifest.write_text('{"tables": ' + deep + "}")
+    with pytest.raises(EvalpackError, match="manifest.json: JSON nested too deeply"):
+        pack.read_manifest()
+    pack.questions.write_text('{"id": "q1"}\n{"id": "q2", "x": ' + deep + "}\n")
+    with pytest.raises(EvalpackError, match="line 2: JSON nested too deeply"):
+        pack.read_records()
+    with pytest.raises(scoring.InputError, match=r"questions.jsonl:2: not valid JSON: nested too deeply"):
+        scoring.load_questions(tmp_path)
+    pack.questions.write_bytes(b'{"id": "q1", "question": "\xff"}\n')
+    with pytest.raises(scoring.InputError, match="not UTF-8 text"):
+        scoring.load_questions(tmp_path)
