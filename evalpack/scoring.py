@@ -1166,7 +1166,8 @@ class SandboxWorker:
         if not ready or not ready.get("ready"):
             self._kill(proc)
             why = (ready or {}).get("error", f"it exited with {proc.returncode}")
-            raise RuntimeError(f"{self.tables_dir}: the sandbox worker did not start: {why}")
+            # what stops a worker is the rotation's files (a table DuckDB cannot read) or its lock: the pack's problem
+            raise InputError(f"{self.tables_dir}: the sandbox could not open this rotation: {printable(why)}")
         self.cap_bytes = int(ready["cap_bytes"])
         self.loaded = dict(ready.get("loaded") or {})
         return proc

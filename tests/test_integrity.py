@@ -345,3 +345,17 @@ def test_verify_py_opens_no_table_that_leads_outside_the_pack(signed, tmp_path):
     assert run.returncode == 2, run.stdout[-2000:] + run.stderr[-2000:]
     assert "not a regular file" in run.stderr and str(table.relative_to(pack)) in run.stderr
     assert len([line for line in run.stderr.splitlines() if line.strip()]) == 1
+
+
+def test_a_table_duckdb_cannot_read_is_one_line_from_score(signed, spec_path, tmp_path):
+    """A pack from elsewhere, attested as it is, whose table file is not Parquet: the sandbox worker cannot open
+    the rotation, and score says so in one line naming the folder, exit 2 (a RuntimeError traceback before)."""
+    pack = Path(shutil.copytree(signed, tmp_path / "pack"))
+    table = next((pack / "rotations").glob("*/tables/*.parquet"))
+    table.write_bytes(b"PAR1 this is not a parquet file PAR1")
+    (pack / ATTESTATION).unlink()
+    write_attestation(pack, load_spec(spec_path), started=now_utc(), finished=now_utc())
+    candidates = tmp_path / "candidates.jsonl"
+    candidates.write_text(json.dumps({"id": load_questions(pack)[0]["id"], "sql": "SELECT 1"}) + "\n")
+    run = cli("score", str(pack), "--candidates", str(candidates), cwd=tmp_path)
+    one_line_error(run, "the sandbox could not open this rotation", str(table.parent))
