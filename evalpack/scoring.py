@@ -3001,7 +3001,11 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:  # before any work: a report that cannot or must not be written is known now, not after the run
         check_report_file(args.json, args.pack)
-        check_pack_entries(Path(args.pack))
+        try:
+            check_pack_entries(Path(args.pack))
+        except PackIntegrityError:  # the whole check then, which names every problem (it opens no refused entry)
+            check_integrity(args.pack, args.public_key, allow_unattested=args.allow_unattested)
+            raise
     except InputError as exc:
         print(error_text(exc), file=sys.stderr)
         return 2
