@@ -381,7 +381,7 @@ class PostgresSandbox:
         try:
             self._create()
             self.worker = PostgresWorker(self.conninfo(), self.tables_dir, self.limits)
-            self.worker.proc = self.worker._start()  # the role's one session is open from now on, in the worker
+            self.worker.open()  # the role's one session is open from now on, in the worker
         except BaseException as exc:
             if self.worker is not None:
                 self.worker.close()
@@ -587,8 +587,7 @@ class CandidateSession:
         error, timed_out = None, False
         # the worker's one watchdog thread (started before its address space was limited) cancels the query if the
         # server has not stopped it, before the scorer kills this worker at the limit and its grace
-        with WATCHDOG.armed(timeout + KILL_GRACE / 2, cancel) as fired, contextlib.ExitStack() as rollback:
-            rollback.callback(self._roll_back, conn)
+        with WATCHDOG.armed(timeout + KILL_GRACE / 2, cancel) as fired:
             try:
                 with conn.cursor() as cur:
                     conn.execute("BEGIN READ ONLY")
@@ -607,6 +606,8 @@ class CandidateSession:
                 error = _explained(exc, sql)
             except Exception as exc:  # noqa: BLE001 - a value Python cannot hold (a date out of range, no memory)
                 error = f"cannot read the result: {type(exc).__name__}: {_first_line(exc)}"
+            finally:
+                self._roll_back(conn)
         if timed_out:
             error = "canceled at the time limit"
         return query_outcome(rows, error, time.monotonic() - started, timeout, timed_out or fired.is_set(), max_rows)

@@ -137,7 +137,7 @@ import threading
 import time
 import uuid
 from collections import Counter, deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from decimal import ROUND_HALF_EVEN, Context, Decimal, InvalidOperation, localcontext
@@ -1246,6 +1246,11 @@ class SandboxWorker:
         return Outcome(None if rows is None else [tuple(_decode_value(row)) for row in rows], reply["error"],
                        float(reply["seconds"]), bool(reply["timed_out"]))
 
+    def open(self) -> None:
+        """Start the worker now (it starts at the first query otherwise); RuntimeError or InputError when it cannot."""
+        if self.proc is None:
+            self.proc = self._start()
+
     def _retire(self) -> None:
         """Stop the worker (any replies still to come are dropped with it); the next query starts a fresh one."""
         if self.proc is not None:
@@ -1256,8 +1261,7 @@ class SandboxWorker:
               most: int = BATCH_QUERIES) -> list[int]:
         """Send the worker (started if need be) the next batch from ``first`` on (at most ``most`` queries), the
         refused left out; its indices. The worker skips what it has not started by ``end`` (monotonic seconds)."""
-        if self.proc is None:
-            self.proc = self._start()
+        self.open()
         batch, chars = [], 0
         for i in range(first, len(queries)):
             if refused[i] is None:
@@ -1702,8 +1706,12 @@ def check_pack_entries(pack: Path) -> None:
     and a table that is a link to elsewhere must not be read meanwhile (nor a FIFO waited on)."""
     refused = walk_pack(pack).refused if _real_dir(pack) else {}
     if refused:
-        raise PackIntegrityError("\n".join(f"{pack / printable(name)}: {printable(why)}"
-                                            for name, why in sorted(refused.items())))
+        raise integrity_error(pack, sorted(refused.items()))
+
+
+def integrity_error(pack: Path, problems: Iterable[tuple[str, str]]) -> PackIntegrityError:
+    """The error for a pack's bad entries: one line per (name, what is wrong)."""
+    return PackIntegrityError("\n".join(f"{pack / printable(name)}: {printable(why)}" for name, why in problems))
 
 
 def walk_pack(pack: Path, listed: frozenset[str] | set[str] = frozenset()) -> PackFiles:
@@ -2202,8 +2210,7 @@ def check_integrity(pack: Path, public_key: str | Path | None = None, *, allow_u
     pack = Path(pack)
     report = inspect_integrity(pack, public_key, allow_unattested=allow_unattested)
     if not report.ok:
-        raise PackIntegrityError("\n".join(f"{pack / printable(name)}: {printable(text)}"
-                                            for name, text in report.problems))
+        raise integrity_error(pack, report.problems)
     allowed = [text for state, _, text in report.lines if state == "note" and text.startswith("ALLOWED")]
     extra = f"; {len(allowed)} unattested entries ALLOWED (--allow-unattested)" if allowed else ""
     if report.producer != "evalpack":
@@ -2648,16 +2655,6 @@ def _score_rotation(source: PackSource, rotation: str, questions: list[dict], sq
                 entry["observed"] = reported(outcome.rows)
             entries[q["id"]] = entry
     return entries, query_seconds, Worked(worker.cap_bytes, worker.peak_bytes, worker.replaced, worker.loaded)
-
-
-def run_in_turn(run: Callable[..., Outcome], queries: Sequence[Query], deadline: float | None = None
-                ) -> Iterator[Outcome | None]:
-    """Each of ``queries`` through ``run`` (sql, timeout, max_rows, max_bytes) -> Outcome, one after another, each
-    under the time left before ``deadline`` (monotonic seconds); None for those not started by then. For a
-    sandbox that runs one query at a time (:meth:`SandboxWorker.run_many` sends them together), as its ``run_many``."""
-    for query in queries:
-        left = math.inf if deadline is None else deadline - time.monotonic()
-        yield run(query.sql, min(query.timeout, left), query.max_rows, query.max_bytes) if left > 0 else None
 
 
 @dataclass(frozen=True)

@@ -283,11 +283,12 @@ class Desk:
         started = time.perf_counter()
         error, size = None, 0
         episode_id = self.episode_id(ctx)
+        too_long = {name: length for name, value in arguments.items() if (length := argument_size(value)) > MAX_SQL_CHARS}
         try:
-            too_long = next((name for name, value in arguments.items() if oversized(value)), None)
             if too_long:  # refused before any work, and logged as a preview: an agent cannot fill the episode file
-                raise EvalpackError(f"{too_long}: {argument_size(arguments[too_long]):,} characters long; an "
-                                    f"argument may have at most {MAX_SQL_CHARS:,} (as JSON), the longest SQL that runs")
+                name, length = next(iter(too_long.items()))
+                raise EvalpackError(f"{name}: {length:,} characters long; an argument may have at most "
+                                    f"{MAX_SQL_CHARS:,} (as JSON), the longest SQL that runs")
             if episode_id is None:
                 raise EvalpackError("this server keeps one episode per session: connect with a session "
                                     f"(the {SESSION_HEADER} header of streamable HTTP)")
@@ -304,7 +305,7 @@ class Desk:
             error = f"{type(exc).__name__}: {exc}"
             raise
         finally:
-            logged = {name: preview(jsonable(value)) if oversized(value) else value for name, value in arguments.items()}
+            logged = {name: preview(jsonable(value)) if name in too_long else value for name, value in arguments.items()}
             self.episodes.call(episode_id or "-", tool, logged, time.perf_counter() - started, size, error)
 
 
@@ -312,10 +313,6 @@ def argument_size(value: Any) -> int:
     """A tool argument's length: a text's characters, anything else's as JSON text."""
     return len(value) if isinstance(value, str) else len(json.dumps(value, default=str))
 
-
-def oversized(value: Any) -> bool:
-    """Whether a tool argument is longer than any SQL the sandbox runs (:data:`MAX_SQL_CHARS`)."""
-    return argument_size(value) > MAX_SQL_CHARS
 
 
 def instructions(desk: Desk) -> str:
