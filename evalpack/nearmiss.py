@@ -52,7 +52,7 @@ from evalpack.rollup import (
     plan_rollups,
     rollup_form,
 )
-from evalpack.scoring import answer_matches
+from evalpack.scoring import answer_matches, verdict_in_any_order
 from evalpack.spec import Spec
 from evalpack.verify import map_on_cursors
 
@@ -1298,12 +1298,12 @@ class StudyPlan:
             with contextlib.suppress(duckdb.Error):
                 con.execute(cells.create_sql())
 
-    def jobs(self, ordered: Collection[int] = ()) -> list[StudyJob]:
-        """The statements that run the study, costliest kinds first. ``ordered``: the mutants whose
-        result sets are compared in row order."""
+    def jobs(self) -> list[StudyJob]:
+        """The statements that run the study, costliest kinds first."""
         # several mutants go in one statement: rewrites over a rollup that return one value as scalar
-        # subqueries, and the others whose rows are compared in no order as the list of each one's rows (a
-        # list's order is not guaranteed to be the rows'); one that DuckDB cannot run that way makes the
+        # subqueries, and the others as the list of each one's rows (a list's order is not guaranteed to be
+        # the rows', so a mutant compared in row order is judged on it only where no order could change the
+        # verdict, and otherwise runs again on its own); one that DuckDB cannot run that way makes the
         # statement fail, and its members then run one by one
         # rewrites over a rollup or over cells read far fewer rows than the table has: they run last
         over_rollup = {i for i in self.alone if self.sql[i] == self.mutants[i].rollup_sql or i in self.over_cells}
@@ -1311,7 +1311,7 @@ class StudyPlan:
         def kind(i: int) -> str:
             if i in over_rollup and self.mutants[i].need and not self.mutants[i].need.grouped:
                 return "scalar"
-            return "alone" if i in ordered or ROW_ALIAS in self.sql[i] else "listed"
+            return "alone" if ROW_ALIAS in self.sql[i] else "listed"
 
         runs: dict[str, list[int]] = {"scalar": [], "alone": [], "listed": []}
         for i in self.alone:
@@ -1393,6 +1393,14 @@ def study_rotation(con: duckdb.DuckDBPyConnection, rotation: str, questions: dic
         return answer_matches({"answer_type": q.answer_type, "round_decimals": q.round_decimals},
                               q.expected_for(rotation), rows, ordered=in_order[q.id])
 
+    def listed(cursor, i: int, rows: list[tuple]) -> bool | None:
+        q = questions[mutants[i].question_id]
+        if not in_order[q.id]:
+            return judge(i, rows)
+        verdict = verdict_in_any_order({"answer_type": q.answer_type, "round_decimals": q.round_decimals},
+                                       q.expected_for(rotation), rows)
+        return one(cursor, i) if verdict is None else verdict
+
     def one(cursor, i: int) -> bool | None:
         for sql in dict.fromkeys((plan.sql[i], mutants[i].sql)):
             try:
@@ -1413,12 +1421,11 @@ def study_rotation(con: duckdb.DuckDBPyConnection, rotation: str, questions: dic
         if row is None:
             return {i: one(cursor, i) for i in job.members}
         if job.rows:  # no rows: the list is NULL
-            return {i: judge(i, [tuple(struct.values()) for struct in value or ()]) for i, value in zip(job.members, row)}
+            return {i: listed(cursor, i, [tuple(struct.values()) for struct in value or ()])
+                    for i, value in zip(job.members, row)}
         return {i: judge(i, [(value,)]) for i, value in zip(job.members, row)}
 
-    ordered = [i for i, m in enumerate(mutants) if in_order[m.question_id]]
-    jobs = plan.jobs(frozenset(ordered))
-    return {mutants[i]: r for part in map_on_cursors(con, run, jobs, workers) for i, r in part.items()}
+    return {mutants[i]: r for part in map_on_cursors(con, run, plan.jobs(), workers) for i, r in part.items()}
 
 
 # what a rotation's study outcomes depend on besides the data, the mutants and the questions

@@ -375,6 +375,26 @@ def answer_matches(record: dict, expected: Any, rows: list[tuple], rule: str = "
     return scalar_matches(expected, answer_type, record.get("round_decimals"), rows)
 
 
+def verdict_in_any_order(record: dict, expected: Any, rows: list[tuple]) -> bool | None:
+    """What :func:`answer_matches` compared in row order (spider rule) says of ``rows`` in any order of them,
+    or None when their order decides it. A scalar, or at most one row, is decided as it is; otherwise False
+    when what every order shares already differs: the row count, the width, the multiset of each column's
+    cells, the multiset of each row's cells (an ordered match pairs columns and rows one to one)."""
+    if answer_type_of(record) != ROWS_TYPE or len(rows) <= 1:
+        return answer_matches(record, expected, rows, ordered=True)
+    if not isinstance(expected, list) or not all(isinstance(r, (list, tuple)) for r in expected):
+        return False
+    gold, got = _row_keys(expected, record.get("round_decimals")), _row_keys(rows, record.get("round_decimals"))
+    if len(gold) != len(got) or len({len(r) for r in gold + got}) != 1:
+        return False
+
+    def shared(keys: list[tuple]) -> tuple[Counter, Counter]:
+        return (Counter(frozenset(Counter(c).items()) for c in zip(*keys, strict=True)),
+                Counter(frozenset(Counter(r).items()) for r in keys))
+
+    return None if shared(gold) == shared(got) else False
+
+
 def jsonable(value: Any) -> Any:
     """A JSON-safe copy of an observed value (decimals keep their digits as strings)."""
     if isinstance(value, Decimal):

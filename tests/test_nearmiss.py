@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from collections import Counter
 from pathlib import Path
@@ -26,7 +27,7 @@ from evalpack.nearmiss import (
 from evalpack.plan import plan_pack
 from evalpack.questions import DIALECT, Question, compared_in_order, derive_questions
 from evalpack.rollup import plan_rollups
-from evalpack.scoring import answer_matches
+from evalpack.scoring import answer_matches, verdict_in_any_order
 from evalpack.spec import load_spec, parse_spec
 from evalpack.tables import connect_tables, duckdb_types
 from evalpack.verify import materialize, rotation_connection
@@ -189,6 +190,44 @@ def test_study_records_what_each_mutant_did(retail_pack):
     total_made = sum(r["mutants"] + r["errored"] for r in ops.values())
     mutants, _ = build_mutants(spec, (gold, zero, broken), duckdb_types(spec))
     assert total_made == len(mutants)
+
+
+def _rows_or_none(con, sql: str) -> list[tuple] | None:
+    try:
+        return con.execute(sql).fetchall()
+    except duckdb.Error:
+        return None
+
+
+def test_mutants_compared_in_row_order_are_judged_as_if_each_ran_alone(retail_pack):
+    """Mutants of questions whose rows are compared in order run batched as lists of rows (in no guaranteed
+    order): the list decides only where no order of its rows could change the verdict, and every other one runs
+    again alone. Each outcome is what running the mutant alone and comparing its rows in order gives."""
+    spec = load_spec(SCHEMAS / "retail.yaml", rotations=3)
+    plans = plan_pack(spec)
+    questions = [q for q in derive_questions(spec, plans) if q.answer_type == "rows" and compared_in_order(q.gold_sql)]
+    assert len(questions) >= 5
+    mutants, _ = prepare_mutants(spec, tuple(questions), duckdb_types(spec)).of(q.id for q in questions)
+    by_id = {q.id: q for q in questions}
+    rotation = f"seed_{plans[0].seed}"
+    with rotation_connection(retail_pack / "rotations" / rotation / "tables") as con:
+        plan = plan_study(con, mutants, duckdb_types(spec))
+        listed = {i for job in plan.jobs() if job.rows for i in job.members}
+        assert len(listed) > len(mutants) // 2, "ordered mutants share statements"
+        outcomes = study_rotation(con, rotation, by_id, plan)
+        decided_by_list = 0
+        for i, m in enumerate(mutants):
+            q = by_id[m.question_id]
+            record = {"answer_type": q.answer_type, "round_decimals": q.round_decimals}
+            rows = next((r for r in map(functools.partial(_rows_or_none, con), dict.fromkeys((plan.sql[i], m.sql)))
+                         if r is not None), None)
+            if rows is None:  # an error either way
+                assert outcomes[m] is None, m.sql
+                continue
+            assert outcomes[m] == answer_matches(record, q.expected_for(rotation), rows, ordered=True), m.sql
+            decided_by_list += verdict_in_any_order(record, q.expected_for(rotation), rows[::-1]) is not None
+    assert {True, False, None} <= set(outcomes.values())
+    assert 0 < decided_by_list < len(mutants), "some are decided by their list, some need their order"
 
 
 def test_rotated_answers_kill_the_constant_answer(tmp_path):

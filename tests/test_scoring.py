@@ -8,11 +8,14 @@ import json
 import os
 from collections import Counter
 from decimal import Decimal
+from itertools import permutations
 from pathlib import Path
 
 import duckdb
 import pytest
 from conftest import copy_pack, full_questions
+from hypothesis import given
+from hypothesis import strategies as st
 
 from evalpack.scoring import (
     InputError,
@@ -24,6 +27,7 @@ from evalpack.scoring import (
     score_command,
     score_pack,
     top_level_order_by,
+    verdict_in_any_order,
 )
 
 # --------------------------------------------------------------------------- scalar comparison
@@ -35,6 +39,27 @@ def test_scalar_needs_exactly_one_row_and_one_column():
     assert not scalar_matches(5, "integer", None, [(5, 5)])
     assert not scalar_matches(5, "integer", None, [(5, None)])
     assert not scalar_matches(5, "integer", None, [])
+
+
+CELLS = st.one_of(st.none(), st.integers(0, 2), st.sampled_from(["a", "b"]), st.sampled_from([Decimal("1.004"), 1.0]))
+
+
+@given(st.integers(1, 3).flatmap(lambda width: st.tuples(
+    st.lists(st.tuples(*[CELLS] * width), max_size=4), st.lists(st.tuples(*[CELLS] * width), max_size=4),
+    st.sampled_from(["rows", "integer"]), st.sampled_from([None, 2]))))
+def test_a_verdict_in_any_order_is_the_verdict_of_every_order(case):
+    """Where verdict_in_any_order decides (True or False), every order of the rows gets that verdict compared in
+    row order; the study judges a batched list of a mutant's rows, which come in no guaranteed order, by it."""
+    expected, got, answer_type, digits = case
+    record = {"answer_type": answer_type, "round_decimals": digits}
+    want = [list(r) for r in expected] if answer_type == "rows" else (expected[0][0] if expected else 1)
+    verdict = verdict_in_any_order(record, want, got)
+    in_order = {answer_matches(record, want, list(order), ordered=True) for order in permutations(got)}
+    if verdict is not None:
+        assert in_order == {verdict}
+    # a list and its reverse, both fine to decide from: the rows themselves, in order, decide it alone
+    if expected and answer_type == "rows":
+        assert verdict_in_any_order(record, want, list(expected)[::-1]) in (True, None)
 
 
 def test_numbers_round_half_even_as_exact_decimals():
