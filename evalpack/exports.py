@@ -91,11 +91,7 @@ class Source:
     def of(cls, folder: Path, records: Iterable[dict], manifest: Mapping[str, Any]) -> Source:
         """The source of the pack (built or being built) in ``folder`` with these records and manifest."""
         layout = PackLayout(folder)
-        tables = manifest.get("tables") or {}
-        if not isinstance(tables, dict) or not all(isinstance(info, dict) and isinstance(info.get("columns"), dict)
-                                                   for info in tables.values()):
-            raise EvalpackError(f"{layout.manifest}: tables: expected an object of tables, each with its columns; "
-                                "the pack is damaged or was not made by evalpack")
+        tables = manifest.get("tables") or {}  # its shape checked as read (evalpack.layout.check_manifest)
         # names that become paths (a table's file, a BIRD/Spider database id) must stay inside their folders
         for key, name in [("pack", manifest.get("pack")), *(("tables", t) for t in tables)]:
             if not isinstance(name, str) or not PLAIN_NAME.fullmatch(name):

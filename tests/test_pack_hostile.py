@@ -1,0 +1,101 @@
+"""Packs from strangers (the hostile-pack sweep): a copy of a good pack, changed, then attested again as it is, so
+that its hashes match. A manifest field of the wrong type, a table file that is not Parquet, duplicate question ids,
+an expected answer longer than any result: each command that reads one says so in one line naming the file and
+where in it, exit 2, and writes nothing. Never a traceback."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from test_attest import TINY
+from test_integrity import cli, one_line_error
+
+from evalpack.attest import now_utc, write_attestation
+from evalpack.build import build_pack
+from evalpack.scoring import ATTESTATION
+from evalpack.spec import load_spec
+
+
+@pytest.fixture(scope="module")
+def spec_path(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("hostile") / "tiny.yaml"
+    path.write_text(TINY, encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="module")
+def good(spec_path) -> Path:
+    """test_attest's tiny pack (rotations seed_7 and seed_8), built here: copy it before changing anything."""
+    out = spec_path.parent / "good"
+    build_pack(spec_path, out)
+    return out
+
+
+def hostile(good: Path, spec_path: Path, folder: Path, edit: Callable[[Path], None]) -> Path:
+    """A copy of ``good`` in ``folder`` changed by ``edit`` and attested again, as a stranger would hand it over."""
+    pack = Path(shutil.copytree(good, folder / "pack"))
+    edit(pack)
+    (pack / ATTESTATION).unlink()
+    write_attestation(pack, load_spec(spec_path), started=now_utc(), finished=now_utc())
+    return pack
+
+
+def edit_json(name: str, change: Callable[[dict], object]) -> Callable[[Path], None]:
+    def edit(pack: Path) -> None:
+        data = json.loads((pack / name).read_text(encoding="utf-8"))
+        change(data)
+        (pack / name).write_text(json.dumps(data), encoding="utf-8")
+    return edit
+
+
+def edit_questions(change: Callable[[list[dict]], object]) -> Callable[[Path], None]:
+    def edit(pack: Path) -> None:
+        records = [json.loads(line) for line in (pack / "questions.jsonl").read_text(encoding="utf-8").splitlines()]
+        change(records)
+        (pack / "questions.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    return edit
+
+
+def candidates(folder: Path) -> str:
+    path = folder / "candidates.jsonl"
+    path.write_text(json.dumps({"id": "q001", "sql": "SELECT 1"}) + "\n", encoding="utf-8")
+    return str(path)
+
+
+def nothing_written(folder: Path) -> None:
+    """No export ``out`` (nor an export's staging folder ``.out.export-*``) was left in ``folder``."""
+    assert not [p.name for p in folder.iterdir() if p.name.startswith(("out", ".out"))], list(folder.iterdir())
+
+
+# --------------------------------------------------------------------------- manifest.json
+
+MANIFESTS = {  # case: (the change, the key path the error names)
+    "links_a_text": (lambda m: m.update(declared_links="x"), "declared_links: expected a list, got a text"),
+    "link_lacks_a_column": (lambda m: m["declared_links"][0].pop("child_column"),
+                            "declared_links[0] lacks child_column"),
+    "link_a_number": (lambda m: m["declared_links"].__setitem__(0, 5), "declared_links[0]: expected an object"),
+    "spec_a_text": (lambda m: m.update(spec="x"), "spec: expected an object, got a text"),
+    "operators_a_list": (lambda m: m["near_miss_study"].update(operators=[1, 2]),
+                         "near_miss_study.operators: expected an object, got a list"),
+    "tables_a_text": (lambda m: m.update(tables="orders"), "tables: expected an object, got a text"),
+    "columns_a_list": (lambda m: m["tables"].update(orders=["order_id"]), "tables.orders: expected an object"),
+    "column_type_a_number": (lambda m: m["tables"]["orders"]["columns"].update(order_id=5),
+                             "tables.orders.columns.order_id: expected a text, got an integer"),
+    "semantics_a_list": (lambda m: m.update(semantics=[1]), "semantics: expected an object, got a list"),
+}
+
+
+@pytest.mark.parametrize("case", MANIFESTS)
+def test_a_manifest_field_of_the_wrong_type_is_one_line_from_audit_export_and_diff(good, spec_path, tmp_path, case):
+    """man_types*: a manifest field evalpack reads, of another type than evalpack writes, was an AttributeError,
+    KeyError or TypeError traceback in audit, export or diff (or, unnoticed, a wrong result)."""
+    change, named = MANIFESTS[case]
+    pack = hostile(good, spec_path, tmp_path, edit_json("manifest.json", change))
+    for args in (("audit", str(pack)), ("export", str(pack), "--format", "sqlite", "-o", str(tmp_path / "out")),
+                 ("diff", str(good), str(pack))):
+        one_line_error(cli(*args, cwd=tmp_path), f"{pack / 'manifest.json'}: {named}", "the pack is damaged")
+    nothing_written(tmp_path)
