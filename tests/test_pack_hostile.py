@@ -7,9 +7,12 @@ from __future__ import annotations
 
 import json
 import shutil
+import struct
 from collections.abc import Callable
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from test_attest import TINY
 from test_integrity import cli, one_line_error
@@ -98,4 +101,59 @@ def test_a_manifest_field_of_the_wrong_type_is_one_line_from_audit_export_and_di
     for args in (("audit", str(pack)), ("export", str(pack), "--format", "sqlite", "-o", str(tmp_path / "out")),
                  ("diff", str(good), str(pack))):
         one_line_error(cli(*args, cwd=tmp_path), f"{pack / 'manifest.json'}: {named}", "the pack is damaged")
+    nothing_written(tmp_path)
+
+
+# --------------------------------------------------------------------------- table files
+
+
+def footer_huge(path: Path) -> None:
+    data = path.read_bytes()
+    path.write_bytes(data[:-8] + struct.pack("<i", 2**31 - 1) + b"PAR1")
+
+
+def truncated(path: Path) -> None:
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2] + data[-8:])
+
+
+def corrupted_pages(path: Path) -> None:
+    """The footer intact, the data pages scrambled: DuckDB opens the file and fails as it reads the rows."""
+    data = bytearray(path.read_bytes())
+    for i in range(4, len(data) // 2, 7):
+        data[i] = (data[i] * 7 + 13) % 256
+    path.write_bytes(bytes(data))
+
+
+TABLES = {
+    "garbage": lambda path: path.write_bytes(b"PAR1 this is not a parquet file PAR1"),
+    "footer_huge": footer_huge,
+    "truncated": truncated,
+    "corrupted_pages": corrupted_pages,
+}
+
+
+@pytest.mark.parametrize("case", TABLES)
+def test_a_table_file_that_is_not_parquet_is_one_line_from_audit_and_export(good, spec_path, tmp_path, case):
+    """pq_garbage, pq_footer_huge, pq_truncated: DuckDB's and pyarrow's errors were tracebacks in audit and
+    export; now one line naming the file (the folder, for rows DuckDB fails on while loading them)."""
+    pack = hostile(good, spec_path, tmp_path, lambda p: TABLES[case](p / "rotations/seed_7/tables/orders.parquet"))
+    table = pack / "rotations/seed_7/tables/orders.parquet"
+    where = str(table.parent) if case == "corrupted_pages" else str(table)
+    one_line_error(cli("audit", str(pack), cwd=tmp_path), where, "the pack is damaged")
+    for fmt in ("sqlite", "postgres"):  # postgres: the dumps, written without a server
+        run = cli("export", str(pack), "--format", fmt, "-o", str(tmp_path / "out"), cwd=tmp_path)
+        one_line_error(run, str(table), "not a Parquet table evalpack can read")
+    nothing_written(tmp_path)
+
+
+def test_a_table_file_without_a_column_the_manifest_lists_is_one_line_from_export(good, spec_path, tmp_path):
+    """pq_hugerows: orders.parquet holding only order_id was a KeyError traceback in export."""
+    def edit(pack: Path) -> None:
+        path = pack / "rotations/seed_7/tables/orders.parquet"
+        pq.write_table(pa.table({"order_id": pa.array(range(1000), pa.int64())}), path)
+
+    pack = hostile(good, spec_path, tmp_path, edit)
+    run = cli("export", str(pack), "--format", "sqlite", "-o", str(tmp_path / "out"), cwd=tmp_path)
+    one_line_error(run, str(pack / "rotations/seed_7/tables/orders.parquet"), "no column 'customer_id'")
     nothing_written(tmp_path)
