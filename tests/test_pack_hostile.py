@@ -157,3 +157,29 @@ def test_a_table_file_without_a_column_the_manifest_lists_is_one_line_from_expor
     run = cli("export", str(pack), "--format", "sqlite", "-o", str(tmp_path / "out"), cwd=tmp_path)
     one_line_error(run, str(pack / "rotations/seed_7/tables/orders.parquet"), "no column 'customer_id'")
     nothing_written(tmp_path)
+
+
+# --------------------------------------------------------------------------- questions.jsonl
+
+
+def test_export_refuses_duplicate_question_ids_as_verify_and_score_do(good, spec_path, tmp_path):
+    """q_dup: export wrote a pack whose questions.jsonl repeats an id, which verify, score and verify.py refuse."""
+    pack = hostile(good, spec_path, tmp_path, edit_questions(lambda rs: rs[1].update(id=rs[0]["id"])))
+    named = f"{pack / 'questions.jsonl'}:2: duplicate question id 'q001' (first at line 1)"
+    one_line_error(cli("export", str(pack), "--format", "sqlite", "-o", str(tmp_path / "out"), cwd=tmp_path), named)
+    nothing_written(tmp_path)
+    one_line_error(cli("score", str(pack), "--candidates", candidates(tmp_path), cwd=tmp_path), named)
+    verify = cli("verify", str(pack), cwd=tmp_path)  # verify reports a damaged pack: FAIL, exit 1
+    assert verify.returncode == 1 and f"FAIL questions.jsonl: {named}" in verify.stdout, verify.stdout
+
+
+def test_export_prints_no_sqlglot_warnings_but_its_own_lines(good, spec_path, tmp_path):
+    """gold_io: sqlglot logged "'LOAD httpfs' contains unsupported syntax. Falling back to parsing as a 'Command'."
+    on stderr during export; the question is dropped, and evalpack's own line says why."""
+    pack = hostile(good, spec_path, tmp_path, edit_questions(lambda rs: rs[0].update(gold_sql="LOAD httpfs")))
+    run = cli("export", str(pack), "--format", "sqlite", "-o", str(tmp_path / "out"), cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    assert "unsupported syntax" not in run.stderr, run.stderr
+    lines = run.stderr.splitlines()
+    assert lines and all(line.startswith("evalpack: export: sqlite: ") for line in lines), run.stderr
+    assert any(line.startswith("evalpack: export: sqlite: q001 dropped") for line in lines), run.stderr
