@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 import shutil
 import struct
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -19,7 +21,7 @@ from test_integrity import cli, one_line_error
 
 from evalpack.attest import now_utc, write_attestation
 from evalpack.build import build_pack
-from evalpack.scoring import ATTESTATION
+from evalpack.scoring import ATTESTATION, MAX_FETCH_ROWS, InputError, load_questions
 from evalpack.spec import load_spec
 
 
@@ -183,3 +185,39 @@ def test_export_prints_no_sqlglot_warnings_but_its_own_lines(good, spec_path, tm
     lines = run.stderr.splitlines()
     assert lines and all(line.startswith("evalpack: export: sqlite: ") for line in lines), run.stderr
     assert any(line.startswith("evalpack: export: sqlite: q001 dropped") for line in lines), run.stderr
+
+
+def test_an_expected_answer_above_the_row_cap_is_refused_by_verify_score_and_verify_py(good, spec_path, tmp_path):
+    """q_huge: no result is read beyond MAX_FETCH_ROWS rows, yet verify.py passed a gold answer of 1,000,000 rows
+    (taking 4 GB and 75 s); now verify.py and score refuse it in one line naming the line and the question, exit 2,
+    and evalpack verify fails the pack with that line."""
+    rows = MAX_FETCH_ROWS + 1
+
+    def huge(records: list[dict]) -> None:
+        records[1].update(answer_type="rows", gold_sql=f"SELECT range FROM range({rows})",
+                          expected_answer=[[i] for i in range(rows)])
+
+    pack = hostile(good, spec_path, tmp_path, edit_questions(huge))
+    named = f"{pack / 'questions.jsonl'}:2: question 'q002': its expected answer has {rows:,} rows"
+    one_line_error(cli("score", str(pack), "--candidates", candidates(tmp_path), cwd=tmp_path), named)
+    run = subprocess.run([sys.executable, "-I", str(pack / "verify.py")], cwd=tmp_path, capture_output=True, text=True,
+                         timeout=300)
+    one_line_error(run, named)
+    verify = cli("verify", str(pack), cwd=tmp_path)
+    assert verify.returncode == 1 and f"FAIL questions.jsonl: {named}" in verify.stdout, verify.stdout
+    assert "Traceback" not in verify.stderr
+
+
+def test_an_expected_answer_at_the_row_cap_is_read(good, tmp_path):
+    """The cap refuses only what no result could match: an answer of exactly MAX_FETCH_ROWS rows (per rotation too)
+    is read as before."""
+    pack = Path(shutil.copytree(good, tmp_path / "pack"))
+    records = load_questions(pack)
+    records[1].update(answer_type="rows", expected_answer={"seed_7": [[i] for i in range(MAX_FETCH_ROWS)],
+                                                           "seed_8": [[1]]})
+    (pack / "questions.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    assert load_questions(pack)[1]["expected_answer"]["seed_7"][-1] == [MAX_FETCH_ROWS - 1]
+    records[1]["expected_answer"]["seed_8"] = [[i] for i in range(MAX_FETCH_ROWS + 1)]
+    (pack / "questions.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    with pytest.raises(InputError, match=r"questions\.jsonl:2: question 'q002': its expected answer has 100,001 rows"):
+        load_questions(pack)
