@@ -1339,7 +1339,7 @@ def load_questions(pack: Path) -> list[dict]:
             raise InputError(f"{path}:{number}: unknown answer_type {record.get('answer_type')!r}; "
                              f"use one of {', '.join(SCALAR_TYPES + (ROWS_TYPE,))}")
         rows = _answer_rows(record)
-        if rows > MAX_FETCH_ROWS:  # no query result is read beyond the cap: such an answer could never be matched
+        if rows > MAX_FETCH_ROWS:  # every result's cap (rule bird, audit, export): spider alone read this many
             raise InputError(f"{path}:{number}: question {record['id']!r}: its expected answer has {rows:,} rows, more "
                              f"than any query result may have ({MAX_FETCH_ROWS:,}); the pack is damaged or was not "
                              "made by evalpack")
