@@ -168,18 +168,20 @@ class PackLayout:
 
 # --------------------------------------------------------------------------- manifest.json's shape
 # A pack may come from anyone: before a reader (audit, export, diff, the card) indexes into manifest.json, the
-# fields it reads are checked once, here, against the types evalpack writes. A field may be absent or null
-# (older and imported packs lack some; the readers handle that) unless an entry must hold it.
+# fields it reads are checked once, here, against the types evalpack writes. A field may be absent (older and
+# imported packs lack some; the readers handle that), null only where evalpack writes null or readers take null
+# for empty.
 
 
 @dataclass(frozen=True)
 class Obj:
-    """A JSON object: the ``fields`` named (absent or null allowed, unless ``required``) and, when ``each`` is
-    given, every value of another name of that shape."""
+    """A JSON object: the ``fields`` named (each may be absent, and null if ``nullable``; one in ``required`` must be
+    there) and, when ``each`` is given, every value of another name of that shape."""
 
     fields: dict[str, Any] | None = None
     each: Any = None
     required: tuple[str, ...] = ()
+    nullable: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -194,6 +196,7 @@ class Dotted:
     """A text ``table.column``."""
 
 
+NUMBER = (int, float)
 LINK = Obj({"child_table": str, "child_column": str, "parent_table": str, "parent_column": str},
            required=("child_table", "child_column", "parent_table", "parent_column"))
 MANIFEST_SHAPE = Obj({
@@ -201,16 +204,19 @@ MANIFEST_SHAPE = Obj({
     "version": (str, int, float),
     "tool": Obj({"name": str, "version": str}),
     "rotations": Arr(str),
-    "spec": Obj({"file": str, "text": str}),
+    "spec": Obj({"file": str, "text": str}, nullable=("text",)),  # no text: withheld with the holdout's answers
     "primary_keys": Obj(each=str),
     "declared_links": Arr(LINK),
     "relationships": Arr(Obj({"child": Dotted(), "parent": Dotted(), "source": str}, required=("child", "parent"))),
     "tables": Obj(each=Obj({"columns": Obj(each=str), "rows": Obj(each=int)}, required=("columns",))),
     "semantics": Obj({"tables": Obj(each=Obj({"row": str, "columns": Obj(each=str)}))}),
-    "near_miss_study": Obj({"operators": Obj(each=Obj(each=(int, float)))}),
-    "source": Obj({"questions": Obj({"as_received": str, "sha256": str})}),
+    "near_miss_study": Obj({"operators": Obj(each=Obj(dict.fromkeys(
+        ("mutants", "equivalent", "errored", "match_first", "match_all"), NUMBER)))}),
+    "source": Obj({"questions": Obj({"as_received": str, "sha256": str}, nullable=("as_received",))},
+                  nullable=("questions",)),
     "dialects": Obj(),
-})
+}, nullable=("tool", "spec", "primary_keys", "declared_links", "tables", "semantics", "near_miss_study", "source",
+             "dialects"))  # their readers take null for none
 _NAMES = {dict: "an object", list: "a list", str: "a text", int: "an integer", float: "a number", bool: "true or false",
           type(None): "null"}
 _PLAIN_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -246,7 +252,7 @@ def _check_shape(value: Any, shape: Any, where: str, path: Path) -> None:
         fields = shape.fields or {}
         for name, item in value.items():
             inner = fields.get(name, shape.each)
-            if inner is not None and not (item is None and name in fields):  # a named field may be null
+            if inner is not None and not (item is None and name in shape.nullable):
                 _check_shape(item, inner, _key(where, name), path)
     elif isinstance(shape, Arr):
         if not isinstance(value, list):

@@ -21,6 +21,8 @@ from test_integrity import cli, one_line_error
 
 from evalpack.attest import now_utc, write_attestation
 from evalpack.build import build_pack
+from evalpack.errors import EvalpackError
+from evalpack.layout import check_manifest
 from evalpack.scoring import ATTESTATION, MAX_FETCH_ROWS, InputError, load_questions
 from evalpack.spec import load_spec
 
@@ -104,6 +106,21 @@ def test_a_manifest_field_of_the_wrong_type_is_one_line_from_audit_export_and_di
                  ("diff", str(good), str(pack))):
         one_line_error(cli(*args, cwd=tmp_path), f"{pack / 'manifest.json'}: {named}", "the pack is damaged")
     nothing_written(tmp_path)
+
+
+def test_the_manifest_check_takes_the_nulls_evalpack_writes_and_no_others(good):
+    """Null where evalpack writes it (an import's study, a withheld spec text or as-received file) reads as before;
+    null where a reader needs a value, or a key no terminal shows plainly, is named in the message."""
+    manifest = json.loads((good / "manifest.json").read_text(encoding="utf-8"))
+    manifest["spec"]["text"] = None
+    written = {**manifest, "near_miss_study": None, "source": {"questions": {"as_received": None, "sha256": "0" * 64}}}
+    assert check_manifest(written) is written
+    counts = {**manifest["near_miss_study"], "operators": {"agg_swap": {"mutants": None}}}
+    with pytest.raises(EvalpackError, match=r"near_miss_study\.operators\.agg_swap\.mutants: expected an integer or a "
+                                            r"number, got null"):
+        check_manifest({**manifest, "near_miss_study": counts})
+    with pytest.raises(EvalpackError, match=r'tables\["ord\\ners"\]: expected an object, got a text'):
+        check_manifest({**manifest, "tables": {"ord\ners": "x"}})
 
 
 # --------------------------------------------------------------------------- table files
