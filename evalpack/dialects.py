@@ -25,12 +25,14 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import duckdb
+import pyarrow as pa
 import pyarrow.parquet as pq
 import sqlglot
 from sqlglot import exp
 from sqlglot.errors import ErrorLevel, SqlglotError
 
 from evalpack.errors import EvalpackError
+from evalpack.layout import DAMAGED
 from evalpack.scoring import (
     MAX_FETCH_ROWS,
     ROWS_TYPE,
@@ -381,6 +383,25 @@ def sqlite_ddl(table: str, columns: Mapping[str, str], keys: Keys = Keys()) -> s
     return f"CREATE TABLE {quote_ident(table)} (\n  " + ",\n  ".join(lines) + "\n)"
 
 
+def parquet_batches(path: Path, columns: list[str]) -> Iterator[pa.RecordBatch]:
+    """The record batches of a pack's table file, ``columns`` only (the manifest's), in file order. EvalpackError
+    naming the file when it cannot be read as Parquet or lacks one of ``columns``: a pack from elsewhere may hold
+    anything there."""
+    try:
+        parquet = pq.ParquetFile(path)
+        missing = [c for c in columns if c not in parquet.schema_arrow.names]
+        if missing:
+            raise EvalpackError(f"{path}: no column {missing[0]!r}, which manifest.json lists for table "
+                                f"{path.stem!r}; {DAMAGED}")
+        yield from parquet.iter_batches(columns=columns)
+    except FileNotFoundError:
+        raise EvalpackError(f"{path}: no such table file; manifest.json lists the table {path.stem!r}; {DAMAGED}") \
+            from None
+    except (pa.ArrowException, OSError) as exc:
+        raise EvalpackError(f"{path}: not a Parquet table evalpack can read ({_first_line(exc)}); {DAMAGED}") \
+            from None
+
+
 def load_sqlite(con: sqlite3.Connection, tables_dir: Path, columns: Mapping[str, Mapping[str, str]],
                 keys: Keys = Keys()) -> None:
     """Create and fill, in ``con``, one table per entry of ``columns`` from ``tables_dir/<table>.parquet``
@@ -391,7 +412,7 @@ def load_sqlite(con: sqlite3.Connection, tables_dir: Path, columns: Mapping[str,
             names = list(cols)
             insert = (f"INSERT INTO {quote_ident(table)} ({', '.join(map(quote_ident, names))}) "
                       f"VALUES ({', '.join('?' * len(names))})")
-            for batch in pq.ParquetFile(Path(tables_dir) / f"{table}.parquet").iter_batches(columns=names):
+            for batch in parquet_batches(Path(tables_dir) / f"{table}.parquet", names):
                 values = [[sqlite_value(v) for v in batch.column(name).to_pylist()] for name in names]
                 con.executemany(insert, zip(*values, strict=True))
         # a join or NOT EXISTS on a key would scan one table per row of the other (TPC-H's Q21 on an import: 80 s)

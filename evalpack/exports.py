@@ -27,16 +27,18 @@ left out and why; the build records the same in ``manifest.json``.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import json
+import logging
 import os
 import re
 import shutil
 import sqlite3
 import sys
 import tempfile
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -55,7 +57,7 @@ from evalpack.dialects import (
 )
 from evalpack.errors import EvalpackError
 from evalpack.layout import PackLayout
-from evalpack.scoring import answer_type_of, check_integrity, is_unanswerable, printable, scorable
+from evalpack.scoring import answer_type_of, check_integrity, is_unanswerable, load_questions, printable, scorable
 from evalpack.spec import EXPORT_FORMATS
 
 FORMATS = EXPORT_FORMATS
@@ -91,11 +93,7 @@ class Source:
     def of(cls, folder: Path, records: Iterable[dict], manifest: Mapping[str, Any]) -> Source:
         """The source of the pack (built or being built) in ``folder`` with these records and manifest."""
         layout = PackLayout(folder)
-        tables = manifest.get("tables") or {}
-        if not isinstance(tables, dict) or not all(isinstance(info, dict) and isinstance(info.get("columns"), dict)
-                                                   for info in tables.values()):
-            raise EvalpackError(f"{layout.manifest}: tables: expected an object of tables, each with its columns; "
-                                "the pack is damaged or was not made by evalpack")
+        tables = manifest.get("tables") or {}  # its shape checked as read (evalpack.layout.check_manifest)
         # names that become paths (a table's file, a BIRD/Spider database id) must stay inside their folders
         for key, name in [("pack", manifest.get("pack")), *(("tables", t) for t in tables)]:
             if not isinstance(name, str) or not PLAIN_NAME.fullmatch(name):
@@ -136,11 +134,26 @@ def engines(dialects: Iterable[str], keys: Keys, postgres_dsn: str | None) -> li
             if d != "postgres" or postgres_dsn]
 
 
+@contextlib.contextmanager
+def sqlglot_quiet() -> Iterator[None]:
+    """sqlglot's warnings unprinted (``'LOAD httpfs' contains unsupported syntax. Falling back to parsing as a
+    'Command'``, on stderr through the ``sqlglot`` logger): a gold query it cannot translate is dropped, and the
+    export says why on its own line. Errors still show; evalpack's own messages are not logged."""
+    logger = logging.getLogger("sqlglot")
+    before = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(before)
+
+
 def verify(source: Source, formats: Iterable[str], postgres_dsn: str | None) -> dict[str, DialectResult]:
     """The exportable questions of ``source`` verified in the dialects of ``formats`` (PostgreSQL only with a DSN)."""
     records = [r for r in source.records if left_out(r) is None]
-    return verify_in_dialects(records, dict(source.rotations), source.columns,
-                              engines(dialects_needed(formats), source.keys, postgres_dsn))
+    with sqlglot_quiet():
+        return verify_in_dialects(records, dict(source.rotations), source.columns,
+                                  engines(dialects_needed(formats), source.keys, postgres_dsn))
 
 
 def engine_name(dialect: str, postgres_dsn: str | None = None) -> str:
@@ -413,7 +426,7 @@ def export_pack(pack: str | Path, fmt: str, out: str | Path, *, postgres_dsn: st
         raise EvalpackError(f"{pack}: not a pack evalpack built (manifest.json names no evalpack tool or tables); "
                             "export packs that `evalpack build` wrote")
     dsn = postgres_dsn_from(postgres_dsn)
-    source = Source.of(pack, layout.read_records(), manifest)
+    source = Source.of(pack, load_questions(pack), manifest)  # the scorer's reader: duplicate ids are refused
     try:  # before the verification, which can take minutes: a folder that cannot be written fails now
         out.parent.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.export-", dir=out.parent))

@@ -33,6 +33,8 @@ ROTATION_PREFIX = "seed_"
 ROTATION_NAME = re.compile(rf"{ROTATION_PREFIX}(\d+)")
 FORMATS = ("parquet", "csv")
 EXPORTS = "exports"  # exports/<format>/...: the spec's `exports:` built with the pack (evalpack.exports)
+#: what to do about a pack file that is not as evalpack writes it (a pack from elsewhere may hold anything)
+DAMAGED = "the pack is damaged or was not made by evalpack: rebuild it, or get it again from where it came from"
 
 
 def rotation_name(seed: int) -> str:
@@ -132,7 +134,8 @@ class PackLayout:
         return data
 
     def read_manifest(self) -> dict[str, Any]:
-        return self.read_json(self.manifest)
+        """manifest.json, its fields that evalpack reads of the types it writes (:func:`check_manifest`)."""
+        return check_manifest(self.read_json(self.manifest), self.manifest)
 
     def read_certificate(self) -> dict[str, Any]:
         return self.read_json(self.certificate)
@@ -161,3 +164,105 @@ class PackLayout:
                 raise EvalpackError(f"{path}: line {number}: not a question record (an object with an id)")
             records.append(record)
         return records
+
+
+# --------------------------------------------------------------------------- manifest.json's shape
+# A pack may come from anyone: before a reader (audit, export, diff, the card) indexes into manifest.json, the
+# fields it reads are checked once, here, against the types evalpack writes. A field may be absent (older and
+# imported packs lack some; the readers handle that), null only where evalpack writes null or readers take null
+# for empty.
+
+
+@dataclass(frozen=True)
+class Obj:
+    """A JSON object: the ``fields`` named (each may be absent, and null if ``nullable``; one in ``required`` must be
+    there) and, when ``each`` is given, every value of another name of that shape."""
+
+    fields: dict[str, Any] | None = None
+    each: Any = None
+    required: tuple[str, ...] = ()
+    nullable: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Arr:
+    """A JSON list of ``item`` values."""
+
+    item: Any
+
+
+@dataclass(frozen=True)
+class Dotted:
+    """A text ``table.column``."""
+
+
+NUMBER = (int, float)
+LINK = Obj({"child_table": str, "child_column": str, "parent_table": str, "parent_column": str},
+           required=("child_table", "child_column", "parent_table", "parent_column"))
+MANIFEST_SHAPE = Obj({
+    "pack": str,
+    "version": (str, int, float),
+    "tool": Obj({"name": str, "version": str}),
+    "rotations": Arr(str),
+    "spec": Obj({"file": str, "text": str}, nullable=("text",)),  # no text: withheld with the holdout's answers
+    "primary_keys": Obj(each=str),
+    "declared_links": Arr(LINK),
+    "relationships": Arr(Obj({"child": Dotted(), "parent": Dotted(), "source": str}, required=("child", "parent"))),
+    "tables": Obj(each=Obj({"columns": Obj(each=str), "rows": Obj(each=int)}, required=("columns",))),
+    "semantics": Obj({"tables": Obj(each=Obj({"row": str, "columns": Obj(each=str)}))}),
+    "near_miss_study": Obj({"operators": Obj(each=Obj(dict.fromkeys(
+        ("mutants", "equivalent", "errored", "match_first", "match_all"), NUMBER)))}),
+    "source": Obj({"questions": Obj({"as_received": str, "sha256": str}, nullable=("as_received",))},
+                  nullable=("questions",)),
+    "dialects": Obj(),
+}, nullable=("tool", "spec", "primary_keys", "declared_links", "tables", "semantics", "near_miss_study", "source",
+             "dialects"))  # their readers take null for none
+_NAMES = {dict: "an object", list: "a list", str: "a text", int: "an integer", float: "a number", bool: "true or false",
+          type(None): "null"}
+_PLAIN_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def check_manifest(data: dict[str, Any], path: Path | str = MANIFEST) -> dict[str, Any]:
+    """``data`` (manifest.json, read from ``path``) when each field evalpack reads has the shape it writes
+    (:data:`MANIFEST_SHAPE`); else EvalpackError naming the file and the key path
+    (``manifest.json: declared_links[0] lacks child_column``), never a reader's KeyError or TypeError later."""
+    _check_shape(data, MANIFEST_SHAPE, "", Path(path))
+    return data
+
+
+def _key(where: str, name: Any) -> str:
+    if isinstance(name, int):
+        return f"{where}[{name}]"
+    return f"{where}.{name}".lstrip(".") if _PLAIN_KEY.fullmatch(name) else f"{where}[{json.dumps(name)}]"
+
+
+def _check_shape(value: Any, shape: Any, where: str, path: Path) -> None:
+    def refuse(what: str) -> None:
+        raise EvalpackError(f"{path}: {what}; {DAMAGED}")
+
+    def expect(wanted: str) -> None:
+        refuse(f"{where or 'the file'}: expected {wanted}, got {_NAMES.get(type(value), type(value).__name__)}")
+
+    if isinstance(shape, Obj):
+        if not isinstance(value, dict):
+            expect(_NAMES[dict])
+        for name in shape.required:
+            if value.get(name) is None:
+                refuse(f"{where} lacks {name}")
+        fields = shape.fields or {}
+        for name, item in value.items():
+            inner = fields.get(name, shape.each)
+            if inner is not None and not (item is None and name in shape.nullable):
+                _check_shape(item, inner, _key(where, name), path)
+    elif isinstance(shape, Arr):
+        if not isinstance(value, list):
+            expect(_NAMES[list])
+        for index, item in enumerate(value):
+            _check_shape(item, shape.item, _key(where, index), path)
+    elif isinstance(shape, Dotted):
+        if not isinstance(value, str) or "." not in value:
+            expect("a text table.column")
+    else:
+        kinds = shape if isinstance(shape, tuple) else (shape,)
+        if isinstance(value, bool) or not isinstance(value, kinds):
+            expect(" or ".join(_NAMES[k] for k in kinds))

@@ -44,7 +44,7 @@ import pyarrow.parquet as pq
 from psycopg import sql as pgsql
 from psycopg.conninfo import make_conninfo
 
-from evalpack.dialects import ForeignKey, file_into_place
+from evalpack.dialects import ForeignKey, file_into_place, parquet_batches
 from evalpack.errors import EvalpackError
 from evalpack.scoring import (
     KILL_GRACE,
@@ -162,10 +162,7 @@ def copy_chunks(tables_dir: Path, table: str, columns: Iterable[str]) -> Iterato
     """The rows of ``tables_dir/<table>.parquet`` (the given columns, in file order) as COPY text, one chunk of
     whole lines per record batch."""
     names = list(columns)
-    path = Path(tables_dir) / f"{table}.parquet"
-    if not path.is_file():
-        raise EvalpackError(f"{path}: no such table file; manifest.json lists the table {table!r} for this rotation")
-    for batch in pq.ParquetFile(path).iter_batches(columns=names):
+    for batch in parquet_batches(Path(tables_dir) / f"{table}.parquet", names):
         if batch.num_rows:
             cells = [copy_column(batch.column(name)) for name in names]
             lines = pc.binary_join_element_wise(*cells, "\t") if len(cells) > 1 else cells[0]

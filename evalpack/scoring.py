@@ -1358,6 +1358,11 @@ def load_questions(pack: Path) -> list[dict]:
         if scorable(record) and answer_type_of(record) not in SCALAR_TYPES + (ROWS_TYPE,):
             raise InputError(f"{path}:{number}: unknown answer_type {record.get('answer_type')!r}; "
                              f"use one of {', '.join(SCALAR_TYPES + (ROWS_TYPE,))}")
+        rows = _answer_rows(record)
+        if rows > MAX_FETCH_ROWS:  # every result's cap (rule bird, audit, export): spider alone read this many
+            raise InputError(f"{path}:{number}: question {record['id']!r}: its expected answer has {rows:,} rows, more "
+                             f"than any query result may have ({MAX_FETCH_ROWS:,}); the pack is damaged or was not "
+                             "made by evalpack")
         records.append(record)
     return records
 
@@ -1440,6 +1445,13 @@ def pack_questions(pack: str | Path, holdout_key: str | Path | None = None) -> t
             raise
         raise InputError(f"{exc}; this is the answer key found beside the pack (another version's, or edited): move "
                          "it away, or give the pack's own with --holdout-key") from None
+
+
+def _answer_rows(record: dict) -> int:
+    """The most rows a question's expected answer has on any rotation (0 for a scalar or no answer)."""
+    value = record.get("expected_answer")
+    answers = value.values() if isinstance(value, dict) else (value,)
+    return max((len(a) for a in answers if isinstance(a, list)), default=0)
 
 
 def scorable(record: dict) -> bool:

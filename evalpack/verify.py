@@ -25,9 +25,11 @@ from typing import Any, TypeVar
 import duckdb
 
 from evalpack import cache, golden
+from evalpack.errors import EvalpackError
 from evalpack.golden import Link, exclude_orphans, live_links, orphan_key_tables, orphans_sql, run_trusted, tie_probe
+from evalpack.layout import DAMAGED
 from evalpack.questions import Question
-from evalpack.scoring import ROWS_TYPE, answer_matches, observed, sha256_files
+from evalpack.scoring import ROWS_TYPE, _first_line, answer_matches, observed, sha256_files
 from evalpack.scoring import _decode_value as decode_value  # the sandbox's reply encoding: it keeps every
 from evalpack.scoring import _encode_value as encode_value  # type of value DuckDB returns
 from evalpack.tables import connect_tables
@@ -222,8 +224,14 @@ def rotation_connection(tables_dir: Path, fmt: str = "parquet", types: dict | No
         con.execute(f"SET temp_directory = '{spill.replace(chr(39), chr(39) * 2)}'")
     try:
         connect_tables(tables_dir, fmt=fmt, con=con, types=types)
-        # CSV views re-parse their file on every query: always load them
-        yield materialize(con, max_rows=1 << 62 if fmt == "csv" else MATERIALIZE_ROWS)
+        try:  # CSV views re-parse their file on every query: always load them
+            loaded = materialize(con, max_rows=1 << 62 if fmt == "csv" else MATERIALIZE_ROWS)
+        except duckdb.OutOfMemoryException:
+            raise
+        except duckdb.Error as exc:  # a pack from elsewhere: a table's data may be anything
+            raise EvalpackError(f"{tables_dir}: DuckDB cannot read this rotation's tables ({_first_line(exc)}); "
+                                f"{DAMAGED}") from None
+        yield loaded
     finally:
         con.close()
         shutil.rmtree(spill, ignore_errors=True)

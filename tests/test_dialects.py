@@ -190,7 +190,7 @@ def test_a_failed_write_leaves_nothing(retail_pack, tmp_path):
     columns = manifest_columns(retail_pack)
     columns["missing"] = {"x": "BIGINT"}  # no missing.parquet
     target = tmp_path / "out" / "seed_42.sqlite"
-    with pytest.raises(OSError):
+    with pytest.raises(EvalpackError, match=r"missing\.parquet: no such table file"):
         write_sqlite(PackLayout(retail_pack).tables("seed_42"), columns, target)
     assert list(target.parent.iterdir()) == []
 
