@@ -61,6 +61,7 @@ from evalpack.scoring import (
     answer_type_of,
     check_pack_entries,
     expected_for,
+    load_questions,
     observed,
     quote_ident,
     write_json_report,
@@ -335,7 +336,7 @@ def seal_findings(records: list[dict]) -> list[Finding]:
 
 def as_received_findings(pack: Path, manifest: dict) -> list[Finding]:
     received = (manifest.get("source") or {}).get("questions")
-    if not received:
+    if not received or not received.get("as_received"):  # none, or withheld: it lives in the holdout's answer key
         return []
     path = pack / received["as_received"]
     now = hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else None
@@ -465,7 +466,7 @@ def audit_pack(pack: Path, trusted: bool = False) -> list[Finding]:
     for the build's own pack, whose SQL evalpack just wrote: it runs here on the same connection."""
     pack, layout = Path(pack), PackLayout(pack)
     manifest = layout.read_manifest()
-    records = layout.read_records()
+    records = load_questions(pack)  # the scorer's reader: a repeated id is refused, not audited as drift
     findings = as_received_findings(pack, manifest) + seal_findings(records)
     recorded, made = _recorded_values(pack, manifest)
     for rotation in layout.rotations():

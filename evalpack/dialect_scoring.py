@@ -47,9 +47,9 @@ from evalpack.scoring import (
     Limits,
     Outcome,
     SandboxWorker,
-    _first_line,
     error_text,
     fetch_capped,
+    first_line,
     pack_source,
     query_outcome,
     score_command,
@@ -187,13 +187,13 @@ def run_sqlite(con: sqlite3.Connection, sql: str, timeout: float, max_rows: int 
         rows, error = fetch_capped(cursor.fetchmany, max_rows, max_bytes)
     except sqlite3.ProgrammingError as exc:
         one = "one statement" in str(exc)
-        error = "rejected: expected exactly one statement" if one else _first_line(exc)
+        error = "rejected: expected exactly one statement" if one else first_line(exc)
     except sqlite3.Error as exc:
-        error = f"rejected: {guard.refused} is not allowed" if guard.refused else _first_line(exc)
+        error = f"rejected: {guard.refused} is not allowed" if guard.refused else first_line(exc)
     except MemoryError:  # SQLite's heap limit (the working memory) was reached
         error = "out of memory: the query needs more than its working memory (--memory-mb)"
     except Exception as exc:  # noqa: BLE001 - whatever a value does on its way out is this query's error
-        error = f"cannot read the result: {type(exc).__name__}: {_first_line(exc)}"
+        error = f"cannot read the result: {type(exc).__name__}: {first_line(exc)}"
     finally:
         con.set_progress_handler(None, PROGRESS_STEPS)
         with contextlib.suppress(sqlite3.Error):
@@ -285,7 +285,7 @@ def sqlite_sandboxes(pack: Path) -> Iterator[Callable[[str, Limits], SqliteWorke
                     raise
                 except Exception as exc:  # noqa: BLE001 - one line for the user, whatever the tables did
                     raise InputError(f"{pack}: cannot write {rotation}'s tables as a SQLite database "
-                                     f"({type(exc).__name__}: {_first_line(exc)}); rebuild the pack") from None
+                                     f"({type(exc).__name__}: {first_line(exc)}); rebuild the pack") from None
             return SqliteWorker(database, folder, limits)
 
         yield open_worker

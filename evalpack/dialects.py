@@ -40,6 +40,7 @@ from evalpack.scoring import (
     answer_type_of,
     cell_key,
     expected_for,
+    first_line,
     quote_ident,
     scorable,
     top_level_order_by,
@@ -276,7 +277,7 @@ def transpile(sql: str, dialect: str, *, columns: Mapping[str, Mapping[str, str]
     try:
         trees = sqlglot.parse(sql, read="duckdb", error_level=ErrorLevel.RAISE)
     except SqlglotError as exc:
-        raise Untranslatable(f"sqlglot cannot parse it: {_first_line(exc)}") from None
+        raise Untranslatable(f"sqlglot cannot parse it: {first_line(exc)}") from None
     if len(trees) != 1 or trees[0] is None:
         raise Untranslatable("not exactly one statement")
     tree = trees[0]
@@ -286,12 +287,7 @@ def transpile(sql: str, dialect: str, *, columns: Mapping[str, Mapping[str, str]
     try:
         return tree.sql(dialect=SQLGLOT_NAMES[dialect], unsupported_level=ErrorLevel.RAISE)
     except SqlglotError as exc:
-        raise Untranslatable(f"sqlglot cannot write it for {dialect}: {_first_line(exc)}") from None
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return text[0] if text else type(exc).__name__
+        raise Untranslatable(f"sqlglot cannot write it for {dialect}: {first_line(exc)}") from None
 
 
 # --------------------------------------------------------------------------- keys and SQLite files
@@ -398,7 +394,7 @@ def parquet_batches(path: Path, columns: list[str]) -> Iterator[pa.RecordBatch]:
         raise EvalpackError(f"{path}: no such table file; manifest.json lists the table {path.stem!r}; {DAMAGED}") \
             from None
     except (pa.ArrowException, OSError) as exc:
-        raise EvalpackError(f"{path}: not a Parquet table evalpack can read ({_first_line(exc)}); {DAMAGED}") \
+        raise EvalpackError(f"{path}: not a Parquet table evalpack can read ({first_line(exc)}); {DAMAGED}") \
             from None
 
 
@@ -618,7 +614,7 @@ def _inexact(record: dict, expected: Any, ordered: bool, sql: str, run: Callable
     try:
         rows = run(sql)
     except Exception as exc:  # the engine's own error, whatever its driver calls it
-        return f"the same query with plain sums of its REAL decimals fails: {_first_line(exc)}"
+        return f"the same query with plain sums of its REAL decimals fails: {first_line(exc)}"
     if answer_matches(record, expected, rows, ordered=ordered):
         return None
     return (f"SQLite stores decimals as REAL, so the same query with plain sums answers differently "
@@ -655,7 +651,7 @@ def verify_in_dialects(records: Iterable[dict], rotations: Mapping[str, Path], c
                     try:
                         rows = run(translated[qid])
                     except Exception as exc:  # the engine's own error, whatever its driver calls it
-                        drops[qid] = Drop(qid, "error", _first_line(exc), rotation, translated[qid])
+                        drops[qid] = Drop(qid, "error", first_line(exc), rotation, translated[qid])
                         continue
                     expected = expected_for(r, rotation)
                     if not answer_matches(r, expected, rows, ordered=ordered[qid]):

@@ -56,8 +56,8 @@ from evalpack.scoring import (
     Outcome,
     Query,
     SandboxWorker,
-    _first_line,
     fetch_capped,
+    first_line,
     pack_source,
     query_outcome,
     quote_ident,
@@ -281,7 +281,7 @@ def connect(dsn: str, **options: Any) -> psycopg.Connection:
     try:
         return psycopg.connect(dsn, autocommit=True, **options)
     except psycopg.Error as exc:
-        raise EvalpackError(f"cannot connect to PostgreSQL ({_first_line(exc)}); check --postgres-dsn "
+        raise EvalpackError(f"cannot connect to PostgreSQL ({first_line(exc)}); check --postgres-dsn "
                             "(a libpq DSN or postgresql:// URI of a role that may create databases and roles)") from None
 
 
@@ -385,7 +385,7 @@ class PostgresSandbox:
             self._drop()
             if isinstance(exc, psycopg.Error):  # the server refused what the DSN's role asked of it
                 raise EvalpackError(f"PostgreSQL refused to make the sandbox of {self.tables_dir.parent.name}: "
-                                    f"{_first_line(exc)}; --postgres-dsn needs a role that may create databases and "
+                                    f"{first_line(exc)}; --postgres-dsn needs a role that may create databases and "
                                     "roles (CREATEDB CREATEROLE) on a server that lets it") from None
             raise
         return self
@@ -602,7 +602,7 @@ class CandidateSession:
             except psycopg.Error as exc:
                 error = _explained(exc, sql)
             except Exception as exc:  # noqa: BLE001 - a value Python cannot hold (a date out of range, no memory)
-                error = f"cannot read the result: {type(exc).__name__}: {_first_line(exc)}"
+                error = f"cannot read the result: {type(exc).__name__}: {first_line(exc)}"
             finally:
                 self._roll_back(conn)
         if timed_out:
@@ -634,7 +634,7 @@ class CandidateSession:
 def _explained(exc: psycopg.Error, sql: str) -> str:
     """The first line of a server error, said as the scorer says it where the cursor wrapping changes its words: a
     statement that is not a query, or more than one statement."""
-    text = _first_line(exc)
+    text = first_line(exc)
     if "cannot insert multiple commands" in text:
         return "rejected: expected exactly one statement"
     first = sql.split(None, 1)[0] if sql.split() else ""

@@ -570,7 +570,7 @@ def load_csv(con: duckdb.DuckDBPyConnection, path: Path, types: dict[str, str] |
             with open(path, encoding="utf-8", newline="") as handle:
                 header = next(csv.reader(handle), [])
         except (OSError, UnicodeDecodeError, csv.Error) as exc:
-            header, why = [], f"its header cannot be read: {_first_line(exc)}"
+            header, why = [], f"its header cannot be read: {first_line(exc)}"
         given = {column: kind for column, kind in types.items() if column in header}
         if given:
             spec = "{" + ", ".join(f"{quote_literal(c)}: {quote_literal(t)}" for c, t in given.items()) + "}"
@@ -579,7 +579,7 @@ def load_csv(con: duckdb.DuckDBPyConnection, path: Path, types: dict[str, str] |
                 rest = len(header) - len(given)
                 return f"typed by the schema ({len(given)} columns{f'; {rest} sniffed' if rest else ''})"
             except duckdb.Error as exc:
-                why = f"the schema's types do not read it: {_first_line(exc)}"
+                why = f"the schema's types do not read it: {first_line(exc)}"
         elif header:
             why = "the schema names none of its columns"
     con.execute(f"CREATE TABLE {name} AS SELECT * FROM read_csv({source}, header=true)")
@@ -700,9 +700,9 @@ def run_query(con: duckdb.DuckDBPyConnection, sql: str, timeout: float = DEFAULT
     try:
         statements = con.extract_statements(sql)
     except duckdb.Error as exc:
-        return Outcome(None, f"parse error: {_first_line(exc)}", time.perf_counter() - started)
+        return Outcome(None, f"parse error: {first_line(exc)}", time.perf_counter() - started)
     except Exception as exc:  # noqa: BLE001 - whatever the text does to the parser is this query's error
-        return Outcome(None, f"parse error: {type(exc).__name__}: {_first_line(exc)}", time.perf_counter() - started)
+        return Outcome(None, f"parse error: {type(exc).__name__}: {first_line(exc)}", time.perf_counter() - started)
     if len(statements) != 1:
         return Outcome(None, f"rejected: expected exactly one statement, got {len(statements)}",
                        time.perf_counter() - started)
@@ -717,9 +717,9 @@ def run_query(con: duckdb.DuckDBPyConnection, sql: str, timeout: float = DEFAULT
         try:
             rows, error = fetch_capped(con.execute(statement).fetchmany, max_rows, max_bytes)
         except duckdb.Error as exc:
-            error = _first_line(exc)
+            error = first_line(exc)
         except Exception as exc:  # noqa: BLE001 - a value Python cannot hold (an INTERVAL of 10^8 years), no memory
-            error = f"cannot read the result: {type(exc).__name__}: {_first_line(exc)}"
+            error = f"cannot read the result: {type(exc).__name__}: {first_line(exc)}"
     return query_outcome(rows, error, time.perf_counter() - started, timeout, fired.is_set(), max_rows)
 
 
@@ -816,7 +816,7 @@ def jsonl_lines(text: str) -> list[str]:
     return [line.removesuffix("\r") for line in text.split("\n")]
 
 
-def _first_line(exc: BaseException) -> str:
+def first_line(exc: BaseException) -> str:
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
 
@@ -999,7 +999,7 @@ def worker_main(argv: list[str], opener: Opener = open_duckdb_worker) -> int:
         run, state, loaded = opener(setup, limits)
         before = state()
     except Exception as exc:  # noqa: BLE001 - reported to the parent, which decides
-        _write_frame(replies, {"error": f"{type(exc).__name__}: {_first_line(exc)}"})
+        _write_frame(replies, {"error": f"{type(exc).__name__}: {first_line(exc)}"})
         return 1
     WATCHDOG.start()  # its stack is mapped now, under no limit (see Watchdog)
     cap = _vm_bytes() + (limits.memory_mb + WORKER_OVERHEAD_MB) * 2**20
@@ -1031,7 +1031,7 @@ def _answer(run: Callable[[str, float, int, int], Outcome], query: dict, timeout
         rows = None if outcome.rows is None else [_encode_value(list(row)) for row in outcome.rows]
         return {"rows": rows, "error": outcome.error, "seconds": outcome.seconds, "timed_out": outcome.timed_out}
     except Exception as exc:  # noqa: BLE001 - whatever a result does on its way out is this query's error
-        return {"rows": None, "error": f"{type(exc).__name__}: {_first_line(exc)}", "seconds": 0.0,
+        return {"rows": None, "error": f"{type(exc).__name__}: {first_line(exc)}", "seconds": 0.0,
                 "timed_out": False}
 
 
@@ -1040,7 +1040,7 @@ def _write_reply(replies, reply: dict) -> None:
     try:
         _write_frame(replies, reply)
     except (ValueError, MemoryError) as exc:
-        _write_frame(replies, {"rows": None, "error": f"the result cannot be sent: {_first_line(exc)}",
+        _write_frame(replies, {"rows": None, "error": f"the result cannot be sent: {first_line(exc)}",
                                "seconds": reply.get("seconds", 0.0), "timed_out": False})
 
 
@@ -1851,7 +1851,7 @@ def read_envelope(pack: Path, name: str = ATTESTATION) -> tuple[dict[str, Any] |
     except OSError as exc:
         return None, f"cannot be read ({exc.strerror or exc})"
     except (ValueError, UnicodeDecodeError, RecursionError) as exc:
-        return None, f"not JSON ({_first_line(exc)})"
+        return None, f"not JSON ({first_line(exc)})"
     if not isinstance(data, dict) or not isinstance(data.get("payload"), str) or not isinstance(
             data.get("payloadType"), str) or not isinstance(data.get("signatures"), list):
         return None, "not a DSSE envelope (needs payload, payloadType and signatures)"
@@ -1917,7 +1917,7 @@ def load_public_key(path: str | Path) -> tuple[Any, str]:
     try:
         key = serialization.load_pem_public_key(data)
     except (ValueError, TypeError, unsupported) as exc:
-        raise InputError(f"{path}: not a PEM public key ({_first_line(exc)}); pass the evalpack.pub written by "
+        raise InputError(f"{path}: not a PEM public key ({first_line(exc)}); pass the evalpack.pub written by "
                          "`evalpack keygen`") from None
     if isinstance(key, ed25519.Ed25519PublicKey):
         return key, "ed25519"
@@ -2054,7 +2054,7 @@ def inspect_integrity(pack: Path, public_key: str | Path | None = None, *,
     try:
         statement = json.loads(payload)
     except (ValueError, UnicodeDecodeError, RecursionError) as exc:
-        fail(ATTESTATION, f"the payload is not a JSON statement ({_first_line(exc)})")
+        fail(ATTESTATION, f"the payload is not a JSON statement ({first_line(exc)})")
         return done()
     if not isinstance(statement, dict):
         fail(ATTESTATION, "the payload is not a JSON object")
@@ -2157,7 +2157,7 @@ def _inspect_misata(pack: Path, key: tuple[Any, str | None, str | Path | None],
             fail(statement_name, f"cannot be read ({exc.strerror or exc})")
             continue
         except (ValueError, UnicodeDecodeError, RecursionError) as exc:
-            fail(statement_name, f"not a JSON statement ({_first_line(exc)})")
+            fail(statement_name, f"not a JSON statement ({first_line(exc)})")
             continue
         if not isinstance(statement, dict) or statement.get("_type") != STATEMENT_TYPE:
             fail(statement_name, f"not an in-toto Statement (_type is not {STATEMENT_TYPE!r})")
@@ -2390,7 +2390,7 @@ def load_candidates(path: str | Path) -> Candidates:
         except json.JSONDecodeError as exc:
             raise InputError(f"{path}:{exc.lineno}: not valid JSON: {exc.msg} (column {exc.colno})") from None
         except (ValueError, RecursionError) as exc:  # a number too long, nesting too deep
-            why = "nested too deeply" if isinstance(exc, RecursionError) else _first_line(exc)
+            why = "nested too deeply" if isinstance(exc, RecursionError) else first_line(exc)
             raise InputError(f"{path}: not valid JSON: {why}") from None
         rest = _WS.match(text, end).end()
         if rest != len(text):
@@ -3058,7 +3058,7 @@ def main(argv: list[str] | None = None) -> int:
                 if isinstance(exc, InputError):
                     raise
                 raise InputError(f"{args.pack}: cannot rerun the gold SQL ({type(exc).__name__}: "
-                                 f"{_first_line(exc)})") from None
+                                 f"{first_line(exc)})") from None
             integrity = checking.result()
         print(f"integrity: {integrity.message}")
     except InputError as exc:

@@ -15,7 +15,7 @@ from evalpack.errors import EvalpackError
 from evalpack.generate import arrow_schema, table_batches
 from evalpack.layout import DAMAGED, PackLayout
 from evalpack.plan import RotationPlan
-from evalpack.scoring import _first_line, quote_ident, quote_literal
+from evalpack.scoring import first_line, quote_ident, quote_literal
 from evalpack.spec import Spec
 
 # Dictionary pages only for text (numbers and dates rarely repeat enough to pay for them);
@@ -128,6 +128,6 @@ def connect_tables(tables_dir: Path, fmt: str = "parquet", con: duckdb.DuckDBPyC
         try:
             con.execute(f"CREATE VIEW {quote_ident(path.stem)} AS SELECT * FROM {source}")
         except duckdb.Error as exc:  # a pack from elsewhere: its table file may be anything
-            raise EvalpackError(f"{path}: DuckDB cannot read this table ({_first_line(exc)}); "
+            raise EvalpackError(f"{path}: DuckDB cannot read this table ({first_line(exc)}); "
                                 f"{DAMAGED}") from None
     return con

@@ -29,7 +29,7 @@ from evalpack.errors import EvalpackError
 from evalpack.golden import Link, exclude_orphans, live_links, orphan_key_tables, orphans_sql, run_trusted, tie_probe
 from evalpack.layout import DAMAGED
 from evalpack.questions import Question
-from evalpack.scoring import ROWS_TYPE, _first_line, answer_matches, observed, sha256_files
+from evalpack.scoring import ROWS_TYPE, answer_matches, first_line, observed, sha256_files
 from evalpack.scoring import _decode_value as decode_value  # the sandbox's reply encoding: it keeps every
 from evalpack.scoring import _encode_value as encode_value  # type of value DuckDB returns
 from evalpack.tables import connect_tables
@@ -229,7 +229,7 @@ def rotation_connection(tables_dir: Path, fmt: str = "parquet", types: dict | No
         except duckdb.OutOfMemoryException:
             raise
         except duckdb.Error as exc:  # a pack from elsewhere: a table's data may be anything
-            raise EvalpackError(f"{tables_dir}: DuckDB cannot read this rotation's tables ({_first_line(exc)}); "
+            raise EvalpackError(f"{tables_dir}: DuckDB cannot read this rotation's tables ({first_line(exc)}); "
                                 f"{DAMAGED}") from None
         yield loaded
     finally:

@@ -672,6 +672,10 @@ def test_an_imported_holdout_keeps_its_answers_out_of_the_pack(sources, question
     for i in report["holdout_not_scored"]:
         assert keyed[i]["status"] == "correct", keyed[i]
     assert main(["verify", str(pack)]) == 0, capsys.readouterr().err
+    capsys.readouterr()
+    # the file as received is withheld (manifest: as_received null): the audit has nothing of it to check
+    assert main(["audit", str(pack)]) in (0, 1)
+    assert "as_received" not in capsys.readouterr().out
 
 
 @pytest.mark.parametrize(("written", "places"), [("12.50", 2), ("266351.5562", 4), ("0.000123", 6),

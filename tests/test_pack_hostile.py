@@ -181,13 +181,14 @@ def test_a_table_file_without_a_column_the_manifest_lists_is_one_line_from_expor
 # --------------------------------------------------------------------------- questions.jsonl
 
 
-def test_export_refuses_duplicate_question_ids_as_verify_and_score_do(good, spec_path, tmp_path):
+def test_export_and_audit_refuse_duplicate_question_ids_as_verify_and_score_do(good, spec_path, tmp_path):
     """q_dup: export wrote a pack whose questions.jsonl repeats an id, which verify, score and verify.py refuse."""
     pack = hostile(good, spec_path, tmp_path, edit_questions(lambda rs: rs[1].update(id=rs[0]["id"])))
     named = f"{pack / 'questions.jsonl'}:2: duplicate question id 'q001' (first at line 1)"
     one_line_error(cli("export", str(pack), "--format", "sqlite", "-o", str(tmp_path / "out"), cwd=tmp_path), named)
     nothing_written(tmp_path)
     one_line_error(cli("score", str(pack), "--candidates", candidates(tmp_path), cwd=tmp_path), named)
+    one_line_error(cli("audit", str(pack), cwd=tmp_path), named)  # not three findings of drift
     verify = cli("verify", str(pack), cwd=tmp_path)  # verify reports a damaged pack: FAIL, exit 1
     assert verify.returncode == 1 and f"FAIL questions.jsonl: {named}" in verify.stdout, verify.stdout
 
