@@ -1358,11 +1358,7 @@ def load_questions(pack: Path) -> list[dict]:
         if scorable(record) and answer_type_of(record) not in SCALAR_TYPES + (ROWS_TYPE,):
             raise InputError(f"{path}:{number}: unknown answer_type {record.get('answer_type')!r}; "
                              f"use one of {', '.join(SCALAR_TYPES + (ROWS_TYPE,))}")
-        rows = _answer_rows(record)
-        if rows > MAX_FETCH_ROWS:  # every result's cap (rule bird, audit, export): spider alone read this many
-            raise InputError(f"{path}:{number}: question {record['id']!r}: its expected answer has {rows:,} rows, more "
-                             f"than any query result may have ({MAX_FETCH_ROWS:,}); the pack is damaged or was not "
-                             "made by evalpack")
+        check_answer_rows(record, f"{path}:{number}")
         records.append(record)
     return records
 
@@ -1420,6 +1416,7 @@ def with_holdout_key(records: list[dict], key_dir: str | Path) -> list[dict]:
         if commitment(entry, str(salt)) != public.get("commitment"):
             raise InputError(f"{path}:{number}: {printable(qid)} does not match its commitment in "
                              f"{QUESTIONS_FILE}; the key was edited or belongs to another version")
+        check_answer_rows(entry, f"{path}:{number}")
         revealed[qid] = {k: entry.get(k) for k in WITHHELD}
     missing = [r["id"] for r in records if r.get("commitment") and r["id"] not in revealed]
     if missing:
@@ -1447,11 +1444,16 @@ def pack_questions(pack: str | Path, holdout_key: str | Path | None = None) -> t
                          "it away, or give the pack's own with --holdout-key") from None
 
 
-def _answer_rows(record: dict) -> int:
-    """The most rows a question's expected answer has on any rotation (0 for a scalar or no answer)."""
+def check_answer_rows(record: dict, where: str) -> None:
+    """InputError naming ``where`` (file:line) when a question's expected answer has, on some rotation, more rows
+    than any query result may have (:data:`MAX_FETCH_ROWS`, every result's cap: rule bird, audit, export)."""
     value = record.get("expected_answer")
     answers = value.values() if isinstance(value, dict) else (value,)
-    return max((len(a) for a in answers if isinstance(a, list)), default=0)
+    rows = max((len(a) for a in answers if isinstance(a, list)), default=0)
+    if rows > MAX_FETCH_ROWS:
+        raise InputError(f"{where}: question {printable(record.get('id'))!r}: its expected answer has {rows:,} rows, "
+                         f"more than any query result may have ({MAX_FETCH_ROWS:,}); the pack is damaged or was not "
+                         "made by evalpack")
 
 
 def scorable(record: dict) -> bool:

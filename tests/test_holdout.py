@@ -205,3 +205,23 @@ def test_the_same_version_rebuilt_at_the_same_place_gives_the_same_bytes(version
         assert manifest["splits"]["continues"] == before["splits"]["continues"] == {"1.1.0": "1.0.0",
                                                                                    "1.2.0": "1.1.0"}[version]
         assert manifest["changelog"] == before["changelog"]
+
+
+def test_a_holdout_key_answer_above_the_row_cap_is_refused(tmp_path):
+    """An answer key whose entry matches its commitment (its maker wrote both) but holds more rows than any query
+    result may have is refused naming the key's line and the question, as questions.jsonl's answers are."""
+    from evalpack.scoring import MAX_FETCH_ROWS
+
+    def keyed(rows: int) -> tuple[Path, list[dict]]:
+        entry = {"id": "h1", "salt": "s", "gold_sql": "SELECT range FROM range(9)",
+                 "expected_answer": [[i] for i in range(rows)]}
+        folder = tmp_path / f"key{rows}"
+        folder.mkdir()
+        (folder / HOLDOUT_FILE).write_text(json.dumps(entry) + "\n")
+        return folder, [{"id": "h1", "split": "holdout", "commitment": commitment(entry, "s")}]
+
+    folder, records = keyed(MAX_FETCH_ROWS)
+    assert len(with_holdout_key(records, folder)[0]["expected_answer"]) == MAX_FETCH_ROWS
+    folder, records = keyed(MAX_FETCH_ROWS + 1)
+    with pytest.raises(InputError, match=rf"{HOLDOUT_FILE}:1: question 'h1': its expected answer has 100,001 rows"):
+        with_holdout_key(records, folder)
