@@ -3,7 +3,7 @@
 A build writes its pack into a staging folder beside ``-o`` (``.{name}.evalpack-staging-{pid}-{random}``),
 moves a pack it replaces aside as ``.{name}.old-{pid}-{random}`` for the moment of the swap, and DuckDB
 spills into ``evalpack-spill-{pid}-{random}`` in the temporary folder, where ``evalpack score --dialect
-sqlite`` writes rotations as SQLite databases into ``evalpack-sqlite-{pid}-{random}``. The process using such a
+sqlite`` and ``evalpack export`` write rotations as SQLite databases into ``evalpack-sqlite-{pid}-{random}``. The process using such a
 folder holds an exclusive ``flock`` on the folder itself for as long as it uses it: the lock is on the folder's
 inode, so it follows a rename, and the kernel drops it when the last process holding it dies, however
 it dies. A folder of one of these shapes whose lock can be taken therefore belongs to a dead run. The
@@ -16,11 +16,13 @@ Where ``fcntl`` is missing (Windows) folders are still named this way, and none 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 try:
@@ -63,6 +65,19 @@ def owned_dir(parent: str | Path, prefix: str) -> Path:
     path = Path(tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}-", dir=parent))
     hold(path)
     return path
+
+
+@contextlib.contextmanager
+def sqlite_scratch() -> Iterator[Path]:
+    """A private folder in the temporary folder for rotations written as SQLite databases (``evalpack-sqlite-…``),
+    removed when the block ends; first the ones runs killed before they could remove theirs left behind."""
+    temp = tempfile.gettempdir()
+    sweep(temp, SQLITE_PATTERN)
+    folder = owned_dir(temp, SQLITE)
+    try:
+        yield folder
+    finally:
+        remove(folder)
 
 
 def hold(path: str | Path, key: str | Path | None = None) -> None:

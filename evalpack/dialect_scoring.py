@@ -32,7 +32,6 @@ import os
 import re
 import sqlite3
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -272,10 +271,7 @@ def sqlite_sandboxes(pack: Path) -> Iterator[Callable[[str, Limits], SqliteWorke
                          f"{source.label} wrote; score it without --dialect")
     from evalpack import debris
 
-    temp = tempfile.gettempdir()
-    debris.sweep(temp, debris.SQLITE_PATTERN)  # those of runs killed before they could remove them
-    folder = debris.owned_dir(temp, debris.SQLITE)
-    try:
+    with debris.sqlite_scratch() as folder:
         def open_worker(rotation: str, limits: Limits) -> SqliteWorker:
             database = pack_sqlite_file(pack, rotation)
             if database is None:
@@ -289,8 +285,6 @@ def sqlite_sandboxes(pack: Path) -> Iterator[Callable[[str, Limits], SqliteWorke
             return SqliteWorker(database, folder, limits)
 
         yield open_worker
-    finally:
-        debris.remove(folder)
 
 
 # --------------------------------------------------------------------------- PostgreSQL

@@ -34,8 +34,10 @@ from sqlglot.errors import ErrorLevel, SqlglotError
 from evalpack.errors import EvalpackError
 from evalpack.layout import DAMAGED
 from evalpack.scoring import (
+    DEFAULT_MEMORY_MB,
     MAX_FETCH_ROWS,
     ROWS_TYPE,
+    Limits,
     answer_matches,
     answer_type_of,
     cell_key,
@@ -469,35 +471,35 @@ class DialectEngine(Protocol):
 
 @dataclass(frozen=True)
 class SqliteEngine:
-    """The standard library's sqlite3, on an in-memory database per rotation."""
+    """The standard library's sqlite3, on a rotation written as a SQLite file in a private temporary folder."""
 
     keys: Keys = Keys()
     name: str = "sqlite"
 
     @contextlib.contextmanager
     def open_rotation(self, tables_dir: Path, columns: dict[str, dict[str, str]]) -> Iterator[Run]:
-        """The rotation loaded, then locked as the scorer's SQLite sandbox is (a pack someone else built has gold
-        SQL as untrusted as a candidate's: ``VACUUM INTO`` or ``ATTACH`` would write files), each query stopped
-        after :data:`GOLD_SECONDS`; a query's error is raised as sqlite3.Error with the sandbox's words."""
-        from evalpack.dialect_scoring import lock_sqlite, run_sqlite
+        """The rotation written as the export writes it, its queries run in the scorer's SQLite sandbox: a worker
+        process under the candidates' limits (a pack someone else built has gold SQL as untrusted as a candidate's:
+        ``VACUUM INTO`` or ``ATTACH`` would write files, and a query could take all the memory there is), each query
+        stopped after :data:`GOLD_SECONDS`; a query's error is raised as sqlite3.Error with the sandbox's words."""
+        from evalpack import debris
+        from evalpack.dialect_scoring import SqliteWorker
 
-        con = sqlite3.connect(":memory:", check_same_thread=False)
-        try:
-            load_sqlite(con, tables_dir, columns, self.keys)
-            lock_sqlite(con)
+        with debris.sqlite_scratch() as folder:
+            database = folder / "rotation.sqlite"
+            write_sqlite(tables_dir, columns, database, keys=self.keys)
+            with SqliteWorker(database, folder, Limits(GOLD_SECONDS, GOLD_MEMORY_MB)) as worker:
+                def run(sql: str) -> list[tuple]:
+                    outcome = worker.run(sql, GOLD_SECONDS, max_rows=MAX_FETCH_ROWS)
+                    if outcome.rows is None:
+                        raise sqlite3.Error(outcome.error)
+                    return [tuple(row) for row in outcome.rows]
 
-            def run(sql: str) -> list[tuple]:
-                outcome = run_sqlite(con, sql, GOLD_SECONDS, max_rows=MAX_FETCH_ROWS)
-                if outcome.rows is None:
-                    raise sqlite3.Error(outcome.error)
-                return [tuple(row) for row in outcome.rows]
-
-            yield run
-        finally:
-            con.close()
+                yield run
 
 
 GOLD_SECONDS = 120.0  # a gold query's time in a dialect's engine before it is that question's error
+GOLD_MEMORY_MB = DEFAULT_MEMORY_MB  # and its working memory in SQLite (the scorer's default for a candidate)
 
 
 def engine_for(dialect: str, *, postgres_dsn: str | None = None, keys: Keys = Keys()) -> DialectEngine:

@@ -289,6 +289,21 @@ def test_gold_sql_from_a_pack_someone_else_built_writes_nothing_and_stops(financ
     assert list(tmp_path.iterdir()) == []
 
 
+def test_a_gold_query_that_takes_more_memory_than_a_candidate_may_is_dropped(finance_pack, monkeypatch):
+    """The export's SQLite runs a pack's gold SQL in the scorer's sandbox process under a candidate's limits: a
+    query that takes all the memory there is (a DISTINCT over millions of generated texts) ran in the export's own
+    process, which grew by gigabytes; now it is dropped as out of memory and the other questions verify."""
+    monkeypatch.setattr(dialects, "GOLD_MEMORY_MB", 64)
+    scalar = next(r for r in gold_questions(finance_pack) if r.get("split") == "dev" and r["answer_type"] == "number")
+    bomb = {**scalar, "id": "bomb", "gold_sql": "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r WHERE "
+            "n < 3000000) SELECT count(DISTINCT h) FROM (SELECT hex(randomblob(40)) AS h FROM r)"}
+    result = verify_in_dialects([scalar, bomb], rotation_dirs(finance_pack), manifest_columns(finance_pack),
+                                [SqliteEngine()])["sqlite"]
+    assert list(result.translated) == [scalar["id"]]
+    (drop,) = result.drops
+    assert drop.id == "bomb" and drop.kind == "error" and "out of memory" in drop.reason, drop
+
+
 def test_a_question_whose_natural_sqlite_query_answers_otherwise_is_left_out(finance_pack):
     """SQLite holds decimals as REAL: 'entries whose debit and credit sums differ', written plainly, counts hundreds
     of balanced entries. The exact translation (sums rounded at the decimals' scale) verifies, but a SQLite user's
