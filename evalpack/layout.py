@@ -226,6 +226,9 @@ def check_manifest(data: dict[str, Any], path: Path | str = MANIFEST) -> dict[st
     """``data`` (manifest.json, read from ``path``) when each field evalpack reads has the shape it writes
     (:data:`MANIFEST_SHAPE`); else EvalpackError naming the file and the key path
     (``manifest.json: declared_links[0] lacks child_column``), never a reader's KeyError or TypeError later."""
+    if isinstance(data, dict) and isinstance(data.get("misata_version"), str):
+        raise EvalpackError(f"{path}: a pack misata {data['misata_version']} wrote; this command reads packs "
+                            "`evalpack build` wrote (`evalpack verify` and `evalpack score` read Misata's packs too)")
     _check_shape(data, MANIFEST_SHAPE, "", Path(path))
     return data
 

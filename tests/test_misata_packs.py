@@ -172,6 +172,19 @@ def test_evalpack_verify_reruns_a_misata_packs_gold_sql_and_says_what_is_not_cov
         assert f"a pack misata {MISATA_VERSION} wrote;" in done.stdout.splitlines()[-1]
 
 
+def test_commands_for_evalpack_s_own_packs_say_a_misata_pack_is_one(packs, tmp_path):
+    """audit, diff and export read what only `evalpack build` writes: on a Misata pack each says so in one line
+    (exit 2) and names the commands that do read it (diff ended in a traceback, export said the manifest was damaged)."""
+    pack = packs["init"]
+    for args in (["audit", str(pack)], ["diff", str(pack), str(pack)],
+                 ["export", str(pack), "--format", "sqlite", "-o", str(tmp_path / "out")]):
+        done = evalpack(*args)
+        assert done.returncode == 2, (args, done.stdout, done.stderr)
+        lines = done.stderr.strip().splitlines()
+        assert len(lines) == 1 and "a pack misata 0.9.8 wrote" in lines[0] and "evalpack score" in lines[0], lines
+    assert not (tmp_path / "out").exists()
+
+
 def test_a_changed_or_added_table_refuses_a_misata_pack(packs, tmp_path):
     pack = shutil.copytree(packs["init"], tmp_path / "changed")
     table = next((pack / "rotations" / "seed-43" / "tables").glob("*.csv"))
