@@ -124,29 +124,22 @@ def open_sqlite_sandbox(path: Path, limits: Limits | None = None) -> sqlite3.Con
     limits = limits or Limits()
     con = sqlite3.connect(sqlite_uri(path), uri=True, isolation_level=None, check_same_thread=False)
     try:
-        lock_sqlite(con, max(64, int(limits.memory_mb)) * 2**20)
+        with contextlib.suppress(AttributeError):  # a Python built without extension loading has no switch
+            con.enable_load_extension(False)
+        for pragma in ("query_only = ON", "trusted_schema = OFF", "temp_store = MEMORY", "mmap_size = 0",
+                       f"hard_heap_limit = {max(64, int(limits.memory_mb)) * 2**20}"):
+            con.execute(f"PRAGMA {pragma}")
+        con.setlimit(sqlite3.SQLITE_LIMIT_ATTACHED, 0)
+        con.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, MAX_VALUE_BYTES)
+        con.setlimit(sqlite3.SQLITE_LIMIT_SQL_LENGTH, 4 * MAX_SQL_CHARS)
+        con.setlimit(sqlite3.SQLITE_LIMIT_WORKER_THREADS, 0)
+        if con.execute("PRAGMA query_only").fetchone() != (1,) or con.getlimit(sqlite3.SQLITE_LIMIT_ATTACHED) != 0:
+            raise RuntimeError("the SQLite sandbox did not lock; refusing to run untrusted SQL")
+        con.set_authorizer(_Guard())
     except BaseException:
         con.close()
         raise
     return con
-
-
-def lock_sqlite(con: sqlite3.Connection, heap_bytes: int | None = None) -> None:
-    """Make ``con`` read-only for untrusted SQL: no extension loading, ``query_only``, no attached database, caps on
-    value and statement length, the authorizer that allows reading only (:class:`_Guard`) and, with ``heap_bytes``,
-    a heap limit. RuntimeError when the lock does not hold."""
-    with contextlib.suppress(AttributeError):  # a Python built without extension loading has no switch
-        con.enable_load_extension(False)
-    pragmas = ["query_only = ON", "trusted_schema = OFF", "temp_store = MEMORY", "mmap_size = 0"]
-    for pragma in pragmas + ([f"hard_heap_limit = {heap_bytes}"] if heap_bytes else []):
-        con.execute(f"PRAGMA {pragma}")
-    con.setlimit(sqlite3.SQLITE_LIMIT_ATTACHED, 0)
-    con.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, MAX_VALUE_BYTES)
-    con.setlimit(sqlite3.SQLITE_LIMIT_SQL_LENGTH, 4 * MAX_SQL_CHARS)
-    con.setlimit(sqlite3.SQLITE_LIMIT_WORKER_THREADS, 0)
-    if con.execute("PRAGMA query_only").fetchone() != (1,) or con.getlimit(sqlite3.SQLITE_LIMIT_ATTACHED) != 0:
-        raise RuntimeError("the SQLite sandbox did not lock; refusing to run untrusted SQL")
-    con.set_authorizer(_Guard())
 
 
 def _guard_of(con: sqlite3.Connection) -> _Guard:

@@ -56,7 +56,7 @@ from evalpack.dialects import (
     write_sqlite,
 )
 from evalpack.errors import EvalpackError
-from evalpack.layout import PackLayout
+from evalpack.layout import DAMAGED, PackLayout
 from evalpack.scoring import answer_type_of, check_integrity, is_unanswerable, load_questions, printable, scorable
 from evalpack.spec import EXPORT_FORMATS
 
@@ -98,8 +98,7 @@ class Source:
         for key, name in [("pack", manifest.get("pack")), *(("tables", t) for t in tables)]:
             if not isinstance(name, str) or not PLAIN_NAME.fullmatch(name):
                 raise EvalpackError(f"{layout.manifest}: {key}: {printable(repr(name))} is not a plain name (letters, "
-                                    "digits, '_', '-' and '.', not starting with '.'); the pack is damaged or was not "
-                                    "made by evalpack")
+                                    f"digits, '_', '-' and '.', not starting with '.'); {DAMAGED}")
         columns = {t: dict(info["columns"]) for t, info in tables.items()}
         return cls(str(manifest.get("pack")), tuple(records),
                    tuple((r, layout.tables(r)) for r in layout.rotations()), columns, keys_of(manifest),

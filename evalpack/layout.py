@@ -201,7 +201,7 @@ LINK = Obj({"child_table": str, "child_column": str, "parent_table": str, "paren
            required=("child_table", "child_column", "parent_table", "parent_column"))
 MANIFEST_SHAPE = Obj({
     "pack": str,
-    "version": (str, int, float),
+    "version": (str, *NUMBER),
     "tool": Obj({"name": str, "version": str}),
     "rotations": Arr(str),
     "spec": Obj({"file": str, "text": str}, nullable=("text",)),  # no text: withheld with the holdout's answers

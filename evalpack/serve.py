@@ -314,7 +314,6 @@ def argument_size(value: Any) -> int:
     return len(value) if isinstance(value, str) else len(json.dumps(value, default=str))
 
 
-
 def instructions(desk: Desk) -> str:
     """The server's instructions to the agent: what the pack is and what each tool is for."""
     grader = desk.grader
