@@ -149,10 +149,11 @@ def _guard_of(con: sqlite3.Connection) -> _Guard:
 
 
 def run_sqlite(con: sqlite3.Connection, sql: str, timeout: float, max_rows: int = MAX_FETCH_ROWS,
-               max_bytes: int = MAX_RESULT_BYTES) -> Outcome:
+               max_bytes: int = MAX_RESULT_BYTES, *, memory_mb: int | None = None) -> Outcome:
     """Run one untrusted query on a sandbox connection, as :func:`evalpack.scoring.run_query` does on DuckDB:
     one statement starting with SELECT, WITH or VALUES, stopped after ``timeout`` seconds by the progress
-    handler, at most ``max_rows`` + 1 rows and about ``max_bytes`` of text fetched."""
+    handler, at most ``max_rows`` + 1 rows and about ``max_bytes`` of text fetched. ``memory_mb``: the heap limit
+    the connection was opened with, which an out-of-memory error names."""
     started = time.perf_counter()
     refused = sql_refused(sql)
     if refused:
@@ -183,7 +184,8 @@ def run_sqlite(con: sqlite3.Connection, sql: str, timeout: float, max_rows: int 
     except sqlite3.Error as exc:
         error = f"rejected: {guard.refused} is not allowed" if guard.refused else first_line(exc)
     except MemoryError:  # SQLite's heap limit (the working memory) was reached
-        error = "out of memory: the query needs more than its working memory (--memory-mb)"
+        limit = "" if memory_mb is None else f" of {memory_mb} MiB"
+        error = f"out of memory: the query needs more than its working memory{limit}"
     except Exception as exc:  # noqa: BLE001 - whatever a value does on its way out is this query's error
         error = f"cannot read the result: {type(exc).__name__}: {first_line(exc)}"
     finally:
@@ -208,7 +210,8 @@ def open_sqlite_worker(setup: dict, limits: Limits) -> tuple[Callable[[str, floa
     query on it (:func:`run_sqlite`) and its state (:func:`sqlite_state`)."""
     database = Path(setup["database"])
     con = open_sqlite_sandbox(database, limits)
-    return (lambda *query: run_sqlite(con, *query)), (lambda: sqlite_state(con, database)), {}
+    return (lambda *query: run_sqlite(con, *query, memory_mb=limits.memory_mb)), \
+        (lambda: sqlite_state(con, database)), {}
 
 
 class SqliteWorker(SandboxWorker):

@@ -302,6 +302,8 @@ def test_a_gold_query_that_takes_more_memory_than_a_candidate_may_is_dropped(fin
     assert list(result.translated) == [scalar["id"]]
     (drop,) = result.drops
     assert drop.id == "bomb" and drop.kind == "error" and "out of memory" in drop.reason, drop
+    # the export has no --memory-mb: the reason names the limit itself
+    assert "of 64 MiB" in drop.reason and "--memory-mb" not in drop.reason, drop
 
 
 def test_a_question_whose_natural_sqlite_query_answers_otherwise_is_left_out(finance_pack):
