@@ -127,7 +127,7 @@ def open_sqlite_sandbox(path: Path, limits: Limits | None = None) -> sqlite3.Con
         with contextlib.suppress(AttributeError):  # a Python built without extension loading has no switch
             con.enable_load_extension(False)
         for pragma in ("query_only = ON", "trusted_schema = OFF", "temp_store = MEMORY", "mmap_size = 0",
-                       f"hard_heap_limit = {max(64, int(limits.memory_mb)) * 2**20}"):
+                       f"hard_heap_limit = {heap_limit_mb(limits) * 2**20}"):
             con.execute(f"PRAGMA {pragma}")
         con.setlimit(sqlite3.SQLITE_LIMIT_ATTACHED, 0)
         con.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, MAX_VALUE_BYTES)
@@ -140,6 +140,11 @@ def open_sqlite_sandbox(path: Path, limits: Limits | None = None) -> sqlite3.Con
         con.close()
         raise
     return con
+
+
+def heap_limit_mb(limits: Limits) -> int:
+    """The SQLite sandbox's heap limit in MiB: the working memory of ``limits``, at least 64."""
+    return max(64, int(limits.memory_mb))
 
 
 def _guard_of(con: sqlite3.Connection) -> _Guard:
@@ -210,7 +215,7 @@ def open_sqlite_worker(setup: dict, limits: Limits) -> tuple[Callable[[str, floa
     query on it (:func:`run_sqlite`) and its state (:func:`sqlite_state`)."""
     database = Path(setup["database"])
     con = open_sqlite_sandbox(database, limits)
-    return (lambda *query: run_sqlite(con, *query, memory_mb=limits.memory_mb)), \
+    return (lambda *query: run_sqlite(con, *query, memory_mb=heap_limit_mb(limits))), \
         (lambda: sqlite_state(con, database)), {}
 
 
