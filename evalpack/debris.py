@@ -8,8 +8,8 @@ The process using such a folder holds an exclusive ``flock`` on the folder itsel
 it: the lock is on the folder's inode, so it follows a rename, and the kernel drops it when the last
 process holding it dies, however it dies. A folder of one of these shapes whose lock can be taken
 therefore belongs to a dead run. The pid in the name guards the moment between a folder's creation and
-its lock, and pid reuse: such a folder counts as dead when its lock is free and its pid is gone (or a zombie), or when its lock is free
-and it is older than :data:`STALE_SECONDS`.
+its lock, and pid reuse: such a folder counts as dead when its lock is free and its pid is gone (or a
+zombie), or when its lock is free and it is older than :data:`STALE_SECONDS`.
 
 Where ``fcntl`` is missing (Windows) folders are still named this way, and none counts as dead.
 """

@@ -350,7 +350,8 @@ class PostgresSandbox:
     creates outlives it. The worker cancels the query at the limit plus half of KILL_GRACE if the server has not,
     and the scorer kills the worker (and starts another) at the limit plus KILL_GRACE. A candidate that ends its
     own session is that candidate's error; the next one gets a new connection. Leaving drops the database
-    (``WITH (FORCE)``: its sessions end) and the role, and raises RuntimeError when a table's rows or the database's relations changed while candidates ran.
+    (``WITH (FORCE)``: its sessions end) and the role, and raises RuntimeError when a table's rows or the
+    database's relations changed while candidates ran.
     """
 
     def __init__(self, dsn: str, tables_dir: Path, columns: Mapping[str, Mapping[str, str]],

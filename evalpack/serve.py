@@ -283,7 +283,8 @@ class Desk:
         started = time.perf_counter()
         error, size = None, 0
         episode_id = self.episode_id(ctx)
-        too_long = {name: length for name, value in arguments.items() if (length := argument_size(value)) > MAX_SQL_CHARS}
+        too_long = {name: length for name, value in arguments.items()
+                    if (length := argument_size(value)) > MAX_SQL_CHARS}
         try:
             if too_long:  # refused before any work, and logged as a preview: an agent cannot fill the episode file
                 name, length = next(iter(too_long.items()))
@@ -305,7 +306,8 @@ class Desk:
             error = f"{type(exc).__name__}: {exc}"
             raise
         finally:
-            logged = {name: preview(jsonable(value)) if name in too_long else value for name, value in arguments.items()}
+            logged = {name: preview(jsonable(value)) if name in too_long else value
+                      for name, value in arguments.items()}
             self.episodes.call(episode_id or "-", tool, logged, time.perf_counter() - started, size, error)
 
 
