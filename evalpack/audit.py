@@ -63,6 +63,7 @@ from evalpack.scoring import (
     expected_for,
     load_questions,
     observed,
+    printable,
     quote_ident,
     write_json_report,
 )
@@ -523,10 +524,12 @@ def audit_command(pack: str | Path, json_path: str | Path | None = None) -> int:
     check_pack_entries(pack)
     findings = audit_pack(pack)
     questions = len(PackLayout(pack).read_records())
-    print(summary(pack, findings, questions))
+    # ids, texts and values come from the pack: each line is printed as the one line it is, its control
+    # characters (a newline that would start a forged line, an ANSI escape) shown as escapes
+    print(printable(summary(pack, findings, questions)))
     for f in findings:
         for line in f.lines():
-            print(f"  {line}")
+            print(printable(f"  {line}"))
     if json_path:
         data = {"pack": str(pack), "questions": questions, "findings": [f.to_dict() for f in findings],
                 "counts": dict(Counter(f.kind for f in findings))}

@@ -15,6 +15,7 @@ import os
 import secrets
 import shutil
 import signal
+import stat
 import sys
 import tempfile
 from collections import Counter
@@ -35,7 +36,8 @@ from evalpack.errors import EvalpackError, SpecError
 from evalpack.gcpause import gc_paused
 from evalpack.holdout import read_previous, seal, write_key
 from evalpack.hubfiles import write_questions_parquet
-from evalpack.layout import PackLayout, rotation_name
+from evalpack.layout import ATTESTATION, CARD, CERTIFICATE, MANIFEST, QUESTIONS, PackLayout, rotation_name
+from evalpack.layout import SCORER as SCORER_FILE
 from evalpack.nearmiss import Mutant, MutantSet, prepare_mutants, still_studied, study_outcomes, summarize_study
 from evalpack.plan import RotationPlan, plan_pack
 from evalpack.questions import (
@@ -46,7 +48,7 @@ from evalpack.questions import (
     derive_selected,
     rotation_answers,
 )
-from evalpack.scoring import HOLDOUT_FILE, holdout_key_beside
+from evalpack.scoring import HOLDOUT_FILE, b64decode, holdout_key_beside, printable, read_envelope, walk_pack
 from evalpack.spec import Spec, load_spec
 from evalpack.tables import duckdb_types, write_rotation, write_table
 from evalpack.verify import Link, Observation, OnDemand, Verdict, tables_digest, verify_rotation
@@ -403,25 +405,94 @@ def continued_splits(spec: Spec, out: str | Path, previous: str | Path | None = 
     return None
 
 
+def _read_regular(path: Path) -> bytes | None:
+    """The bytes of ``path`` when it is a regular file (not a link, a FIFO or a device: none is followed or
+    waited on), else None."""
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as handle:
+        return handle.read() if stat.S_ISREG(os.fstat(fd).st_mode) else None
+
+
 def is_pack(folder: str | Path) -> bool:
     """Whether ``folder`` holds a pack evalpack wrote (built or imported): a questions.jsonl, and a
-    manifest.json whose tool is evalpack."""
+    manifest.json whose tool is evalpack, both regular files (a link or a FIFO is not followed)."""
     layout = PackLayout(folder)
-    if not layout.questions.is_file():
-        return False
+    with contextlib.suppress(OSError):
+        if not stat.S_ISREG(os.lstat(layout.questions).st_mode):
+            return False
+        data = _read_regular(layout.manifest)
+        tool = json.loads(data).get("tool") if data is not None else None
+        return isinstance(tool, dict) and tool.get("name") == "evalpack"
+    return False
+
+
+#: the files evalpack writes at the top of every pack: a folder --force replaces may hold these and the files its
+#: attestation lists, nothing else
+PACK_FILES = frozenset({CARD, QUESTIONS, CERTIFICATE, MANIFEST, SCORER_FILE, ATTESTATION})
+
+
+def attested_names(folder: Path) -> frozenset[str]:
+    """The names of the files that ``folder``'s attestation lists; none when it has no readable one (read as the
+    scorer reads it: a link or a FIFO in its place is not opened)."""
+    data, _ = read_envelope(folder)
+    payload = b64decode(data["payload"]) if data is not None else None
     try:
-        tool = json.loads(layout.manifest.read_text(encoding="utf-8")).get("tool")
-    except (OSError, ValueError, AttributeError):
-        return False
-    return isinstance(tool, dict) and tool.get("name") == "evalpack"
+        statement = json.loads(payload) if payload is not None else None
+    except (ValueError, RecursionError):
+        return frozenset()
+    subjects = statement.get("subject") if isinstance(statement, dict) else None
+    return frozenset(s["name"] for s in subjects if isinstance(s, dict) and isinstance(s.get("name"), str)) \
+        if isinstance(subjects, list) else frozenset()
+
+
+def unexpected_entry(folder: Path) -> tuple[str, str] | None:
+    """The first entry of ``folder`` (by name) that is not a file of a pack evalpack wrote, as (its name, what it
+    is), or None: a symlink or special file anywhere (found without following or opening it), a file of a Hub
+    download, or a file that is neither one evalpack writes at the top of a pack (:data:`PACK_FILES`) nor one the
+    pack's attestation lists (a file a user put there, which --force must not delete)."""
+    found = walk_pack(folder)
+    odd = {**{name: "is a symlink or a special file, not a file evalpack writes" for name in found.refused},
+           **{name.rstrip("/"): "belongs to a Hub download, not to a pack" for name in found.ignored}}
+    if not odd:  # the attestation is read only when nothing in the folder can stall or redirect a read
+        listed = attested_names(folder) | PACK_FILES
+        odd = {name: f"is not a file of the pack (its {ATTESTATION} does not list it)"
+               for name in found.files if name not in listed}
+    return min(odd.items()) if odd else None
+
+
+def check_replaceable(out: str | Path) -> None:
+    """Refuse (EvalpackError) to replace the existing ``out`` unless it is an empty folder or entirely a pack
+    evalpack wrote (:func:`is_pack`, and :func:`unexpected_entry` finds nothing): what ``--force`` replaces. A
+    link or a file at ``out``, a folder that is not a pack, and a pack holding a link, a special file or a file
+    of the user's are left alone, with one line naming what was found and what to do."""
+    out = Path(out)
+    if out.is_symlink() or not out.is_dir():
+        raise EvalpackError(f"{out}: not a pack folder but a {'link' if out.is_symlink() else 'file'}; "
+                            "--force replaces only a pack, so it was left alone: choose another -o")
+    if not is_pack(out):
+        if any(out.iterdir()):
+            raise EvalpackError(f"{out}: not an evalpack pack (no questions.jsonl and manifest.json written by "
+                                "evalpack), so --force left it alone: choose another -o or remove it yourself")
+        return
+    odd = unexpected_entry(out)
+    if odd is not None:
+        name, what = odd
+        raise EvalpackError(f"{out / printable(name)}: {what}, so --force left {out} alone (it replaces only a "
+                            "folder that is wholly a pack evalpack wrote): move that out of the pack, or choose "
+                            "another -o")
 
 
 def check_output(out: str | Path, force: bool = False, inputs: Iterable[str | Path] = ()) -> None:
     """Refuse, before any work, a pack folder ``out`` that a build or an import cannot or must not write:
     the current folder, a folder holding it or one of ``inputs``, anything existing without ``force``,
-    and with ``force`` anything but a pack (:func:`is_pack`) or an empty folder, which are all that
-    ``--force`` replaces; a path through a file or a folder that cannot be written; something other than a
-    holdout answer key where the pack's key goes (``OUT.holdout-key``). Raises EvalpackError."""
+    and with ``force`` anything but an empty folder or a folder that is wholly a pack evalpack wrote
+    (:func:`check_replaceable`), which are all that ``--force`` replaces; a path through a file or a folder that
+    cannot be written; something other than a holdout answer key where the pack's key goes (``OUT.holdout-key``).
+    Raises EvalpackError."""
     out = Path(out)
     key = holdout_key_beside(out)
     if os.path.lexists(key) and (key.is_symlink() or not key.is_dir()
@@ -441,12 +512,7 @@ def check_output(out: str | Path, force: bool = False, inputs: Iterable[str | Pa
         if not force:
             raise EvalpackError(f"{out}: already exists; choose another -o or pass --force to replace it "
                                 "(--force replaces only a pack or an empty folder)")
-        if out.is_symlink() or not out.is_dir():
-            raise EvalpackError(f"{out}: not a pack folder but a {'link' if out.is_symlink() else 'file'}; "
-                                "--force replaces only a pack, so it was left alone: choose another -o")
-        if not is_pack(out) and any(out.iterdir()):
-            raise EvalpackError(f"{out}: not an evalpack pack (no questions.jsonl and manifest.json written by "
-                                "evalpack), so --force left it alone: choose another -o or remove it yourself")
+        check_replaceable(out)
         return
     for parent in out.absolute().parents:
         if parent.exists():
@@ -539,9 +605,11 @@ def publish_dir(staging: Path, out: Path) -> None:
     """Move a complete pack into place, replacing ``out`` only with a whole pack: with one atomic swap
     where Linux offers it, else with two renames (``out`` aside as ``.{name}.old-{pid}-*``, then the new
     one in), after which :func:`recover` puts the old one back if a crash fell between them. The old pack
-    is then removed."""
+    is then removed. What is at ``out`` is checked again first (:func:`check_replaceable`): a file a user put
+    into the old pack while the build ran is not deleted with it (EvalpackError; the new pack is not published)."""
     staging, out = Path(staging), Path(out)
     if os.path.lexists(out):
+        check_replaceable(out)
         old = out.with_name(f".{out.name}.{debris.OLD}{os.getpid()}-{secrets.token_hex(4)}")
         try:
             debris.hold(out, key=old)  # the old pack is ours until removed, whatever its name

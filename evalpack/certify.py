@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from decimal import ROUND_HALF_EVEN, Decimal
 from typing import Any
 
 import duckdb
@@ -11,7 +12,7 @@ import pyarrow
 
 from evalpack import __version__, unanswerable
 from evalpack.difficulty import LEVELS, RULE
-from evalpack.holdout import SALT_RULE
+from evalpack.holdout import SALT_RULE, derivable
 from evalpack.phrasing import article
 from evalpack.plan import RotationPlan
 from evalpack.questions import SPLIT_RULE, PreviousSplits, Question, fixed_answers
@@ -168,11 +169,38 @@ def changelog(previous: PreviousSplits | None, shipped: list[Question]) -> dict 
 def pack_warnings(spec: Spec, plans: tuple[RotationPlan, ...], verdicts: tuple[Verdict, ...],
                   more: list[str] | None = None) -> list[str]:
     """What a build warns of, once each: the spec's notes (Misata keys read and not used), the plans' warnings,
-    ``more``, and the shipped questions whose answer is the same on every rotation of a rotated pack. The manifest
-    records them and the CLI prints them."""
+    ``more``, the shipped questions whose answer is the same on every rotation of a rotated pack, and what
+    :func:`holdout_warnings` finds. The manifest records them and the CLI prints them."""
     shipped = [v.question for v in verdicts if v.ships]
     return list(dict.fromkeys([*spec.notes, *(w for p in plans for w in p.warnings), *(more or []),
-                               *fixed_answers(spec, shipped)]))
+                               *fixed_answers(spec, shipped), *holdout_warnings(spec, plans, verdicts)]))
+
+
+def holdout_warnings(spec: Spec, plans: tuple[RotationPlan, ...], verdicts: tuple[Verdict, ...]) -> list[str]:
+    """A holdout smaller than ``holdout:`` asks for (whole groups of linked questions go to one split, and not every
+    group fits), and each holdout answer of a shipped question that the dev answers give away
+    (:func:`evalpack.holdout.derivable`: a version continued had the group in both splits, and nothing leaves the
+    holdout)."""
+    if not spec.holdout or not verdicts:
+        return []
+    out = []
+    held = sum(v.question.split == "holdout" for v in verdicts)
+    target = int(Decimal(str(spec.holdout * len(verdicts))).to_integral_value(ROUND_HALF_EVEN))
+    if held < target:
+        out.append(f"holdout: {spec.holdout:g} asks for {target} of the {len(verdicts)} questions and {held} are "
+                   "held out: questions the families' arithmetic links (one table's rows, one relationship) go to "
+                   "one split whole, so that no dev answer gives a holdout answer away, and each other group is too "
+                   "large for what is left, dev in the version continued, or answered by a row count the manifest "
+                   "publishes (manifest.json -> splits.rule)")
+    shipped = [v.question.to_record(spec.answers) for v in verdicts if v.ships]
+    if any(r["split"] == "holdout" for r in shipped):
+        rows = {t.name: {p.rotation: p.table(t.name).rows for p in plans} for t in plans[0].tables} if plans else {}
+        given = {}
+        for d in derivable(shipped, rows, rotated=spec.answers == "rotated"):
+            given.setdefault(d.question, d)
+        out += [f"a dev answer gives away a holdout answer: {d} (the version continued had its group in both "
+                "splits, and nothing leaves the holdout)" for d in given.values()]
+    return out
 
 
 def manifest(spec: Spec, plans: tuple[RotationPlan, ...], verdicts: tuple[Verdict, ...],

@@ -253,7 +253,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     options = ServeOptions(transport=args.transport, host=args.host, port=args.port, rotation=args.rotation,
                            episode=args.episode, max_rows=args.max_rows, workers=args.workers,
-                           feedback=not args.no_feedback, idle_timeout=args.idle_timeout, rule=args.rule,
+                           feedback=not args.no_feedback, holdout_feedback=args.holdout_feedback,
+                           holdout_attempts=args.holdout_attempts, episode_max_mb=args.episode_max_mb,
+                           idle_timeout=args.idle_timeout, rule=args.rule,
                            limits=Limits(args.timeout, args.memory_mb, args.threads, args.run_timeout),
                            holdout_key=args.holdout_key, public_key=args.public_key,
                            allow_unattested=args.allow_unattested)
@@ -363,7 +365,17 @@ def build_parser() -> argparse.ArgumentParser:
     sv.add_argument("--max-rows", type=int, default=200, help="rows run_sql returns at most (default 200)")
     sv.add_argument("--workers", type=int, default=2, help="sandbox processes per rotation (default 2)")
     sv.add_argument("--no-feedback", action="store_true",
-                    help="submit_answer says only that the answer was recorded, not whether it is correct")
+                    help="submit_answer says only that the answer was recorded, not whether it is correct, and "
+                         "end_episode gives no counts of correct answers")
+    sv.add_argument("--holdout-feedback", action="store_true",
+                    help="tell the agent whether a holdout question's answer is correct, and the holdout's counts at "
+                         "the episode's end (default: only that the answer was recorded: the holdout stays secret)")
+    sv.add_argument("--holdout-attempts", type=int, default=3, metavar="N",
+                    help="answers a holdout question takes per episode, the last counting; beyond, submit_answer is "
+                         "the call's error and grades nothing (default 3)")
+    sv.add_argument("--episode-max-mb", type=float, default=10.0, metavar="MB",
+                    help="megabytes an episode's call records may take of the episode file; its calls beyond are "
+                         "counted, not logged (default 10; the start and end records are always written)")
     sv.add_argument("--idle-timeout", type=float, default=1800.0,
                     help="HTTP: seconds a session may go without a request in flight (nor an open stream) before it "
                          "closes and its episode ends (default 1800)")

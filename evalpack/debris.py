@@ -25,6 +25,8 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from evalpack.scoring import process_alive
+
 try:
     import fcntl
 except ImportError:  # pragma: no cover - not POSIX
@@ -118,19 +120,7 @@ def _forget_removed() -> None:
             release(name)
 
 
-def alive(pid: int) -> bool:
-    """Whether process ``pid`` exists and is not a zombie (a dead process its parent has not reaped)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # another user's
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return True
-    return stat.rpartition(")")[2].split()[:1] not in (["Z"], ["X"])
+alive = process_alive  # the scorer's (it sweeps its own sandbox folders with it)
 
 
 def dead(path: str | Path, pid: int) -> bool:

@@ -16,8 +16,11 @@ columns (``sqlite_schema`` included), recursive CTEs and functions other than th
 files (:data:`REFUSED_FUNCTIONS`); ATTACH/DETACH (VACUUM INTO attaches), every pragma (table-valued ones too),
 transactions and anything that writes are refused. A candidate is one statement starting with SELECT, WITH or
 VALUES; a progress handler stops it at the time limit, and at most the scorer's row and byte caps are fetched.
-The schema, the changes counter and the file's size and modification time must be the same after a rotation's
-candidates as before, or the run stops.
+Writes fail by construction, whatever the statement: the file is opened read-only, ``query_only`` is on, and the
+authorizer refuses every write (a data-changing ``WITH ... DELETE``/``UPDATE``/``INSERT`` included); each of the
+three alone refuses it. The schema, the changes counter, the file's size and modification time (checked by the
+worker) and a digest of the file's bytes (checked by the scorer's own process) must be the same after a
+rotation's candidates as before, or the run stops.
 
 PostgreSQL (:func:`evalpack.postgres.postgres_sandboxes`): each rotation is loaded into a database of its own on
 the server ``--postgres-dsn`` names (default ``$EVALPACK_POSTGRES_DSN``), and candidates run as a login role made
@@ -28,6 +31,7 @@ for it, without superuser, allowed only to read that database's tables, in a rea
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import re
 import sqlite3
@@ -62,6 +66,7 @@ SQLITE_WORKER_FLAG = "--sqlite-worker"
 MAX_VALUE_BYTES = 64 * 2**20  # the longest text or blob a SQLite expression may build (SQLITE_LIMIT_LENGTH)
 PROGRESS_STEPS = 1000  # SQLite virtual-machine steps between two looks at the clock
 QUERY_KEYWORDS = ("select", "with", "values")
+DIGEST_CHUNK = 4 * 2**20  # bytes read at a time for a database file's digest
 # functions that load code or read/write files (readfile/writefile/edit come with the sqlite3 shell's fileio,
 # not the library, but a build that has them must not run them either)
 REFUSED_FUNCTIONS = frozenset({"load_extension", "readfile", "writefile", "edit", "fts3_tokenizer", "lsdir",
@@ -209,8 +214,8 @@ def sqlite_state(con: sqlite3.Connection, path: Path) -> tuple:
     return schema, con.total_changes, stat.st_size, stat.st_mtime_ns
 
 
-def open_sqlite_worker(setup: dict, limits: Limits) -> tuple[Callable[[str, float, int, int], Outcome],
-                                                              Callable[[], Any], dict[str, str]]:
+def open_sqlite_worker(setup: dict, limits: Limits, on_connected: Callable[[], Any] | None = None
+                       ) -> tuple[Callable[[str, float, int, int], Outcome], Callable[[], Any], dict[str, str]]:
     """The SQLite sandbox of a worker process (:func:`evalpack.scoring.worker_main`'s ``opener``): how to run a
     query on it (:func:`run_sqlite`) and its state (:func:`sqlite_state`)."""
     database = Path(setup["database"])
@@ -219,14 +224,52 @@ def open_sqlite_worker(setup: dict, limits: Limits) -> tuple[Callable[[str, floa
         (lambda: sqlite_state(con, database)), {}
 
 
+def file_digest(path: Path) -> tuple[int, str]:
+    """The size and a BLAKE2b digest of every byte of the file at ``path``: what a SQLite database holds (its
+    schema, every table's rows, its free pages), whatever its modification time says."""
+    digest = hashlib.blake2b(digest_size=32)
+    with open(path, "rb") as stream:
+        while chunk := stream.read(DIGEST_CHUNK):
+            digest.update(chunk)
+    return Path(path).stat().st_size, digest.hexdigest()
+
+
 class SqliteWorker(SandboxWorker):
-    """One rotation's SQLite sandbox in a child process (:func:`open_sqlite_worker`); :meth:`run` and
-    :meth:`close` are :class:`~evalpack.scoring.SandboxWorker`'s (the wall clock enforced by killing the child,
-    the database checked unchanged at the end). The child's working folder is ``folder``."""
+    """One rotation's SQLite sandbox in a child process (:func:`open_sqlite_worker`); :meth:`run` is
+    :class:`~evalpack.scoring.SandboxWorker`'s (the wall clock enforced by killing the child). The database is
+    checked unchanged at the end twice: by the child (:func:`sqlite_state`: schema, changes, size and modification
+    time) and here, in this process, by the digest of the file's bytes taken before the first child started
+    (:func:`file_digest`): a change to a table's rows that kept the file's size and time, made by anything at all,
+    is noticed without trusting what the child reports. The child's working folder is ``folder``."""
 
     def __init__(self, database: Path, folder: Path, limits: Limits) -> None:
         super().__init__(folder, limits)
         self.database = Path(database).resolve()
+        self.digest: tuple[int, str] | None = None
+
+    def open(self) -> None:
+        if self.digest is None:
+            try:
+                self.digest = file_digest(self.database)
+            except OSError as exc:
+                raise InputError(f"{self.database}: cannot read the rotation's SQLite database: "
+                                 f"{exc.strerror or exc}") from None
+        super().open()
+
+    def close(self) -> None:
+        """End the child; RuntimeError when the database changed while candidates ran (the child's check or the
+        file's digest)."""
+        before, self.digest = self.digest, None
+        super().close()
+        if before is None:
+            return
+        try:
+            changed = file_digest(self.database) != before
+        except OSError:  # gone or unreadable: not the database the candidates were scored on
+            changed = True
+        if changed:
+            raise RuntimeError(f"{self.database}: the SQLite sandbox database changed while candidates ran; scores "
+                               "from this run cannot be trusted")
 
     def command(self) -> list[str]:
         # -I: no environment variables, no user site-packages, and the working folder is not on sys.path

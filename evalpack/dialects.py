@@ -5,9 +5,11 @@ rewrites of our own where sqlglot's output would not run or would mean something
 date parts in SQLite, ROUND of a float and PRINTF in PostgreSQL); what neither can write faithfully raises
 :class:`Untranslatable`. :func:`write_sqlite` writes a rotation's tables as one SQLite file, typed as a SQLite user
 expects. An engine (:class:`DialectEngine`: :class:`SqliteEngine` here, ``evalpack.postgres.PostgresEngine`` for
-PostgreSQL) loads a rotation and runs trusted SQL on it; :func:`verify_in_dialects` runs every translated gold SQL
-on every rotation and keeps, per dialect, the questions that answer exactly as in DuckDB, and the drops with their
-reasons. Nothing is shipped in a dialect unverified; a drop in a dialect changes nothing in the DuckDB pack.
+PostgreSQL) loads a rotation and runs gold SQL on it in that dialect's candidate sandbox, read-only by construction
+(a pack someone else built has gold SQL as untrusted as a candidate's); :func:`verify_in_dialects` runs every
+translated gold SQL on every rotation and keeps, per dialect, the questions that answer exactly as in DuckDB, and the
+drops with their reasons. Nothing is shipped in a dialect unverified; a drop in a dialect changes nothing in the
+DuckDB pack.
 """
 
 from __future__ import annotations
@@ -242,7 +244,8 @@ def _postgres_printf(node: exp.Anonymous) -> exp.Expression:
         if value is None:
             raise Untranslatable("PRINTF with fewer values than its format asks for")
         as_text = exp.cast(value.copy(), exp.DataType.build("TEXT"))
-        parts.append(exp.func("LPAD", as_text, exp.Literal.number(width), exp.Literal.string("0")) if width else as_text)
+        parts.append(exp.func("LPAD", as_text, exp.Literal.number(width), exp.Literal.string("0")) if width
+                     else as_text)
     if next(values, None) is not None:
         raise Untranslatable("PRINTF with more values than its format uses")
     out = parts[0] if parts else exp.Literal.string("")
@@ -460,8 +463,9 @@ def write_sqlite(tables_dir: Path, columns: dict[str, dict[str, str]], path: Pat
 
 
 class DialectEngine(Protocol):
-    """A real engine of one dialect, for trusted gold SQL: ``open_rotation`` loads a rotation's tables and yields a
-    ``run(sql) -> rows`` function; leaving the context drops what it loaded."""
+    """A real engine of one dialect, for a pack's gold SQL: ``open_rotation`` loads a rotation's tables and yields a
+    ``run(sql) -> rows`` function (run in the dialect's sandbox, where nothing can change the tables); leaving the
+    context drops what it loaded."""
 
     name: str
 

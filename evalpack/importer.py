@@ -3,10 +3,12 @@
 ``evalpack import QUESTIONS --data DB -o PACK [--force] [--holdout F] [--signing-key K]``
 
 QUESTIONS is JSON Lines, a JSON array (or an object with a ``questions`` array), or CSV/TSV with a
-header. DB is a DuckDB file (attached read-only), a SQLite file (read with Python's ``sqlite3``:
-DuckDB's sqlite extension is not installed offline, and one reader keeps packs reproducible), or a
-folder of Parquet/CSV tables, one table per file. The pack has the layout of a built pack with one
-rotation, ``rotations/seed_0`` (one database, no generator seed: 0 marks "as received"):
+header (an item nested more than MAX_NESTING levels deep is an error naming its line). DB is a DuckDB file
+(attached read-only), a SQLite file (read with Python's ``sqlite3``: DuckDB's sqlite extension is not installed
+offline, and one reader keeps packs reproducible), or a folder of Parquet/CSV tables, one table per file. A
+database file is read in a sandbox worker process under the scorer's limits, within bounds on each table or view
+(:class:`SourceWorker`, MAX_TABLE_*). The pack has the layout of a built pack with one rotation,
+``rotations/seed_0`` (one database, no generator seed: 0 marks "as received"):
 
 ```
 PACK/as-received/<QUESTIONS file name>   the questions file byte for byte (never edited, not even line endings);
@@ -71,14 +73,19 @@ it fails -> the error recorded, ``provisional``. An answer alone -> ``provisiona
 
 from __future__ import annotations
 
+import base64
+import contextlib
 import csv
 import hashlib
 import io
 import json
+import os
 import re
 import sqlite3
+import sys
+import time
 from collections import Counter
-from collections.abc import Collection
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass, field, replace
 from decimal import ROUND_HALF_EVEN, Decimal
 from pathlib import Path
@@ -103,6 +110,12 @@ from evalpack.audit import (
 )
 from evalpack.build import assemble_pack, discard, publish_dir, staging_dir
 from evalpack.certify import HASHES
+from evalpack.dialect_scoring import (
+    PROGRESS_STEPS,
+    _guard_of,  # the scorer's SQLite authorizer, installed afresh to name a refusal
+    open_sqlite_sandbox,
+    sqlite_uri,
+)
 from evalpack.errors import EvalpackError
 from evalpack.golden import Runner, empty_text, first_difference, in_order, shown, typed
 from evalpack.holdout import seal_received, write_received_key
@@ -112,13 +125,19 @@ from evalpack.scoring import (
     ROWS_TYPE,
     SCALAR_TYPES,
     SIGNIFICANT_DIGITS,
+    WATCHDOG,
+    InputError,
     Limits,
+    Outcome,
     SandboxWorker,
     answer_type_of,
+    first_line,
+    out_of_memory,
     printable,
     quote_ident,
     scorable,
     sha256_file,
+    worker_main,
 )
 from evalpack.verify import Link, rotation_connection
 
@@ -140,6 +159,7 @@ ALIASES = {
     "about_orphans": ("about_orphans",),
 }
 _NUMBER = re.compile(r"[+-]?(0|[1-9][0-9]*)(\.[0-9]+)?")
+MAX_NESTING = 100  # levels of arrays and objects an item of a questions file may nest (a result-set answer: 2)
 _TRUE, _FALSE = ("true", "yes", "1"), ("false", "no", "0", "")
 
 
@@ -185,7 +205,59 @@ def _decode(name: str, data: bytes) -> str:
                             "save the file as UTF-8") from None
 
 
-def read_jsonl(data: bytes) -> Received:
+def _too_deep(value: Any) -> bool:
+    """Whether ``value`` nests arrays and objects more than :data:`MAX_NESTING` levels deep (looked at without
+    recursion)."""
+    stack = [(value, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, dict):
+            value = list(value.values())
+        if isinstance(value, list):
+            if depth > MAX_NESTING:
+                return True
+            stack.extend((v, depth + 1) for v in value)
+    return False
+
+
+def _nesting_line(text: str, start: int = 0) -> int:
+    """The line at which the JSON text from ``start`` first nests more than :data:`MAX_NESTING` levels deep (strings
+    skipped), or the line of ``start``."""
+    depth, pos = 0, start
+    while pos < len(text):
+        char = text[pos]
+        if char == '"':
+            while True:  # to the closing quote, past escaped characters
+                pos = text.find('"', pos + 1)
+                if pos < 0:
+                    return _line_of(text, start)
+                back = pos - 1
+                while back > start and text[back] == "\\":
+                    back -= 1
+                if (pos - 1 - back) % 2 == 0:
+                    break
+        elif char in "[{":
+            depth += 1
+            if depth > MAX_NESTING:
+                return _line_of(text, pos)
+        elif char in "]}":
+            depth -= 1
+        pos += 1
+    return _line_of(text, start)
+
+
+def _nested_too_deeply(name: str, line: int) -> EvalpackError:
+    return EvalpackError(f"{name}: line {line}: nested more than {MAX_NESTING} levels deep (arrays and objects), "
+                         "which no question needs; a question is an object of plain fields, its answer at most a list "
+                         "of rows: fix the line and import again")
+
+
+TOO_MANY_DIGITS = re.compile(r"[0-9]{4301,}")  # more digits than Python reads as an integer (sys.int_info)
+
+
+def read_jsonl(data: bytes, name: str = "the questions file") -> Received:
+    """Items of JSON Lines: a line that is not a JSON object is reported with its number; one nested too deeply to
+    read (:data:`MAX_NESTING`) is an EvalpackError naming ``name`` and the line."""
     items, bad = [], []
     if data.startswith(b"\xef\xbb\xbf"):
         data = data[3:]
@@ -201,6 +273,13 @@ def read_jsonl(data: bytes) -> Received:
         except json.JSONDecodeError as exc:
             bad.append(Unparsed(number, f"not JSON ({exc.msg} at column {exc.colno})"))
             continue
+        except RecursionError:
+            raise _nested_too_deeply(name, number) from None
+        except ValueError:  # an integer of more digits than Python reads
+            bad.append(Unparsed(number, "not JSON that can be read (a number of more than 4,300 digits)"))
+            continue
+        if _too_deep(value):
+            raise _nested_too_deeply(name, number)
         if isinstance(value, dict):
             items.append(Item(number, value))
         else:
@@ -251,8 +330,14 @@ def read_json(name: str, data: bytes) -> Received:
         raise EvalpackError(f"{name}: line {exc.lineno} column {exc.colno}: not valid JSON ({exc.msg}); nothing "
                             "was imported: fix the file, or send JSON Lines so that one bad line does not stop the "
                             "rest") from None
+    except RecursionError:
+        raise _nested_too_deeply(name, _nesting_line(text, start)) from None
+    except ValueError:  # an integer of more digits than Python reads
+        digits = TOO_MANY_DIGITS.search(text, start)
+        raise EvalpackError(f"{name}: line {_line_of(text, digits.start() if digits else start)}: a number of more "
+                            "than 4,300 digits, which cannot be read; nothing was imported") from None
     if _skip_ws(text, end) < len(text):
-        return read_jsonl(data)  # one JSON value per line, named .json
+        return read_jsonl(data, name)  # one JSON value per line, named .json
     if isinstance(document, dict) and isinstance(document.get("questions"), list):
         elements = _array_elements(text, _member_position(text, start, "questions", decoder), decoder)
     elif isinstance(document, list):
@@ -262,6 +347,8 @@ def read_json(name: str, data: bytes) -> Received:
                             f"array, found a {type(document).__name__}")
     items, bad = [], []
     for value, pos in elements:
+        if _too_deep(value):
+            raise _nested_too_deeply(name, _nesting_line(text, pos))
         if isinstance(value, dict):
             items.append(Item(_line_of(text, pos), value))
         else:
@@ -301,7 +388,7 @@ def read_questions(name: str, data: bytes) -> Received:
     """Parse the questions file by its extension (sniffed from its first character when unknown)."""
     suffix = Path(name).suffix.lower()
     if suffix in (".jsonl", ".ndjson"):
-        return read_jsonl(data)
+        return read_jsonl(data, name)
     if suffix == ".json":
         return read_json(name, data)
     if suffix == ".csv":
@@ -312,7 +399,7 @@ def read_questions(name: str, data: bytes) -> Received:
     if first == b"[":
         return read_json(name, data)
     if first == b"{":
-        return read_jsonl(data)
+        return read_jsonl(data, name)
     return read_csv(name, data)
 
 
@@ -420,6 +507,9 @@ def parse_answer(raw: Any, answer_type: str | None, round_decimals: int | None
             raw = json.loads(raw, parse_float=Decimal)
         except json.JSONDecodeError:
             return None, ROWS_TYPE, round_decimals, f"the answer {raw!r} is not a JSON list of rows"
+        except (ValueError, RecursionError):  # a number too long, nested too deeply
+            return None, ROWS_TYPE, round_decimals, ("the answer is not a JSON list of rows that can be read (nested "
+                                                     "too deeply, or a number of more than 4,300 digits)")
     if isinstance(raw, list) and answer_type in (None, ROWS_TYPE):
         rows = _rows_answer(raw)
         if rows is None:
@@ -540,54 +630,492 @@ def _write(con: duckdb.DuckDBPyConnection, select: str, name: str, out: Path, so
     source.tables[name] = {"columns": columns, "rows": {ROTATION: int(rows)}, "from": origin}
 
 
-def _from_duckdb(path: Path, out: Path, source: Source) -> None:
-    """Every table and view of the main schema of the DuckDB file at ``path``. The file comes from outside: its views
-    (and generated columns) are SQL that runs when read, so it is read on a connection that can reach no file, network
-    or extension once the file is attached (:data:`LOCKED_DOWN`); the rows go to the pack's files through another."""
-    con, writer = duckdb.connect(":memory:"), duckdb.connect(":memory:")
-    try:
-        try:
-            con.execute(f"ATTACH {_literal(str(path))} AS src (READ_ONLY)")
-        except duckdb.Error as exc:
-            raise EvalpackError(f"{path}: cannot open the DuckDB database read-only ({exc})") from None
-        for setting in LOCKED_DOWN:
-            con.execute(f"SET {setting}")
-        found = con.execute(
-            "SELECT schema_name, table_name, 'table' FROM duckdb_tables() WHERE database_name = 'src' UNION ALL "
-            "SELECT schema_name, view_name, 'view' FROM duckdb_views() WHERE database_name = 'src' AND NOT internal "
-            "ORDER BY 1, 2").fetchall()
-        for schema, table, kind in found:
-            if schema != "main" or not _safe_table_name(table):
-                source.warnings.append(f"{path.name}: {schema}.{table} not imported (only tables of the main schema "
-                                       "with plain names become pack tables)")
-                continue
-            select = f"SELECT * FROM src.main.{quote_ident(table)}"
-            try:
-                declared = {name: kind_ for name, kind_, *_ in con.execute(f"DESCRIBE {select}").fetchall()}
-                writer.register("__import_rows", con.sql(select).to_arrow_reader(IMPORT_BATCH_ROWS))
-                _write(writer, _as_declared(writer, declared), table, out, source, kind)
-            except duckdb.Error as exc:
-                raise EvalpackError(f"{path}: cannot read {kind} {table} ({str(exc).splitlines()[0]}); a view may "
-                                    "read only the database's own tables") from None
-            finally:
-                writer.unregister("__import_rows")
-        for table, cols, parent, pcols in con.execute(
-                "SELECT table_name, constraint_column_names, referenced_table, referenced_column_names "
-                "FROM duckdb_constraints() WHERE database_name = 'src' AND schema_name = 'main' "
-                "AND constraint_type = 'FOREIGN KEY' ORDER BY table_name, constraint_index").fetchall():
-            _add_foreign_key(source, table, list(cols), parent, list(pcols))
-    finally:
-        con.close()
-        writer.close()
+def _add_foreign_key(source: Source, table: str, cols: list[str], parent: str, pcols: list[str]) -> None:
+    if len(cols) == 1 and len(pcols) == 1:
+        source.foreign_keys.append(Link(table, cols[0], parent, pcols[0]))
+    else:
+        source.warnings.append(f"foreign key {table}({', '.join(cols)}) -> {parent}({', '.join(pcols)}) has "
+                               f"{len(cols)} columns; the orphan audit follows single-column keys only")
 
 
+# --------------------------------------------------------------------------- a database file, read in a worker
+# A database file comes from outside: its views (and DuckDB's macros and generated columns) are SQL that runs when
+# they are read. So this process never opens it. A worker process of the scorer's kind (scoring.worker_main, started
+# as ``python -m evalpack.importer --source-worker``) reads it under the scorer's limits: an address-space cap, a time
+# limit per request (the worker is killed past it), CPU seconds, no file writes, few descriptors, death with this
+# process. The file is read-only by construction: DuckDB attaches it READ_ONLY on a connection that reaches no other
+# file, network or extension and whose configuration is locked; SQLite opens it by a read-only, immutable URI with
+# query_only and the scorer's SQLite authorizer (dialect_scoring.open_sqlite_sandbox). This process asks for the
+# catalogue, then for each table or view its rows, a chunk at a time (DuckDB: Arrow IPC; SQLite: the rows), and
+# refuses with one line what passes a bound below. Views, macros and generated columns that read DuckDB's own
+# description of the machine (settings, attached files, paths: MACHINE_*) are refused by name before anything runs,
+# and what a view returns must hold neither the home folder nor the file's path (machine_paths).
+
+SOURCE_WORKER_FLAG = "--source-worker"
+MAX_TABLE_ROWS = 10_000_000  # rows one table or view of a database file may hold
+MAX_TABLE_BYTES = 512 * 2**20  # and bytes (Arrow's buffers; SQLite: the rows as JSON text)
+MAX_SOURCE_BYTES = 4 * MAX_TABLE_BYTES  # all tables and views of one database file together
+MAX_TABLE_SECONDS = 120.0  # the worker's seconds for one table or view (each request: the Limits' timeout)
+MAX_ROW_BYTES = 32 * 2**20  # one row
+SOURCE_CHUNK_BYTES = 16 * 2**20  # about what one reply of the worker holds
+SQLITE_FETCH_ROWS = 256  # SQLite rows fetched at a time, at most (fewer when they are long)
+NOWHERE = "/nonexistent"  # where the reading connection's home, extension and secret folders are said to be
 # what the connection reading a DuckDB file from outside may not do once the file is attached
 LOCKED_DOWN = ("autoinstall_known_extensions = false", "autoload_known_extensions = false",
                "allow_community_extensions = false", "enable_external_access = false", "lock_configuration = true")
+SOURCE_SETTINGS = ("temp_directory = ''", "max_temp_directory_size = '0B'", "allow_persistent_secrets = false",
+                   "enable_progress_bar = false", f"home_directory = '{NOWHERE}'",
+                   f"extension_directory = '{NOWHERE}'", f"secret_directory = '{NOWHERE}'")
+# DuckDB's description of the running system: every built-in duckdb_* and pragma_* table function and view
+# (settings, attached databases and their files, extensions and where they are installed, secrets, memory, logs) ...
+MACHINE_NAMES = ("SELECT function_name FROM duckdb_functions() WHERE internal AND (prefix(function_name, 'duckdb_') "
+                 "OR prefix(function_name, 'pragma_')) UNION SELECT view_name FROM duckdb_views() WHERE internal "
+                 "AND (prefix(view_name, 'duckdb_') OR prefix(view_name, 'pragma_'))")
+MACHINE_TABLES = frozenset({"pg_settings"})  # ... PostgreSQL's view of the settings ...
+# ... and the functions that read a setting or a variable, or run SQL written as text (which could name any of them)
+MACHINE_CALLS = frozenset({"current_setting", "getenv", "getvariable", "which_secret", "query", "query_table"})
 IMPORT_BATCH_ROWS = 1 << 16
 # the types Arrow carries as others (HUGEINT as DECIMAL(38,0), UUID as text): cast back, so the files hold what a
 # direct copy of the table would
 _CAST_BACK = ("HUGEINT", "UHUGEINT", "UUID")
+_READ, _NEXT, _OPEN = "read", "next", "open"
+
+
+def machine_name(sql: str, names: Collection[str]) -> str | None:
+    """The name in ``sql`` (a view's, a macro's or a generated column's) that reads the machine's description: one of
+    ``names`` (the built-in catalogue, :data:`MACHINE_TABLES`) wherever it stands, or a call of one of
+    :data:`MACHINE_CALLS`; None when there is none. Identifiers are compared unquoted, in lower case (as DuckDB
+    resolves them); string constants and comments are not names."""
+    try:
+        tokens = duckdb.tokenize(sql)
+    except Exception:  # noqa: BLE001 - SQL DuckDB wrote but cannot tokenize is not read
+        return "SQL that cannot be checked"
+    words = []
+    for i, (start, kind) in enumerate(tokens):
+        if kind != duckdb.token_type.comment:
+            end = tokens[i + 1][0] if i + 1 < len(tokens) else len(sql)
+            words.append((sql[start:end].strip(), kind))
+    for i, (text, kind) in enumerate(words):
+        if kind not in (duckdb.token_type.identifier, duckdb.token_type.keyword):
+            continue
+        name = (text[1:-1].replace('""', '"') if text.startswith('"') and text.endswith('"') else text).lower()
+        called = i + 1 < len(words) and words[i + 1][0].startswith("(")
+        if name in names or name in MACHINE_TABLES or (called and name in MACHINE_CALLS):
+            return name
+    return None
+
+
+class _Stop(Exception):
+    """Why the worker stopped: ``kind`` is the bound (time, memory, rows, bytes, row) or ``open``/``error``."""
+
+    def __init__(self, kind: str, detail: str) -> None:
+        super().__init__(f"{kind}: {detail}")
+
+
+class _SourceSession:
+    """The worker's side: the database file (opened read-only at the first request, ``open``, which answers with its
+    catalogue) and the table or view being read (``read``: its first chunk; ``next``: the next one). A reply is one
+    row: (the chunk, whether it was the last, what the first chunk adds, rows so far, bytes so far). A chunk is
+    Arrow IPC (DuckDB; the first adds the declared types) or the rows as JSON text, a BLOB as ``{"$b": base64}``
+    (SQLite; the first adds the column names)."""
+
+    def __init__(self, setup: dict, limits: Limits) -> None:
+        self.path, self.format, self.limits = Path(setup["database"]), setup["format"], limits
+        self.con: Any = None
+        self.stream: Any = None  # DuckDB: an Arrow reader; SQLite: a cursor
+        self.pending: list[pa.RecordBatch] = []
+        self.guard: Any = None
+        self.rows = self.bytes = 0
+        self.fetch = SQLITE_FETCH_ROWS // 8  # SQLite rows fetched at a time
+
+    def run(self, sql: str, timeout: float, max_rows: int, max_bytes: int) -> Outcome:
+        started = time.perf_counter()
+        stopped = [False]
+
+        def stop() -> None:
+            stopped[0] = True
+            if self.format == "duckdb" and self.con is not None:
+                self.con.interrupt()
+
+        try:
+            request = json.loads(sql)
+            with WATCHDOG.armed(timeout, stop):
+                row = (self._duckdb if self.format == "duckdb" else self._sqlite)(request, stopped, max_rows,
+                                                                                   max_bytes)
+            return Outcome([row], None, time.perf_counter() - started)
+        except _Stop as exc:
+            error = str(exc)
+        except MemoryError:
+            error = f"memory: more than its {self.limits.memory_mb} MiB"
+        except (duckdb.Error, sqlite3.Error) as exc:
+            text = first_line(exc)
+            if stopped[0]:
+                error = f"time: stopped after {timeout:g} s"
+            elif out_of_memory(text):
+                error = f"memory: {text}"
+            elif "string or blob too big" in text:
+                error = f"row: {text}"
+            elif self.guard is not None and self.guard.refused:
+                error = f"error: {self.guard.refused} is not allowed"
+            else:
+                error = f"error: {text}"
+        self._drop()
+        return Outcome(None, error, time.perf_counter() - started, timed_out=error.startswith("time:"))
+
+    def _drop(self) -> None:
+        stream, self.stream, self.pending, self.guard = self.stream, None, [], None
+        self.rows = self.bytes = 0
+        if stream is not None:
+            with contextlib.suppress(Exception):
+                stream.close()
+
+    def _count(self, rows: int, size: int, max_rows: int, max_bytes: int) -> None:
+        self.rows, self.bytes = self.rows + rows, self.bytes + size
+        if self.rows > max_rows:
+            raise _Stop("rows", f"more than {max_rows}")
+        if self.bytes > max_bytes:
+            raise _Stop("bytes", f"more than {max_bytes}")
+
+    # DuckDB
+
+    def _duckdb(self, request: dict, stopped: list[bool], max_rows: int, max_bytes: int) -> tuple:
+        if _OPEN in request:
+            return (json.dumps(self._duckdb_catalogue()),)
+        info = None
+        if _READ in request:
+            self._drop()
+            select = f"SELECT * FROM src.main.{quote_ident(request[_READ])}"
+            info = {name: kind for name, kind, *_ in self.con.execute(f"DESCRIBE {select}").fetchall()}
+            self.stream = self.con.sql(select).to_arrow_reader(IMPORT_BATCH_ROWS)
+        if self.stream is None:
+            raise _Stop("error", "no table is being read")
+        schema, batches, size, done = self.stream.schema, [], 0, False
+        while size < SOURCE_CHUNK_BYTES:
+            if not self.pending:
+                try:
+                    batch = self.stream.read_next_batch()
+                except StopIteration:
+                    done = True
+                    break
+                self._count(batch.num_rows, batch.nbytes, max_rows, max_bytes)
+                self.pending = _split(batch)
+            batch = self.pending.pop(0)
+            if batch.nbytes > MAX_ROW_BYTES:
+                raise _Stop("row", f"a row of {batch.nbytes} bytes")
+            batches.append(batch)
+            size += batch.nbytes
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_stream(sink, schema) as ipc:
+            for batch in batches:
+                ipc.write_batch(batch)
+        reply = (sink.getvalue().to_pybytes(), done, info, self.rows, self.bytes)
+        if done:
+            self._drop()
+        return reply
+
+    def _duckdb_catalogue(self) -> dict:
+        self.con = con = duckdb.connect(":memory:")
+        con.execute(f"SET threads = {max(1, int(self.limits.threads))}")
+        con.execute(f"SET memory_limit = '{max(64, int(self.limits.memory_mb)) * 2**20}B'")
+        for setting in SOURCE_SETTINGS:
+            with contextlib.suppress(duckdb.Error):  # a setting this DuckDB version does not have
+                con.execute(f"SET {setting}")
+        try:
+            con.execute(f"ATTACH {_literal(str(self.path))} AS src (READ_ONLY)")
+        except duckdb.Error as exc:
+            raise _Stop("open", first_line(exc)) from None
+        for setting in LOCKED_DOWN:
+            con.execute(f"SET {setting}")
+        locked = con.execute("SELECT current_setting('enable_external_access'), current_setting('lock_configuration'), "
+                             "(SELECT readonly FROM duckdb_databases() WHERE database_name = 'src')").fetchone()
+        if str(locked[0]).lower() != "false" or str(locked[1]).lower() != "true" or locked[2] is not True:
+            raise RuntimeError("the connection reading the database did not lock; refusing to read it")
+        objects = con.execute(
+            "SELECT schema_name, table_name, 'table' FROM duckdb_tables() WHERE database_name = 'src' UNION ALL "
+            "SELECT schema_name, view_name, 'view' FROM duckdb_views() WHERE database_name = 'src' AND NOT internal "
+            "ORDER BY 1, 2").fetchall()
+        keys = con.execute(
+            "SELECT table_name, constraint_column_names, referenced_table, referenced_column_names "
+            "FROM duckdb_constraints() WHERE database_name = 'src' AND schema_name = 'main' "
+            "AND constraint_type = 'FOREIGN KEY' ORDER BY table_name, constraint_index").fetchall()
+        names = {name.lower() for name, in con.execute(MACHINE_NAMES).fetchall()}
+        machine = []
+        for what, sql in con.execute(
+                "SELECT 'view ' || view_name, sql FROM duckdb_views() WHERE database_name = 'src' AND NOT internal "
+                "UNION ALL SELECT 'macro ' || function_name, macro_definition FROM duckdb_functions() "
+                "WHERE database_name = 'src' AND macro_definition IS NOT NULL UNION ALL "
+                "SELECT 'table ' || table_name || ' (its column ' || column_name || ')', generation_expression "
+                "FROM information_schema.columns WHERE table_catalog = 'src' AND is_generated = 'ALWAYS' "
+                "ORDER BY 1").fetchall():
+            found = machine_name(sql or "", names)
+            if found is not None:
+                machine.append([what, found])
+        computed = con.execute("SELECT DISTINCT table_name FROM information_schema.columns WHERE table_catalog = "
+                               "'src' AND table_schema = 'main' AND is_generated = 'ALWAYS' ORDER BY 1").fetchall()
+        return {"objects": [list(o) for o in objects], "machine": machine, "computed": [t for t, in computed],
+                "foreign_keys": [[t, list(c), p, list(pc)] for t, c, p, pc in keys]}
+
+    # SQLite
+
+    @contextlib.contextmanager
+    def _clock(self, stopped: list[bool]) -> Iterator[None]:
+        """SQLite looks at ``stopped`` (set by the watchdog at the time limit) every PROGRESS_STEPS steps."""
+        self.con.set_progress_handler(lambda: 1 if stopped[0] else 0, PROGRESS_STEPS)
+        try:
+            yield
+        finally:
+            self.con.set_progress_handler(None, PROGRESS_STEPS)
+
+    def _sqlite(self, request: dict, stopped: list[bool], max_rows: int, max_bytes: int) -> tuple:
+        if _OPEN in request:
+            return (json.dumps(self._sqlite_catalogue()),)
+        info = None
+        if _READ in request:
+            self._drop()
+            self.guard = _guard_of(self.con)  # what the scorer's authorizer refuses, it names
+            with self._clock(stopped):
+                self.stream = self.con.execute(f"SELECT * FROM {quote_ident(request[_READ])}")
+            info = [d[0] for d in self.stream.description]
+        if self.stream is None:
+            raise _Stop("error", "no table is being read")
+        parts, size, done = [], 0, False
+        with self._clock(stopped):
+            while size < SOURCE_CHUNK_BYTES:
+                asked = self.fetch
+                got = self.stream.fetchmany(asked)
+                text = json.dumps(got, default=_json_bytes)[1:-1]
+                if len(text) > MAX_ROW_BYTES:
+                    longest = max(len(json.dumps(row, default=_json_bytes)) for row in got)
+                    if longest > MAX_ROW_BYTES:
+                        raise _Stop("row", f"a row of {longest} bytes")
+                self._count(len(got), len(text), max_rows, max_bytes)
+                if got:
+                    parts.append(text)
+                    size += len(text)
+                    # as many rows at a time as take about a sixteenth of a chunk
+                    self.fetch = max(1, min(SQLITE_FETCH_ROWS, SOURCE_CHUNK_BYTES * len(got) // (16 * len(text) + 1)))
+                if len(got) < asked:
+                    done = True
+                    break
+        reply = ("[" + ",".join(parts) + "]", done, info, self.rows, self.bytes)
+        if done:
+            self._drop()
+        return reply
+
+    def _sqlite_catalogue(self) -> dict:
+        try:
+            self.con = open_sqlite_sandbox(self.path, self.limits)
+            meta = sqlite3.connect(sqlite_uri(self.path), uri=True)
+        except sqlite3.Error as exc:
+            raise _Stop("open", first_line(exc)) from None
+        objects = []
+        try:
+            meta.execute("PRAGMA query_only = ON")
+            try:
+                found = meta.execute("SELECT name, type FROM sqlite_master WHERE type IN ('table', 'view') "
+                                     "AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' ORDER BY name").fetchall()
+            except sqlite3.Error as exc:
+                raise _Stop("open", first_line(exc)) from None
+            for name, kind in found:
+                entry: dict[str, Any] = {"name": name, "kind": kind, "declared": {}, "foreign_keys": [], "error": None}
+                try:
+                    entry["declared"] = {r[1]: r[2] for r in meta.execute(f"PRAGMA table_info({quote_ident(name)})")}
+                    keys: dict[int, list] = {}
+                    for fk in meta.execute(f"PRAGMA foreign_key_list({quote_ident(name)})").fetchall():
+                        keys.setdefault(fk[0], []).append(fk)
+                    for fk_rows in keys.values():
+                        parent = fk_rows[0][2]
+                        cols, pcols = [r[3] for r in fk_rows], [r[4] for r in fk_rows]
+                        if any(p is None for p in pcols):  # REFERENCES parent: the parent's primary key
+                            pk = meta.execute(f"PRAGMA table_info({quote_ident(parent)})").fetchall()
+                            pcols = [r[1] for r in sorted(pk, key=lambda r: r[5]) if r[5]]
+                        entry["foreign_keys"].append([name, cols, parent, pcols])
+                except sqlite3.Error as exc:
+                    entry["error"] = first_line(exc)
+                objects.append(entry)
+        finally:
+            meta.close()
+        return {"objects": objects}
+
+
+def _json_bytes(value: Any) -> dict:
+    """A BLOB in a chunk of SQLite rows (JSON: every other value SQLite returns is a JSON value)."""
+    if isinstance(value, bytes):
+        return {"$b": base64.b64encode(value).decode("ascii")}
+    raise TypeError(f"a {type(value).__name__} in a SQLite row")
+
+
+def _bytes_json(value: dict) -> Any:
+    return base64.b64decode(value["$b"]) if set(value) == {"$b"} else value
+
+
+def _split(batch: pa.RecordBatch) -> list[pa.RecordBatch]:
+    """``batch`` in pieces of at most :data:`SOURCE_CHUNK_BYTES` (or of one row)."""
+    if batch.nbytes <= SOURCE_CHUNK_BYTES or batch.num_rows <= 1:
+        return [batch]
+    half = batch.num_rows // 2
+    return _split(batch.slice(0, half)) + _split(batch.slice(half))
+
+
+def open_source_worker(setup: dict, limits: Limits, on_connected: Callable[[], Any] | None = None
+                       ) -> tuple[Callable[[str, float, int, int], Outcome], Callable[[], Any], dict[str, str]]:
+    """The worker's opener (:func:`evalpack.scoring.worker_main`): the file is opened at the first request, under the
+    worker's limits; nothing it does can change it (its state is therefore not compared)."""
+    session = _SourceSession(setup, limits)
+    return session.run, (lambda: None), {}
+
+
+class SourceWorker(SandboxWorker):
+    """The database file ``database`` (``duckdb`` or ``sqlite``) read in a worker process under ``limits``
+    (:class:`_SourceSession`); :meth:`ask` sends one request, the wall clock enforced by killing the worker."""
+
+    def __init__(self, database: Path, file_format: str, limits: Limits) -> None:
+        database = Path(database).resolve()
+        super().__init__(database.parent, limits)
+        self.database, self.format = database, file_format
+
+    def command(self) -> list[str]:
+        # -I: no environment variables of Python's, no user site-packages, the working folder not on sys.path
+        return [sys.executable, "-I", "-m", "evalpack.importer", SOURCE_WORKER_FLAG, str(os.getpid())]
+
+    def setup(self) -> dict[str, Any]:
+        return {"database": str(self.database), "format": self.format, "timeout": self.limits.timeout,
+                "memory_mb": self.limits.memory_mb, "threads": self.limits.threads}
+
+    def ask(self, request: dict, timeout: float, max_bytes: int = MAX_TABLE_BYTES) -> Outcome:
+        try:
+            return self.run(json.dumps(request), timeout, MAX_TABLE_ROWS, max_bytes)
+        except InputError as exc:  # the worker did not start
+            raise EvalpackError(f"{self.database}: the process that reads it did not start ({first_line(exc)})") \
+                from None
+
+
+def machine_paths(data: Path) -> tuple[bytes, ...]:
+    """What a view's rows (or what a question's SQL returns) must not hold: the home folder and the path of the
+    database file (or folder) on this machine."""
+    found = {str(data.resolve()), str(data.absolute())}
+    with contextlib.suppress(RuntimeError, KeyError):
+        found.add(str(Path.home()))
+    return tuple(sorted(p.encode() for p in found if p.strip("/")))
+
+
+def holds_path(blob: bytes, path: bytes) -> bool:
+    """Whether ``blob`` holds ``path`` itself or a path under it (``/root``, ``/root/x``; not ``/rootkit``)."""
+    return re.search(re.escape(path) + rb"(?![\w.-])", blob) is not None
+
+
+class _Reading:
+    """One table or view of a database file, asked of its worker a chunk at a time; each reply is checked, and what
+    passes a bound is an EvalpackError naming the table or view and the bound (kept in ``refusal`` too, for when
+    DuckDB reads the chunks and reports the error its own way)."""
+
+    def __init__(self, worker: SourceWorker, what: str, max_bytes: int, needles: tuple[bytes, ...] = ()) -> None:
+        self.worker, self.what, self.max_bytes, self.needles = worker, what, max_bytes, needles
+        self.seconds = 0.0
+        self.bytes = 0
+        self.refusal: EvalpackError | None = None
+
+    def ask(self, request: dict) -> tuple:
+        limits = self.worker.limits
+        timeout = max(0.1, min(limits.timeout, MAX_TABLE_SECONDS - self.seconds))
+        outcome = self.worker.ask(request, timeout, self.max_bytes)
+        self.seconds += outcome.seconds
+        if outcome.error is not None:
+            self.refusal = self._refused(outcome)
+            raise self.refusal
+        row = outcome.rows[0]
+        if len(row) > 1:
+            self.bytes = int(row[4])
+            chunk = row[0] if isinstance(row[0], bytes) else row[0].encode()
+            for needle in self.needles:
+                if holds_path(chunk, needle):
+                    self.refusal = EvalpackError(
+                        f"{self.worker.database}: {self.what} returns a path of this machine "
+                        f"({printable(needle.decode(errors='replace'))}); a view may read only the database's own "
+                        "tables, not where this machine keeps its files: drop or rewrite it, and import again")
+                    raise self.refusal
+            if not row[1] and self.seconds >= MAX_TABLE_SECONDS:
+                self.refusal = self._refused(Outcome(None, "time: in all", self.seconds, True))
+                raise self.refusal
+        return row
+
+    def _refused(self, outcome: Outcome) -> EvalpackError:
+        where, what, limits = self.worker.database, self.what, self.worker.limits
+        kind, _, detail = (outcome.error or "").partition(": ")
+        smaller = "; import a smaller extract, or the rows as Parquet files in a folder (--data FOLDER)"
+        if outcome.timed_out or kind == "time":
+            text = (f"{what} was stopped at the time limit for reading it ({limits.timeout:g} s for each batch of "
+                    f"rows, {MAX_TABLE_SECONDS:g} s in all); a view that takes this long is refused: make it cheaper "
+                    "or drop it, and import again")
+        elif kind == "memory" or "ended its worker process" in outcome.error:
+            text = (f"{what} needs more than the memory limit for reading it ({limits.memory_mb} MiB; its reading "
+                    "process was stopped); a view that builds this much is refused: make it cheaper or drop it, and "
+                    "import again")
+        elif kind == "rows":
+            text = f"{what} holds more than {MAX_TABLE_ROWS:,} rows, the limit for a table or view of a database file"
+            text += smaller
+        elif kind == "bytes" and self.max_bytes < MAX_TABLE_BYTES:
+            text = (f"its tables and views hold more than {MAX_SOURCE_BYTES // 2**20:,} MiB together, the limit for "
+                    f"a database file (passed at {what})") + smaller
+        elif kind == "bytes":
+            text = (f"{what} holds more than {MAX_TABLE_BYTES // 2**20:,} MiB, the limit for a table or view of a "
+                    "database file") + smaller
+        elif kind == "row":
+            text = (f"{what} has a row or value larger than the limit for one row ({MAX_ROW_BYTES // 2**20} MiB); "
+                    "a view that builds such values is refused: drop it, and import again")
+        elif kind == "open":
+            text = f"cannot open the {'DuckDB' if self.worker.format == 'duckdb' else 'SQLite'} database read-only " \
+                   f"({detail})"
+        else:
+            text = f"cannot read {what} ({detail or outcome.error}); a view may read only the database's own tables"
+        return EvalpackError(f"{where}: {text}")
+
+
+def _duckdb_batches(reading: _Reading, row: tuple) -> Iterator[pa.RecordBatch]:
+    """The record batches of a table or view, from its first reply ``row`` on."""
+    while True:
+        yield from pa.ipc.open_stream(pa.py_buffer(row[0]))
+        if row[1]:
+            return
+        row = reading.ask({_NEXT: True})
+
+
+def _from_duckdb(path: Path, out: Path, source: Source, limits: Limits) -> None:
+    """Every table and view of the main schema of the DuckDB file at ``path``, read by a :class:`SourceWorker`; the
+    rows go to the pack's files through a connection of this process."""
+    needles = machine_paths(path)
+    with SourceWorker(path, "duckdb", limits) as worker, duckdb.connect(":memory:") as writer:
+        catalogue = json.loads(_Reading(worker, "its catalogue", MAX_TABLE_BYTES).ask({_OPEN: True})[0])
+        if catalogue["machine"]:
+            what, name = catalogue["machine"][0]
+            raise EvalpackError(f"{path}: {printable(what)} reads {printable(name)}, DuckDB's description of the "
+                                "machine running the import (its settings, files and paths), not the database; a "
+                                "view may read only the database's own tables: drop or rewrite it, and import again")
+        spent = 0
+        for schema, table, kind in catalogue["objects"]:
+            if schema != "main" or not _safe_table_name(table):
+                source.warnings.append(f"{path.name}: {schema}.{table} not imported (only tables of the main schema "
+                                       "with plain names become pack tables)")
+                continue
+            computed = kind == "view" or table in catalogue["computed"]
+            reading = _Reading(worker, f"{kind} {printable(table)}", min(MAX_TABLE_BYTES, MAX_SOURCE_BYTES - spent),
+                               needles if computed else ())
+            first = reading.ask({_READ: table})
+            schema_of = pa.ipc.open_stream(pa.py_buffer(first[0])).schema
+            writer.register("__import_rows", pa.RecordBatchReader.from_batches(schema_of,
+                                                                               _duckdb_batches(reading, first)))
+            try:
+                _write(writer, _as_declared(writer, first[2]), table, out, source, kind)
+            except duckdb.Error as exc:
+                if reading.refusal is not None:
+                    raise reading.refusal from None
+                raise EvalpackError(f"{path}: cannot write {kind} {printable(table)} into the pack "
+                                    f"({first_line(exc)})") from None
+            finally:
+                writer.unregister("__import_rows")
+            spent += reading.bytes
+        for table, cols, parent, pcols in catalogue["foreign_keys"]:
+            _add_foreign_key(source, table, cols, parent, pcols)
 
 
 def _as_declared(writer: duckdb.DuckDBPyConnection, declared: dict[str, str]) -> str:
@@ -598,14 +1126,6 @@ def _as_declared(writer: duckdb.DuckDBPyConnection, declared: dict[str, str]) ->
                if declared.get(name) in _CAST_BACK and kind != declared[name] else quote_ident(name)
                for name, kind in arrived.items()]
     return f"SELECT {', '.join(columns)} FROM __import_rows"
-
-
-def _add_foreign_key(source: Source, table: str, cols: list[str], parent: str, pcols: list[str]) -> None:
-    if len(cols) == 1 and len(pcols) == 1:
-        source.foreign_keys.append(Link(table, cols[0], parent, pcols[0]))
-    else:
-        source.warnings.append(f"foreign key {table}({', '.join(cols)}) -> {parent}({', '.join(pcols)}) has "
-                               f"{len(cols)} columns; the orphan audit follows single-column keys only")
 
 
 def _affinity(declared: str) -> pa.DataType:
@@ -640,49 +1160,65 @@ def _sqlite_array(values: list, declared: str) -> tuple[pa.Array, str | None]:
     return pa.array(text, type=pa.string()), f"holds mixed value types ({names}); written as text"
 
 
-def _from_sqlite(path: Path, out: Path, source: Source) -> None:
-    try:
-        sq = sqlite3.connect(path.resolve().as_uri() + "?mode=ro", uri=True)
-    except sqlite3.Error as exc:
-        raise EvalpackError(f"{path}: cannot open the SQLite database read-only ({exc})") from None
-    con = duckdb.connect(":memory:")
-    try:
-        found = sq.execute("SELECT name, type FROM sqlite_master WHERE type IN ('table', 'view') "
-                           "AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' ORDER BY name").fetchall()
-        for table, kind in found:
+JOURNAL_MAGIC = bytes.fromhex("d9d505f920a163d7")  # the first bytes of a SQLite rollback journal still to be played
+
+
+def _check_sqlite_companions(path: Path) -> None:
+    """Refuse a SQLite file whose write-ahead log or rollback journal holds what the file itself does not: it is read
+    as it is (immutable), and SQLite would write to play them."""
+    wal, journal = path.with_name(path.name + "-wal"), path.with_name(path.name + "-journal")
+    if wal.is_file() and wal.stat().st_size > 0:
+        raise EvalpackError(f"{wal}: {path.name} has changes in this write-ahead log that the file itself does not "
+                            f"hold yet; close every program that has it open, or run sqlite3 {path.name} "
+                            "'PRAGMA wal_checkpoint(TRUNCATE)', and import again")
+    if journal.is_file():
+        with open(journal, "rb") as handle:
+            if handle.read(len(JOURNAL_MAGIC)) == JOURNAL_MAGIC:
+                raise EvalpackError(f"{journal}: {path.name} has a transaction that did not finish; open it once "
+                                    f"with sqlite3 (which rolls it back), and import again")
+
+
+def _from_sqlite(path: Path, out: Path, source: Source, limits: Limits) -> None:
+    """Every table and view of the SQLite file at ``path``, read by a :class:`SourceWorker` (each column typed by its
+    values, :func:`_sqlite_array`)."""
+    _check_sqlite_companions(path)
+    needles = machine_paths(path)
+    with SourceWorker(path, "sqlite", limits) as worker, duckdb.connect(":memory:") as con:
+        catalogue = json.loads(_Reading(worker, "its catalogue", MAX_TABLE_BYTES).ask({_OPEN: True})[0])
+        spent = 0
+        for entry in catalogue["objects"]:
+            table, kind = entry["name"], entry["kind"]
             if not _safe_table_name(table):
                 source.warnings.append(f"{path.name}: table {table!r} not imported (its name cannot be a file name)")
                 continue
-            try:
-                declared = {r[1]: r[2] for r in sq.execute(f"PRAGMA table_info({quote_ident(table)})").fetchall()}
-                cur = sq.execute(f"SELECT * FROM {quote_ident(table)}")
-                names = [d[0] for d in cur.description]
-                rows = cur.fetchall()
-            except sqlite3.Error as exc:
-                raise EvalpackError(f"{path}: cannot read table {table} ({exc})") from None
+            what = f"{kind} {printable(table)}"
+            if entry["error"] is not None:
+                raise EvalpackError(f"{path}: cannot read {what} ({entry['error']})")
+            reading = _Reading(worker, what, min(MAX_TABLE_BYTES, MAX_SOURCE_BYTES - spent),
+                               needles if kind == "view" else ())
+            row = reading.ask({_READ: table})
+            names = row[2]
+            columns: list[list] = [[] for _ in names]
+            while True:
+                for values in json.loads(row[0], object_hook=_bytes_json):
+                    for column, value in zip(columns, values):
+                        column.append(value)
+                if row[1]:
+                    break
+                row = reading.ask({_NEXT: True})
+            spent += reading.bytes
             arrays = []
-            for i, name in enumerate(names):
-                array, note = _sqlite_array([r[i] for r in rows], declared.get(name, ""))
+            for name, values in zip(names, columns):
+                array, note = _sqlite_array(values, entry["declared"].get(name, ""))
                 arrays.append(array)
                 if note:
                     source.warnings.append(f"{path.name}: {table}.{name} {note}")
+            del columns
             con.register("__import_table", pa.table(arrays, names=names))
             _write(con, "SELECT * FROM __import_table", table, out, source, kind)
             con.unregister("__import_table")
-            keys: dict[int, list] = {}
-            for fk in sq.execute(f"PRAGMA foreign_key_list({quote_ident(table)})").fetchall():
-                keys.setdefault(fk[0], []).append(fk)
-            for fk_rows in keys.values():
-                parent = fk_rows[0][2]
-                cols = [r[3] for r in fk_rows]
-                pcols = [r[4] for r in fk_rows]
-                if any(p is None for p in pcols):  # REFERENCES parent: the parent's primary key
-                    pk = sq.execute(f"PRAGMA table_info({quote_ident(parent)})").fetchall()
-                    pcols = [r[1] for r in sorted(pk, key=lambda r: r[5]) if r[5]]
-                _add_foreign_key(source, table, cols, parent, pcols)
-    finally:
-        sq.close()
-        con.close()
+            for child, cols, parent, pcols in entry["foreign_keys"]:
+                _add_foreign_key(source, child, cols, parent, pcols)
 
 
 def _from_folder(path: Path, out: Path, source: Source) -> None:
@@ -709,9 +1245,10 @@ def _from_folder(path: Path, out: Path, source: Source) -> None:
         con.close()
 
 
-def write_source(data: str | Path, out: Path) -> Source:
-    """Write every table of ``data`` into ``out`` (Parquet + CSV); returns what was read and its foreign keys."""
-    data = Path(data)
+def write_source(data: str | Path, out: Path, limits: Limits | None = None) -> Source:
+    """Write every table of ``data`` into ``out`` (Parquet + CSV); returns what was read and its foreign keys. A
+    database file is read in a worker process under ``limits`` and the bounds above (:class:`SourceWorker`)."""
+    data, limits = Path(data), limits or Limits()
     out.mkdir(parents=True, exist_ok=True)
     if data.is_dir():
         source = Source("folder", data.name, {})
@@ -721,10 +1258,10 @@ def write_source(data: str | Path, out: Path) -> Source:
             head = handle.read(16)
         if head.startswith(b"SQLite format 3\x00"):
             source = Source("sqlite", data.name, {data.name: sha256_file(data)})
-            _from_sqlite(data, out, source)
+            _from_sqlite(data, out, source, limits)
         elif head[8:12] == b"DUCK":
             source = Source("duckdb", data.name, {data.name: sha256_file(data)})
-            _from_duckdb(data, out, source)
+            _from_duckdb(data, out, source, limits)
         else:
             raise EvalpackError(f"{data}: not a DuckDB or SQLite database file; --data takes one of those, or a "
                                 "folder of .parquet/.csv tables")
@@ -1017,14 +1554,17 @@ def check_links(con: duckdb.DuckDBPyConnection, links: tuple[Link, ...]) -> None
 
 def import_pack(questions: str | Path, *, data: str | Path, output: str | Path, force: bool = False,
                 holdout: float = 0.0, signing_key: str | Path | None = None,
-                links: tuple[str, ...] = ()) -> ImportResult:
+                links: tuple[str, ...] = (), limits: Limits | None = None) -> ImportResult:
     """Make the pack ``output`` from the questions file and the database ``data``; ``links`` are declared links
-    (:func:`parse_link`), followed before the database's foreign keys and inference. Raises EvalpackError (exit 2)
-    on bad input, and ImportRefused (exit 1) when ``evalpack verify`` would reject the pack: nothing is written."""
+    (:func:`parse_link`), followed before the database's foreign keys and inference. A database file and the
+    questions' SQL are run in worker processes under ``limits`` (the scorer's by default). Raises EvalpackError
+    (exit 2) on bad input, and ImportRefused (exit 1) when ``evalpack verify`` would reject the pack: nothing is
+    written."""
     from evalpack.attest import attest, now_utc, verify_pack
 
     started = now_utc()
     questions, output = Path(questions), Path(output)
+    limits = (limits or Limits()).checked()
     if not 0.0 <= holdout <= 1.0:
         raise EvalpackError(f"--holdout {holdout}: a fraction between 0 and 1")
     declared_links = tuple(parse_link(text) for text in links)
@@ -1042,24 +1582,26 @@ def import_pack(questions: str | Path, *, data: str | Path, output: str | Path, 
     staging = staging_dir(output, force)
     try:
         tables_dir = PackLayout(staging).tables(ROTATION)
-        source = write_source(data, tables_dir)
+        source = write_source(data, tables_dir, limits)
         # the questions' SQL comes from outside: it runs like a candidate's, in a sandbox worker process;
         # this connection runs only the link counts evalpack writes. Links: --link first, the database's own
         # foreign keys on the columns those leave, then inference for the rest (audit.infer_links)
-        with rotation_connection(tables_dir) as con, SandboxWorker(tables_dir, Limits()) as worker:
+        with rotation_connection(tables_dir) as con, SandboxWorker(tables_dir, limits) as worker:
             check_links(con, declared_links)
             given = {(lk.child_table, lk.child_column) for lk in declared_links}
             declared = counted(con, [(lk, "declared") for lk in declared_links] + [
                 (lk, "foreign_key") for lk in source.foreign_keys if (lk.child_table, lk.child_column) not in given])
             inferred = infer_links(con, tuple(lc.link for lc in declared))
             links = declared + counted(con, [(link_of(e), "inferred") for e in inferred])
-            classified = [classify(con, case, links, worker_runner(worker)) for case in cases]
+            classified = [classify(con, case, links, worker_runner(worker, limits.timeout)) for case in cases]
+        check_machine_paths(questions, classified, machine_paths(Path(data)))
         records = [c.record for c in classified]
         assign_splits(records, file_sha, holdout)
         # a holdout question's answer stays out of the pack: its record is sealed, its next step (which names what
         # its query returned) and the file as received (which holds every answer) go to the answer key beside it
         held = {r["id"] for r in records if r["split"] == "holdout"}
-        sealed = seal_received(records, raw, {c.record["id"]: c.next_step for c in classified if c.record["id"] in held})
+        sealed = seal_received(records, raw,
+                               {c.record["id"]: c.next_step for c in classified if c.record["id"] in held})
         shown = [replace(c, next_step=HELD_OUT_STEP) if c.record["id"] in held else c for c in classified]
         relationships = [{**lc.to_dict(), "inferred": False} for lc in declared] + inferred
         report = report_lines(received, shown, unparsed, relationships=relationships)
@@ -1091,6 +1633,21 @@ def import_pack(questions: str | Path, *, data: str | Path, output: str | Path, 
         discard(staging)
         raise
     return ImportResult(output, list(sealed.public), unparsed, report, manifest)
+
+
+def check_machine_paths(questions: Path, classified: list[Classified], needles: tuple[bytes, ...]) -> None:
+    """Refuse a question whose SQL returned (or failed with) a path of this machine (:func:`machine_paths`): what a
+    query returned is written into the pack, and a query may read only the pack's tables."""
+    for c in classified:
+        r = c.record
+        seen = json.dumps([r["observed_answer"], r["check_answer"], r["error"]], default=str).encode()
+        for needle in needles:
+            if holds_path(seen, needle) or holds_path(seen, json.dumps(needle.decode(errors="replace"))[1:-1].encode()):
+                raise EvalpackError(
+                    f"{questions}: line {r['source_line']}: question {printable(r['id'])}: what its SQL returned holds "
+                    f"a path of this machine ({printable(needle.decode(errors='replace'))}); a query may read only "
+                    "the pack's tables, not the settings or files of the machine that imports it: fix it and import "
+                    "again")
 
 
 def _manifest(name: str, file_name: str, received: Received, file_sha: str, size: int, source: Source,
@@ -1143,12 +1700,13 @@ def _manifest(name: str, file_name: str, received: Received, file_sha: str, size
 
 
 def import_command(questions: str | Path, *, data: str | Path, output: str | Path, force: bool = False,
-                   holdout: float = 0.0, signing_key: str | Path | None = None, links: tuple[str, ...] = ()) -> int:
+                   holdout: float = 0.0, signing_key: str | Path | None = None, links: tuple[str, ...] = (),
+                   limits: Limits | None = None) -> int:
     """``evalpack import``: make the pack and print the report. 0 on success; 2 (EvalpackError) on bad input; 1
     (ImportRefused, after the report is printed) when the pack would not pass ``evalpack verify``."""
     try:
         result = import_pack(questions, data=data, output=output, force=force, holdout=holdout,
-                             signing_key=signing_key, links=links)
+                             signing_key=signing_key, links=links, limits=limits)
     except ImportRefused as exc:
         print(f"not imported: {Path(questions).name} with {Path(data).name}")
         for line in exc.report:
@@ -1161,3 +1719,9 @@ def import_command(questions: str | Path, *, data: str | Path, output: str | Pat
     for warning in result.manifest["warnings"]:
         print(f"warning: {warning}")
     return 0
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == [SOURCE_WORKER_FLAG]:
+        sys.exit(worker_main(sys.argv[2:], open_source_worker))
+    sys.exit("usage: python -m evalpack.importer --source-worker PARENT_PID (started by evalpack import)")

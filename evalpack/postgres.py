@@ -7,15 +7,16 @@ candidate SQL.
   pack declares (:func:`evalpack.dialects.keys_of`). A declared link whose rotation holds orphans by design (child
   rows pointing at no parent) is added ``NOT VALID``: PostgreSQL keeps it for new rows and does not check the
   existing ones. No server is needed and the same tables give the same bytes.
-* :class:`PostgresEngine` (a libpq DSN) loads a rotation into a fresh schema of its own, yields ``run(sql) -> rows``
-  for the pack's own gold SQL (translated by :func:`evalpack.dialects.transpile`) and drops the schema at the end.
-* :func:`open_postgres_sandbox` is where untrusted candidate SQL runs (``evalpack score --dialect postgres``, through
-  :func:`postgres_sandboxes`). Per rotation it creates a database and a login role of its own (see
-  :class:`PostgresSandbox`); each candidate runs in a ``READ ONLY`` transaction as a cursor (``DECLARE ... CURSOR
-  FOR``: the server takes exactly one query, SELECT/VALUES/WITH without data-modifying parts), under
-  ``statement_timeout``, fetched in chunks up to the row and byte caps, then rolled back; the database and the role
-  are dropped at the end. Values come back as the scorer compares them: NUMERIC as Decimal, DATE as date,
-  TIMESTAMP as datetime, integers as int, DOUBLE PRECISION as float.
+* :func:`open_postgres_sandbox` is where untrusted SQL runs (``evalpack score --dialect postgres``, through
+  :func:`postgres_sandboxes`). Per rotation it creates a database and a login role of its own that owns nothing and
+  may only SELECT its tables (see :class:`PostgresSandbox`): that, not a test of the statement, is what keeps the
+  data as it is. Each candidate runs in a ``READ ONLY`` transaction as a cursor (``DECLARE ... CURSOR FOR``: the
+  server takes exactly one query, SELECT/VALUES/WITH without data-modifying parts), stopped at the time limit from
+  outside its session, fetched in chunks up to the row and byte caps, then rolled back and the session reset
+  (``DISCARD ALL``); the database and the role are dropped at the end. Values come back as the scorer compares
+  them: NUMERIC as Decimal, DATE as date, TIMESTAMP as datetime, integers as int, DOUBLE PRECISION as float.
+* :class:`PostgresEngine` (a libpq DSN) runs a pack's own gold SQL (translated by
+  :func:`evalpack.dialects.transpile`) in such a sandbox too: ``open_rotation`` yields ``run(sql) -> rows``.
 
 The driver is psycopg 3. The DSN names a role that may create databases, schemas and roles (a superuser in the
 tests' private server, ``tests/pg.py``).
@@ -86,6 +87,8 @@ QUERY_WORDS = ("SELECT", "WITH", "VALUES", "TABLE")  # what DECLARE ... CURSOR F
 # large-object functions: they write inside the database; revoked from PUBLIC in each sandbox database
 LARGE_OBJECT_FUNCTIONS = r"^(lo_.*|lo(read|write|open|close|creat|unlink))$"
 RECONNECT_SECONDS = 10.0  # how long a sandbox waits for its role's single connection slot to free up
+END_SECONDS = 5.0  # how long ending a killed worker's sessions on the server may take
+CONNECTION_CHECK_MS = "500"  # how often a sandbox backend in a query looks whether its client is still there
 DEFAULT_LIMITS = Limits()
 
 
@@ -281,43 +284,43 @@ def connect(dsn: str, **options: Any) -> psycopg.Connection:
     try:
         return psycopg.connect(dsn, autocommit=True, **options)
     except psycopg.Error as exc:
-        raise EvalpackError(f"cannot connect to PostgreSQL ({first_line(exc)}); check --postgres-dsn "
-                            "(a libpq DSN or postgresql:// URI of a role that may create databases and roles)") from None
+        raise EvalpackError(f"cannot connect to PostgreSQL ({first_line(exc)}); check --postgres-dsn (a libpq DSN "
+                            "or postgresql:// URI of a role that may create databases and roles)") from None
 
 
 class PostgresEngine:
-    """PostgreSQL for trusted gold SQL (:class:`evalpack.dialects.DialectEngine`): each rotation in a fresh schema
-    on the server at ``dsn``, dropped when the rotation's block ends."""
+    """PostgreSQL for a pack's gold SQL (:class:`evalpack.dialects.DialectEngine`), run where a candidate's runs:
+    each rotation in a sandbox of its own on the server at ``dsn`` (:class:`PostgresSandbox`: a database, a login
+    role that may only read its tables, a worker process), each query a read-only cursor stopped after ``timeout``
+    seconds (:data:`evalpack.dialects.GOLD_SECONDS`) under ``memory_mb`` of working memory
+    (:data:`evalpack.dialects.GOLD_MEMORY_MB`); the database and the role are dropped when the rotation's block
+    ends, and the tables must be unchanged then. A pack someone else built has gold SQL as untrusted as a
+    candidate's: run as the DSN's role (often a superuser), a data-changing CTE emptied the table it was checked
+    against, and a server file or program was one function away. The DSN's role must be able to create databases
+    and roles, as for scoring."""
 
     name = "postgres"
 
-    def __init__(self, dsn: str) -> None:
-        self.dsn = dsn
+    def __init__(self, dsn: str, timeout: float | None = None, memory_mb: int | None = None) -> None:
+        self.dsn, self.timeout, self.memory_mb = dsn, timeout, memory_mb
 
     @contextlib.contextmanager
     def open_rotation(self, tables_dir: Path, columns: dict[str, dict[str, str]]
                       ) -> Iterator[Callable[[str], list[tuple]]]:
-        """Load the rotation in ``tables_dir`` into a schema of its own; yield ``run(sql) -> rows``."""
-        schema = _name("evalpack_rotation")
-        with connect(self.dsn) as conn:
-            conn.execute(pgsql.SQL("CREATE SCHEMA {}").format(pgsql.Identifier(schema)))
-            try:
-                conn.execute(pgsql.SQL("SET search_path TO {}").format(pgsql.Identifier(schema)))
-                load_tables(conn, tables_dir, columns)
+        """Load the rotation in ``tables_dir`` into a sandbox of its own; yield ``run(sql) -> rows``, which raises
+        psycopg.Error with the sandbox's words (the server's error, a timeout, too many rows) when a query fails."""
+        from evalpack import dialects
 
-                def run(sql: str) -> list[tuple]:
-                    with conn.cursor() as cur:
-                        try:
-                            cur.execute(sql.encode(), binary=True)  # extended protocol: exactly one statement
-                            return [tuple(row) for row in cur.fetchall()] if cur.description else []
-                        except psycopg.Error:
-                            if conn.info.transaction_status == psycopg.pq.TransactionStatus.INERROR:
-                                conn.execute("ROLLBACK")
-                            raise
+        timeout = dialects.GOLD_SECONDS if self.timeout is None else self.timeout
+        memory_mb = dialects.GOLD_MEMORY_MB if self.memory_mb is None else self.memory_mb
+        with open_postgres_sandbox(self.dsn, tables_dir, columns, Limits(timeout, memory_mb)) as box:
+            def run(sql: str) -> list[tuple]:
+                outcome = box.run(sql, timeout)
+                if outcome.rows is None:
+                    raise psycopg.Error(outcome.error or "the query gave no result")
+                return [tuple(row) for row in outcome.rows]
 
-                yield run
-            finally:
-                conn.execute(pgsql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(pgsql.Identifier(schema)))
+            yield run
 
 
 # --------------------------------------------------------------------------- the sandbox for candidate SQL
@@ -340,18 +343,27 @@ class PostgresSandbox:
       memory, no parallel workers, ISO dates in UTC, ``temp_file_limit`` (when the DSN's role is a superuser, which
       that setting needs). Entering checks these hold and refuses to run anything otherwise.
 
+    What keeps the data as it is does not depend on what the candidate sends: the role owns nothing and holds
+    SELECT alone, so a write fails for want of privilege even where a candidate has switched the read-only settings
+    off; the read-only transaction and the cursor (which takes no data-changing CTE) are further layers.
+
     :meth:`run` takes one candidate. It runs in a worker process (:class:`PostgresWorker`), which holds the role's
-    session and fetches the result under the worker's operating-system limits, so that no result, however large,
-    is held in the scorer's own process. Text refused by :func:`evalpack.scoring.sql_refused` never reaches the
-    server; otherwise ``BEGIN READ ONLY``, ``SET LOCAL statement_timeout`` to the time left, ``DECLARE evalpack_candidate
-    NO SCROLL CURSOR FOR`` + the SQL (sent with the extended protocol, which carries exactly one statement; a cursor
-    is only a SELECT, VALUES or WITH query without INSERT/UPDATE/DELETE in it), ``FETCH`` of 256 rows at a time up
-    to the row cap + 1 and the byte cap, each under the time left, then ROLLBACK: nothing a candidate sets or
-    creates outlives it. The worker cancels the query at the limit plus half of KILL_GRACE if the server has not,
-    and the scorer kills the worker (and starts another) at the limit plus KILL_GRACE. A candidate that ends its
-    own session is that candidate's error; the next one gets a new connection. Leaving drops the database
-    (``WITH (FORCE)``: its sessions end) and the role, and raises RuntimeError when a table's rows or the
-    database's relations changed while candidates ran.
+    session and fetches the result under the worker's operating-system limits, so that no result, however large, is held
+    in the scorer's own process. Text refused by :func:`evalpack.scoring.sql_refused` never reaches the server;
+    otherwise ``BEGIN READ ONLY``, ``SET LOCAL statement_timeout`` to the time left, ``DECLARE evalpack_candidate NO
+    SCROLL CURSOR FOR`` + the SQL (sent with the extended protocol, which carries exactly one statement; a cursor is
+    only a SELECT, VALUES or WITH query without INSERT/UPDATE/DELETE in it), ``FETCH`` of 256 rows at a time up to the
+    row cap + 1 and the byte cap, each under the time left, then ROLLBACK and ``DISCARD ALL``: nothing a candidate sets
+    (``set_config`` included) or holds (an advisory lock) reaches the next one, which starts from the role's own
+    settings. The time limit is kept from outside the candidate's session, so that no setting of its own switches it
+    off: the worker's clock cancels the query at the limit (a cancel request through the postmaster; the session's
+    ``statement_timeout``, armed before the candidate's query starts, is a second clock), the scorer kills the worker
+    (and starts another) at the limit plus KILL_GRACE, and whenever a worker is killed the sandbox ends the role's
+    sessions on the server from the DSN's role's own connection (:meth:`end_sessions`), so that no query goes on running
+    there (``client_connection_check_interval`` on the role is the server's own backstop). A candidate that ends its own
+    session is that candidate's error; the next one gets a new connection. Leaving drops the database (``WITH (FORCE)``:
+    its sessions end) and the role, and raises RuntimeError when a table's rows, the database's relations or privileges,
+    or the role's attributes, memberships or settings changed while candidates ran.
     """
 
     def __init__(self, dsn: str, tables_dir: Path, columns: Mapping[str, Mapping[str, str]],
@@ -378,7 +390,7 @@ class PostgresSandbox:
     def __enter__(self) -> PostgresSandbox:
         try:
             self._create()
-            self.worker = PostgresWorker(self.conninfo(), self.tables_dir, self.limits)
+            self.worker = PostgresWorker(self.conninfo(), self.tables_dir, self.limits, on_kill=self.end_sessions)
             self.worker.open()  # the role's one session is open from now on, in the worker
         except BaseException as exc:
             if self.worker is not None:
@@ -410,16 +422,29 @@ class PostgresSandbox:
             self.created.append("role")
             admin.execute(pgsql.SQL("GRANT CONNECT ON DATABASE {} TO {}").format(db, role))
             settings = {"default_transaction_read_only": "on", "statement_timeout": f"{timeout_ms}",
-                        "lock_timeout": f"{timeout_ms}", "idle_in_transaction_session_timeout": f"{timeout_ms * 4 + 60000}",
+                        "lock_timeout": f"{timeout_ms}",
+                        "idle_in_transaction_session_timeout": f"{timeout_ms * 4 + 60000}",
                         "work_mem": f"{max(4, int(self.limits.memory_mb) // 4)}MB",
                         "max_parallel_workers_per_gather": "0", "search_path": "public",
                         # the text forms psycopg reads dates, intervals and timestamps in
                         "datestyle": "ISO, MDY", "intervalstyle": "postgres", "timezone": "UTC"}
-            if admin.info.parameter_status("is_superuser") == "on":
+            superuser = admin.info.parameter_status("is_superuser") == "on"
+            if superuser:
                 settings["temp_file_limit"] = f"{max(64, int(self.limits.memory_mb))}MB"
             for name, value in settings.items():
                 admin.execute(pgsql.SQL("ALTER ROLE {} IN DATABASE {} SET {} = {}").format(
                     role, db, pgsql.Identifier(name), pgsql.Literal(value)))
+            if admin.info.server_version >= 140000:
+                # a backend whose client is gone ends its query at the next look (Linux servers; elsewhere the
+                # server refuses the setting and end_sessions is the only way)
+                with contextlib.suppress(psycopg.Error):
+                    admin.execute(pgsql.SQL("ALTER ROLE {} IN DATABASE {} SET client_connection_check_interval = "
+                                            "{}").format(role, db, pgsql.Literal(CONNECTION_CHECK_MS)))
+            if not superuser:
+                # end_sessions signals the role's backends, which needs the role's privileges: the DSN's role is
+                # made a member of it (the sandbox role is a member of nothing, so gains nothing)
+                with contextlib.suppress(psycopg.Error):
+                    admin.execute(pgsql.SQL("GRANT {} TO CURRENT_USER").format(role))
         with self._admin(self.database) as admin:
             admin.execute("REVOKE ALL ON SCHEMA public FROM PUBLIC")
             for (function,) in admin.execute("SELECT oid::regprocedure::text FROM pg_proc WHERE proname ~ %s",
@@ -453,15 +478,29 @@ class PostgresSandbox:
 
     def state(self, admin: psycopg.Connection) -> tuple:
         """What a candidate could have changed, as the DSN's role sees it in the sandbox database: every relation
-        outside the system schemas, every large object, and each table's row count and content digest."""
+        outside the system schemas (its owner and privileges too), the schemas' and the database's privileges,
+        every large object, each table's row count and content digest, and the role itself: its attributes, the
+        roles it is a member of and its settings (and the database's) that a session starts from."""
         relations = admin.execute(
-            "SELECT n.nspname, c.relname, c.relkind FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "SELECT n.nspname, c.relname, c.relkind, c.relowner::regrole::text, c.relacl::text FROM pg_class c "
+            "JOIN pg_namespace n ON n.oid = c.relnamespace "
             "WHERE n.nspname NOT IN ('pg_catalog', 'information_schema', 'pg_toast') ORDER BY 1, 2").fetchall()
+        grants = admin.execute(
+            "SELECT (SELECT array_agg(nspname || ':' || coalesce(nspacl::text, '') ORDER BY nspname) FROM "
+            "pg_namespace), (SELECT datacl::text FROM pg_database WHERE datname = current_database())").fetchone()
         objects = admin.execute("SELECT count(*) FROM pg_largeobject_metadata").fetchone()
         digests = [admin.execute(pgsql.SQL("SELECT count(*), md5(coalesce(string_agg(md5(t::text), '' ORDER BY "
                                            "md5(t::text)), '')) FROM {} t").format(pgsql.Identifier(table))).fetchone()
                    for table in self.columns]
-        return tuple(relations), objects, tuple(digests)
+        role = admin.execute(
+            "SELECT r.rolsuper, r.rolinherit, r.rolcreaterole, r.rolcreatedb, r.rolcanlogin, r.rolreplication, "
+            "r.rolbypassrls, r.rolconnlimit, r.rolvaliduntil::text, "
+            "(SELECT array_agg(m.roleid::regrole::text ORDER BY 1) FROM pg_auth_members m WHERE m.member = r.oid), "
+            "(SELECT array_agg(s.setrole::text || '@' || s.setdatabase::text || ':' || array_to_string(s.setconfig, "
+            "',') ORDER BY 1) FROM pg_db_role_setting s WHERE s.setrole IN (r.oid, 0) AND s.setdatabase IN (0, "
+            "(SELECT oid FROM pg_database WHERE datname = current_database()))) FROM pg_roles r WHERE r.rolname = %s",
+            [self.role]).fetchone()
+        return tuple(relations), grants, objects, tuple(digests), role
 
     def close(self) -> None:
         """Drop the database and the role; RuntimeError when the tables changed while candidates ran."""
@@ -476,6 +515,20 @@ class PostgresSandbox:
         if changed:
             raise RuntimeError(f"{self.tables_dir}: the PostgreSQL sandbox database changed while candidates ran; "
                                "scores from this run cannot be trusted")
+
+    def end_sessions(self) -> None:
+        """End every session of the sandbox role on the server, from a connection of the DSN's role, and wait (at
+        most :data:`END_SECONDS`) until they are gone: a query a killed worker left running stops there and then,
+        whatever it set in its own session, and the role's one connection slot is free for the next worker. A
+        server that cannot be reached or refuses is left to its own clocks (``statement_timeout``,
+        ``client_connection_check_interval``)."""
+        if "role" not in self.created:
+            return
+        deadline = time.monotonic() + END_SECONDS
+        with contextlib.suppress(psycopg.Error, EvalpackError), self._admin() as admin:
+            while admin.execute("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE usename = %s",
+                                [self.role]).fetchone()[0] and time.monotonic() < deadline:
+                time.sleep(0.02)
 
     def _drop(self) -> None:
         if not self.created:
@@ -506,9 +559,20 @@ class PostgresWorker(SandboxWorker):
     above all: a row of a gigabyte of text fails there, not in the scorer), and it is killed at a query's time limit
     and a grace, as a DuckDB worker is (:class:`evalpack.scoring.SandboxWorker`)."""
 
-    def __init__(self, conninfo: str, folder: Path, limits: Limits) -> None:
+    def __init__(self, conninfo: str, folder: Path, limits: Limits,
+                 on_kill: Callable[[], Any] | None = None) -> None:
         super().__init__(folder, limits)
-        self.conninfo = conninfo
+        self.conninfo, self.on_kill = conninfo, on_kill
+
+    def _kill(self, proc: Any) -> None:
+        """Kill the worker process, then have the sandbox end what its session left running on the server
+        (``on_kill``: :meth:`PostgresSandbox.end_sessions`): a backend does not notice that its client died until
+        it next looks."""
+        try:
+            super()._kill(proc)
+        finally:
+            if self.on_kill is not None:
+                self.on_kill()
 
     def command(self) -> list[str]:
         # -I: no environment variables, no user site-packages, and the working folder is not on sys.path
@@ -522,8 +586,8 @@ class PostgresWorker(SandboxWorker):
 POSTGRES_WORKER_FLAG = "--postgres-worker"
 
 
-def open_postgres_worker(setup: dict, limits: Limits) -> tuple[Callable[[str, float, int, int], Outcome],
-                                                                Callable[[], Any], dict[str, str]]:
+def open_postgres_worker(setup: dict, limits: Limits, on_connected: Callable[[], Any] | None = None
+                         ) -> tuple[Callable[[str, float, int, int], Outcome], Callable[[], Any], dict[str, str]]:
     """The sandbox role's session in a worker process (:func:`evalpack.scoring.worker_main`'s ``opener``): how to run
     a query on it. Its state is the parent's to check (as the DSN's role, which sees every relation and large
     object): the worker reports none."""
@@ -537,7 +601,8 @@ def connect_sandbox_role(conninfo: str) -> psycopg.Connection:
     deadline = time.monotonic() + RECONNECT_SECONDS
     while True:
         try:
-            conn = psycopg.connect(conninfo, autocommit=True)
+            # no server-side prepared statements: DISCARD ALL after each candidate drops them
+            conn = psycopg.connect(conninfo, autocommit=True, prepare_threshold=None)
             break
         except psycopg.OperationalError:
             if time.monotonic() > deadline:
@@ -545,9 +610,9 @@ def connect_sandbox_role(conninfo: str) -> psycopg.Connection:
             time.sleep(0.05)
     settings = conn.execute("SELECT current_setting('default_transaction_read_only'), "
                             "current_setting('is_superuser'), current_setting('statement_timeout')").fetchone()
-    if settings[0] != "on" or settings[1] != "off":
+    if settings[0] != "on" or settings[1] != "off" or settings[2] in ("0", ""):
         conn.close()
-        raise RuntimeError("the PostgreSQL sandbox session is not read-only; refusing to run untrusted SQL")
+        raise RuntimeError("the PostgreSQL sandbox session is not read-only and timed; refusing to run untrusted SQL")
     return conn
 
 
@@ -583,9 +648,11 @@ class CandidateSession:
 
         rows: list[tuple] | None = None
         error, timed_out = None, False
-        # the worker's one watchdog thread (started before its address space was limited) cancels the query if the
-        # server has not stopped it, before the scorer kills this worker at the limit and its grace
-        with WATCHDOG.armed(timeout + KILL_GRACE / 2, cancel) as fired:
+        # the worker's one watchdog thread (started before its address space was limited) cancels the query at the
+        # limit from outside the session (nothing the candidate sets there changes it); statement_timeout, armed
+        # before the candidate's query starts, is the server's own clock, and the scorer kills this worker at the
+        # limit and its grace
+        with WATCHDOG.armed(timeout, cancel) as fired:
             try:
                 with conn.cursor() as cur:
                     conn.execute("BEGIN READ ONLY")
@@ -612,16 +679,25 @@ class CandidateSession:
 
     @staticmethod
     def _roll_back(conn: psycopg.Connection) -> None:
-        """End the candidate's transaction: nothing it set or created outlives it. A ROLLBACK can itself fail with
-        the error of the query it ends (a cursor over temp_file_limit): it is asked again, and a session still in a
-        transaction after that is closed, so that the next candidate gets a new one rather than an aborted one."""
+        """End the candidate's transaction and reset the session: nothing it set, created or held outlives it. A
+        ROLLBACK can itself fail with the error of the query it ends (a cursor over temp_file_limit): it is asked
+        again, and a session still in a transaction after that is closed, so that the next candidate gets a new one
+        rather than an aborted one. Then ``DISCARD ALL``: every setting back to the role's own (what set_config
+        changed session-wide, were it to outlive the transaction), advisory locks released, plans and cursors
+        gone; a session where that fails is closed too."""
         for _ in range(2):
             with contextlib.suppress(Exception):
                 if not conn.broken:
                     conn.execute("ROLLBACK")
             if conn.broken or conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
                 break
-        if not conn.broken and conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+        if not conn.broken and conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
+            try:
+                conn.execute("DISCARD ALL")
+                return
+            except Exception:  # noqa: BLE001 - whatever stops the reset, the session is not reused
+                pass
+        if not conn.closed:
             conn.close()
 
     @staticmethod

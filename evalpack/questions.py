@@ -463,7 +463,7 @@ def derive_selected(spec: Spec, plans: tuple[RotationPlan, ...], previous: Previ
             key=draft.key,
             orphan_rows="included" if draft.kind in ABOUT_ORPHANS else orphan_rows(draft.tables),
         ))
-    return assign_splits(spec, tuple(questions), previous), selection
+    return assign_splits(spec, tuple(questions), previous, public_numbers(plans)), selection
 
 
 def _id_width(answerable: int, declines: int) -> int:
@@ -540,15 +540,42 @@ class PreviousSplits:
 SPLIT_RULE = (
     "a question's split is fixed by its identity (`key`: family and parameters, not wording): a question of the "
     "version this one continues keeps its split there, and one that was ever in the holdout stays there. New "
-    "questions go in groups: questions whose answers share a number (at least 5 characters written as JSON) are "
-    "one group, so no dev answer gives a holdout answer away (a group with an earlier holdout question is all "
-    "holdout); groups are taken in the order of SHA-256 of the seed and their first key while they fit in "
-    "round(holdout x questions)"
+    "questions go in groups, each group all in one split, so that no dev answer gives a holdout answer away by "
+    "the families' arithmetic (a quarter is the sum of its months, a month its quarter minus the other two, a part "
+    "its total minus the other parts, a running total the last one plus a month, an average or a rate a total or "
+    "a count divided by the rows counted, and siblings often share an answer): the questions about one table's rows "
+    "(every sum, count, rate, average, share, change and ranking of it, over any period, and its parts by group "
+    "or segment; the second field of the key names the table) are one group, and the questions about one declared "
+    "relationship (its orphans, nulls, linked rows and parents counted; the key names the child key) another; "
+    "groups whose answers share a number of at least 5 characters written as JSON are one group (a shorter number "
+    "shared by unrelated measures is chance, and within a group any number is shared already), and a group with an "
+    "answer equal to a row count this manifest publishes (its own table's, or any of at least 5 characters) is "
+    "dev. A group with a question that was ever in the holdout is all holdout but for its questions that the "
+    "version continued has in dev, which stay dev (the warnings name any holdout answer their answers give away); "
+    "a group with a dev question of that version and none in the holdout is all dev; the other groups are taken in "
+    "the order of SHA-256 of the seed and their first key while they fit in round(holdout x questions), so the "
+    "holdout may hold fewer (the warnings say so)"
 )
 
 
-def _atoms(q: Question) -> set[str]:
-    """The distinctive numbers of ``q``'s answers on every rotation (JSON text of 5 characters or more)."""
+def measure_of(key: str) -> str:
+    """The measure a question's key names: its second field (``orders.amount`` of ``curve_total:orders.amount:...``,
+    ``orders`` of a row count, ``orders.customer_id`` of a relationship), or the whole key when it has one field."""
+    parts = key.split(":")
+    return parts[1] if len(parts) > 1 else key
+
+
+def split_unit(key: str, relationships: frozenset[str] = frozenset()) -> str:
+    """The group a question's key puts it in (:data:`SPLIT_RULE`): the child key of a declared relationship
+    (``orders.customer_id``, one of ``relationships``) when the key names one, else the table its measure reads
+    (``orders`` of ``orders.amount``, ``orders.refunded`` and ``orders``): the families' arithmetic links every
+    sum, count, rate and average of one table's rows, over any period, and their parts."""
+    measure = measure_of(key)
+    return measure if measure in relationships else measure.split(".")[0]
+
+
+def _texts(q: Question) -> set[str]:
+    """Every number of ``q``'s answers on every rotation, as JSON text."""
     out: set[str] = set()
 
     def walk(value: Any) -> None:
@@ -556,17 +583,22 @@ def _atoms(q: Question) -> set[str]:
             for v in value:
                 walk(v)
         elif isinstance(value, (int, float)) and not isinstance(value, bool):
-            text = json.dumps(value)
-            if len(text) >= 5:
-                out.add(text)
+            out.add(json.dumps(value))
 
     for _, value in q.expected:
         walk(value)
     return out
 
 
-def answer_groups(questions: tuple[Question, ...]) -> list[list[Question]]:
-    """``questions`` in groups whose answers share a distinctive number (:func:`_atoms`), transitively;
+def _atoms(q: Question) -> set[str]:
+    """The distinctive numbers of ``q``'s answers on every rotation (JSON text of 5 characters or more)."""
+    return {text for text in _texts(q) if len(text) >= 5}
+
+
+def answer_groups(questions: tuple[Question, ...], relationships: frozenset[str] = frozenset()
+                  ) -> list[list[Question]]:
+    """``questions`` in the groups of :data:`SPLIT_RULE`: one per table and per relationship
+    (:func:`split_unit`), joined where their answers share a distinctive number (:func:`_atoms`), transitively;
     in question order, each group in question order."""
     parent = list(range(len(questions)))
 
@@ -578,7 +610,7 @@ def answer_groups(questions: tuple[Question, ...]) -> list[list[Question]]:
 
     first: dict[str, int] = {}
     for i, q in enumerate(questions):
-        for atom in _atoms(q):
+        for atom in {"unit:" + split_unit(q.key, relationships)} | _atoms(q):
             j = first.setdefault(atom, i)
             parent[root(i)] = root(j)
     groups: dict[int, list[Question]] = {}
@@ -587,24 +619,41 @@ def answer_groups(questions: tuple[Question, ...]) -> list[list[Question]]:
     return list(groups.values())
 
 
-def assign_splits(spec: Spec, questions: tuple[Question, ...],
-                  previous: PreviousSplits | None = None) -> tuple[Question, ...]:
-    """Each question's split (:data:`SPLIT_RULE`): stable across versions, whatever else changes."""
+def assign_splits(spec: Spec, questions: tuple[Question, ...], previous: PreviousSplits | None = None,
+                  public: dict[str, frozenset[str]] | None = None) -> tuple[Question, ...]:
+    """Each question's split (:data:`SPLIT_RULE`): stable across versions, whatever else changes. ``public``: table
+    -> the row counts a pack publishes (as JSON, :func:`public_numbers`); a group holding one stays in dev."""
     before = dict(previous.split_of) if previous else {}
     ever = previous.ever_holdout if previous else frozenset()
     target = int(Decimal(str(spec.holdout * len(questions))).to_integral_value(ROUND_HALF_EVEN))
+    relationships = frozenset(f"{r.child_table}.{r.child_column}" for r in spec.relationships)
+    public = public or {}
+    everywhere = frozenset(text for counts in public.values() for text in counts)
+
+    def published(q: Question) -> bool:
+        """Whether an answer of ``q`` is a row count the pack publishes: of its own table at any length (a
+        relationship without orphans or nulls links every row), of any table at 5 characters or more."""
+        return bool(_atoms(q) & everywhere or _texts(q) & public.get(measure_of(q.key).split(".")[0], frozenset()))
+
     held: set[str] = set()
     new: list[list[Question]] = []
-    for group in answer_groups(questions):
+    for group in answer_groups(questions, relationships):
         fresh = [q for q in group if q.key not in before and q.key not in ever]
         if any(q.key in ever or before.get(q.key) == "holdout" for q in group):
+            # nothing leaves the holdout, and nothing more of the group is published: its new questions are held
             held |= {q.key for q in fresh} | {q.key for q in group if q.key in ever or before.get(q.key) == "holdout"}
-        elif fresh and not any(before.get(q.key) == "dev" for q in group):  # else its numbers are public already
-            new.append(fresh)
+        elif fresh and not any(before.get(q.key) == "dev" or published(q) for q in group):
+            new.append(fresh)  # else its numbers are public already
     for group in sorted(new, key=lambda g: hashlib.sha256(f"{spec.seed}:{g[0].key}".encode()).hexdigest()):
         if len(held) + len(group) <= target:
             held |= {q.key for q in group}
     return tuple(replace(q, split="holdout" if q.key in held else "dev") for q in questions)
+
+
+def public_numbers(plans: Sequence[RotationPlan]) -> dict[str, frozenset[str]]:
+    """What a pack publishes besides its answers that an answer could equal: table -> its row counts on every
+    rotation (the manifest's ``tables``), as JSON."""
+    return {t.name: frozenset(json.dumps(p.table(t.name).rows) for p in plans) for t in plans[0].tables}
 
 
 @functools.lru_cache(maxsize=4096)

@@ -3,7 +3,8 @@
 
 A page is a single file: an inline style sheet, charts drawn here as inline SVG, no script, no font, no image
 and no link to anything, so it opens offline and makes no network request. Every text that comes from a pack or
-from candidates (ids, questions, SQL, error messages, values) is untrusted and passes through :func:`esc`.
+from candidates (ids, questions, SQL, error messages, values) is untrusted and passes through :func:`esc`, which
+also shows its control characters as escapes (no raw ANSI escape or newline from a pack reaches the page).
 The renderers are pure functions from the report dicts to strings; :func:`pack_facts` gathers a pack's dict and
 :func:`evalpack.scoring.write_report` writes a page atomically.
 """
@@ -19,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from evalpack.scoring import report_beside, write_report
+from evalpack.scoring import check_pack_entries, printable, report_beside, write_report
 
 LEVELS = ("simple", "moderate", "challenging")  # evalpack.difficulty.LEVELS, in that order on the page
 VALUE_WIDTH = 400  # characters of a value or SQL shown before it is cut
@@ -58,17 +59,20 @@ details{margin:4px 0 12px}summary{cursor:pointer;color:#1565c0}
 # --------------------------------------------------------------------------- text
 
 
-def esc(value: Any) -> str:
-    """``value`` as HTML text (quotes included, so that it is also safe in an attribute)."""
-    return html.escape(value if isinstance(value, str) else str(value), quote=True)
+def esc(value: Any, newlines: bool = False) -> str:
+    """``value`` as HTML text (quotes included, so that it is also safe in an attribute), its control characters (a
+    newline, an ANSI escape, a C1 code), bidirectional overrides and lone surrogates shown as escapes, as on a terminal
+    (:func:`evalpack.scoring.printable`); with ``newlines`` its line breaks are kept (text shown in lines)."""
+    text = value if isinstance(value, str) else str(value)
+    return html.escape("\n".join(map(printable, text.split("\n"))) if newlines else printable(text), quote=True)
 
 
 def shown(value: Any, width: int = VALUE_WIDTH) -> str:
-    """A value as the page shows it: JSON, cut at ``width`` characters, escaped."""
+    """A value as the page shows it (in <pre>): JSON, cut at ``width`` characters, escaped (its lines kept)."""
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
     if len(text) > width:
         text = text[:width - 1] + f"… ({len(text):,} characters)"
-    return esc(text)
+    return esc(text, newlines=True)
 
 
 def share(value: Any) -> str:
@@ -373,7 +377,8 @@ def score_header(report: Mapping) -> str:
              f"rule {esc(report.get('rule', '?'))}; rotations "
              f"{esc(', '.join(str(r) for r in _items(report.get('rotations'))))}"]
     if integrity:
-        lines.append(f"integrity: {status_badge(integrity.get('status'))} {esc(integrity.get('message', ''))}")
+        lines.append(f"integrity: {status_badge(integrity.get('status'))} "
+                     f"{esc(integrity.get('message', ''), newlines=True)}")
     return "".join(paragraph(line, "meta") for line in lines)
 
 
@@ -428,10 +433,14 @@ def pack_facts(pack: str | Path, *, findings: Sequence[Mapping] | None = None, a
                public_key: str | Path | None = None) -> dict:
     """What :func:`pack_html` shows, read from a pack folder: its manifest, certificate and question records,
     the audit findings (``findings`` as dicts of :class:`evalpack.audit.Finding`; run here when not given) and
-    the attestation (checked here when not given). EvalpackError when the folder is not a pack."""
+    the attestation (checked here when not given). EvalpackError when the folder is not a pack, PackIntegrityError
+    (exit 2) when it holds a symlink or a special file (:func:`evalpack.scoring.check_pack_entries`)."""
     from evalpack.layout import PackLayout
 
     pack = Path(pack)
+    # a pack from elsewhere may hold a FIFO (reading it would wait forever) or a link to a file outside it: refused,
+    # as `evalpack audit` and `evalpack verify` refuse them, before any of its files is opened
+    check_pack_entries(pack)
     layout = PackLayout(pack)
     manifest, records = layout.read_manifest(), layout.read_records()
     certificate = layout.read_certificate()
@@ -561,7 +570,7 @@ def attestation_section(facts: Mapping) -> str:
     found = _mapping(facts.get("attestation"))
     certificate = _mapping(facts.get("certificate"))
     checks = _mapping(certificate.get("golden_checks"))
-    lines = [f"{status_badge(found.get('status'))} {esc(found.get('message', ''))}"]
+    lines = [f"{status_badge(found.get('status'))} {esc(found.get('message', ''), newlines=True)}"]
     if "all_match" in certificate:
         lines.append(f"certificate: {int(_number(certificate.get('shipped'))):,} questions, all match on every "
                      f"rotation: {'yes' if certificate.get('all_match') else '<b>no</b>'}")

@@ -59,26 +59,35 @@ Sandbox
 -------
 SQL to score never runs in the scoring process. Per rotation a worker process (this file, run with
 ``--sandbox-worker``, or forked from ``python verify.py`` and ``evalpack score``/``verify``/``audit`` as
-they start, before any thread) holds the sandbox below, under operating-system limits: its address
-space (what it holds with the tables loaded, plus the working memory, plus WORKER_OVERHEAD_MB), CPU
-seconds per query, no file writes (RLIMIT_FSIZE 0), 256 descriptors, no core dumps, and death with its
-parent.
+they start, before any thread) holds the sandbox below, under operating-system limits set before any
+table loads: its address space (what the engine holds once started, plus the working memory, plus
+WORKER_OVERHEAD_MB), CPU seconds per query, file writes (the loading database's, bounded by
+``scratch_bytes``, then none at all: RLIMIT_FSIZE 0), 256 descriptors, no core dumps. It ends soon
+after its parent (it looks every PARENT_POLL_SECONDS; Linux's per-thread parent-death signal would
+kill it when the thread that started it ends), and a worker found dead is reaped and replaced
+before it is sent a query.
 The scorer sends one query at a time and kills the worker when no answer came within the time limit
 plus KILL_GRACE; a worker that was killed or ended is replaced for the next query. Results cross
 the pipe as JSON with tagged values (decimals, dates, intervals, bytes), never as pickles. SQL text
 longer than MAX_SQL_CHARS or not valid Unicode is refused before any parser sees it, and
 ``--run-timeout`` bounds a whole run (queries not started by then are wrong, with the reason).
-Per rotation an in-memory DuckDB database gets one table per Parquet file of the rotation. For
-candidate SQL the tables are copied into memory before the lock, so a candidate's query reads no
-file at all. The pack's own gold SQL (gold mode) reads the Parquet files in place through views,
-with file access allowed for exactly those files (``allowed_paths``): no copy, and DuckDB skips
-what the query does not need. Then spilling, extension install/load and all other file/network
-access are switched off (``enable_external_access=false``), a memory limit and a thread count are
-set, and the configuration is locked (``lock_configuration=true``). Each candidate must be exactly one
+Per rotation a DuckDB database gets one table per Parquet file of the rotation, written under the
+memory limit into a file in a private scratch folder; a Parquet file holding more rows than the
+pack's manifest declares for its table is refused before it loads. The file is then opened again
+READ-ONLY and unlinked: no statement of any type (``WITH x AS (DELETE ... RETURNING ...) SELECT``
+parses as a SELECT) can change what a later query reads. For candidate SQL the tables are copied
+before the lock, so a candidate's query reads no file of the pack. The pack's own gold SQL (gold
+mode) reads the Parquet files in place through views, with file access allowed for exactly those
+files (``allowed_paths``): no copy, and DuckDB skips what the query does not need. Then spilling,
+extension install/load and all other file/network access are switched off
+(``enable_external_access=false``), a memory limit and a thread count are set, and the
+configuration is locked (``lock_configuration=true``). Each candidate must be exactly one
 statement of type SELECT (DuckDB's ``extract_statements``: SELECT, WITH ... SELECT, VALUES,
 FROM-first); it runs under a time limit enforced by ``interrupt()`` from a timer thread, and at
-most a bounded number of rows is fetched. The catalog (tables and their sizes, views, sequences,
-indexes, types, databases) must be the same after a rotation's candidates as before, or the run stops.
+most a bounded number of rows is fetched. The state (databases and whether each is read-only,
+tables with their row counts and an order-free hash of their rows, views and their definitions,
+sequences, indexes, types) must be the same after a rotation's candidates as before, or the run
+stops. questions.jsonl is read only when it holds at most MAX_QUESTIONS_BYTES and MAX_QUESTIONS.
 
 Integrity
 ---------
@@ -181,6 +190,9 @@ MAX_SQL_CHARS = 100_000  # longer SQL text is that candidate's error, never pars
 KILL_GRACE = 1.0  # seconds past a query's time limit before its worker process is killed
 MAX_FETCH_ROWS = 100_000  # a bird candidate may repeat rows; beyond this many it is wrong
 MAX_RESULT_BYTES = 64 * 2**20  # what one result may hold (text, nested values counted in full) before it is wrong
+MAX_QUESTIONS_BYTES = 64 * 2**20  # questions.jsonl may be this large (retail's 170 questions: 0.2 MiB)
+MAX_QUESTIONS = 50_000  # and hold this many questions (BIRD's training set, imported, 9,428)
+MAX_MANIFEST_BYTES = 16 * 2**20  # manifest.json (retail's: 36 KiB)
 _SEARCH_BUDGET = 200_000  # column-mapping steps tried before a spider comparison gives up (wrong)
 
 
@@ -494,59 +506,158 @@ class Limits:
         return self
 
 
+SANDBOX_SCRATCH = "evalpack-sandbox-"  # a private folder per sandbox while it loads: {prefix}{pid}-{random}
+SANDBOX_DATABASE = "memory.duckdb"  # its name is the database's: DuckDB's in-memory default, so names qualified by it resolve
+MIN_SCRATCH_BYTES = 1 << 30  # what loading a rotation may write at least (the database and its spill)
+SCRATCH_PER_TABLE_BYTE = 8  # and this much per byte of its table files, beyond that
+
+
 def _try_set(con: duckdb.DuckDBPyConnection, setting: str) -> None:
     with contextlib.suppress(duckdb.Error):  # a setting this DuckDB version does not have
         con.execute(f"SET {setting}")
 
 
+def scratch_bytes(files: Iterable[Path]) -> int:
+    """What loading tables from ``files`` may write into its scratch folder (the database and what it spills)."""
+    return MIN_SCRATCH_BYTES + SCRATCH_PER_TABLE_BYTE * sum(path.stat().st_size for path in files)
+
+
+def _sweep_scratch(parent: Path) -> None:
+    """Remove scratch folders of sandboxes whose process is gone (killed while loading)."""
+    pattern = re.compile(re.escape(SANDBOX_SCRATCH) + r"(\d+)-")
+    with contextlib.suppress(OSError):
+        for path in parent.iterdir():
+            found = pattern.match(path.name)
+            if found and path.is_dir() and not path.is_symlink() and not process_alive(int(found.group(1))):
+                _remove_tree(path)
+
+
+def process_alive(pid: int) -> bool:
+    """Whether process ``pid`` exists and is not a zombie (a dead process its parent has not reaped)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's
+    try:
+        status = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return status.rpartition(")")[2].split()[:1] not in (["Z"], ["X"])
+
+
+def _remove_tree(path: Path) -> None:
+    import shutil
+
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def _lockdown(con: duckdb.DuckDBPyConnection, limits: Limits, files: Sequence[Path], in_place: bool) -> None:
+    """Lock the read-only connection ``con``: no spill, extension or file access (but ``files`` when ``in_place``),
+    its memory and threads set, its configuration locked."""
+    con.execute(f"SET threads={max(1, int(limits.threads))}")
+    con.execute("SET temp_directory=''")  # nothing spills: a read-only database has nothing to offload but cache
+    for setting in ("max_temp_directory_size='0B'", "autoinstall_known_extensions=false",
+                    "autoload_known_extensions=false", "allow_community_extensions=false",
+                    "allow_persistent_secrets=false", "enable_progress_bar=false",
+                    # what would show a query the machine's folders (current_setting, duckdb_settings())
+                    "home_directory='/nonexistent'", "secret_directory='/nonexistent'",
+                    "extension_directory='/nonexistent'"):
+        _try_set(con, setting)
+    if in_place:
+        _try_set(con, "parquet_metadata_cache=true")  # an optimisation: footers are read once
+        con.execute("SET allowed_paths=[" + ", ".join(quote_literal(str(path)) for path in files) + "]")
+    con.execute(f"SET memory_limit='{max(64, int(limits.memory_mb)) * 2**20}B'")
+    con.execute("SET enable_external_access=false")
+    con.execute("SET lock_configuration=true")
+    locked = con.execute("SELECT current_setting('lock_configuration'), current_setting('enable_external_access'), "
+                         "bool_and(readonly) FILTER (WHERE NOT internal) "
+                         "FROM duckdb_databases()").fetchone()
+    if str(locked[0]).lower() != "true" or str(locked[1]).lower() != "false" or locked[2] is not True:
+        raise RuntimeError("the DuckDB sandbox did not lock; refusing to run untrusted SQL")
+
+
+def _check_rows(con: duckdb.DuckDBPyConnection, path: Path, declared: dict[str, int] | None) -> None:
+    """InputError when the Parquet file ``path`` holds more rows than the pack's manifest declares for its table."""
+    rows = (declared or {}).get(path.stem)
+    if rows is None:
+        return
+    try:
+        held = con.execute("SELECT coalesce(sum(num_rows), 0) FROM parquet_file_metadata(?)", [str(path)]).fetchone()[0]
+    except duckdb.Error as exc:
+        raise InputError(f"{path}: not a Parquet file DuckDB can read: {first_line(exc)}") from None
+    if held > rows:
+        raise InputError(f"{path}: holds {held:,} rows where {MANIFEST_FILE} declares {rows:,} for table "
+                         f"{printable(path.stem)}; the pack is damaged, refused before loading it")
+
+
 def open_sandbox(tables_dir: Path, limits: Limits = Limits(), *, in_place: bool = False,
                  csv_types: dict[str, dict[str, str]] | None = None,
-                 loaded: dict[str, str] | None = None) -> duckdb.DuckDBPyConnection:
-    """An in-memory database with one table per Parquet file of ``tables_dir``, locked down.
+                 loaded: dict[str, str] | None = None, declared_rows: dict[str, int] | None = None,
+                 on_connected: Callable[[], Any] | None = None) -> duckdb.DuckDBPyConnection:
+    """A read-only DuckDB database with one table per Parquet file of ``tables_dir``, locked down.
+
+    The tables are written into a database file in a private scratch folder under the memory limit
+    (``on_connected`` is called once the engine has started and before any table loads: a worker limits its
+    address space there), with at most :func:`scratch_bytes` of spill; the file is then opened again READ-ONLY
+    and unlinked, so no statement of any type can change what a query reads, and nothing is left behind.
+    A Parquet file holding more rows than ``declared_rows`` (table -> rows, from the pack's manifest) is an
+    InputError before it loads, and so is a table that does not fit the memory limit or the scratch space.
 
     After this returns the connection loads no extension, spills nothing to disk and cannot change
-    its own configuration. By default each table is copied into memory and the connection reads no
-    file at all (for candidate SQL). ``in_place`` makes each table a view over its Parquet file and
-    allows reading exactly those files and no other (for the pack's own gold SQL: no copy, and a
-    query reads only the columns and row groups it needs).
+    its own configuration. By default each table is copied and the connection reads no file at all
+    (for candidate SQL). ``in_place`` makes each table a view over its Parquet file and allows reading
+    exactly those files and no other (for the pack's own gold SQL: no copy, and a query reads only the
+    columns and row groups it needs).
 
     ``csv_types`` (a pack made by Misata, whose tables are CSV: :func:`pack_source`) loads one table per
     CSV file instead, always copied (:func:`load_csv`); ``loaded`` receives how each was typed.
     """
-    con = duckdb.connect(":memory:")
+    tables_dir = Path(tables_dir).resolve()
+    if csv_types is not None:
+        files, in_place = sorted(tables_dir.glob("*.csv")), False
+    else:
+        files = sorted(tables_dir.glob("*.parquet"))
+    parent = Path(tempfile.gettempdir())
+    _sweep_scratch(parent)
+    scratch = Path(tempfile.mkdtemp(prefix=f"{SANDBOX_SCRATCH}{os.getpid()}-", dir=parent))
+    database = scratch / SANDBOX_DATABASE
     try:
-        con.execute(f"SET threads={max(1, int(limits.threads))}")
-        con.execute("SET temp_directory=''")  # in-memory databases would spill to ./.tmp
-        for setting in ("max_temp_directory_size='0B'", "autoinstall_known_extensions=false",
-                        "autoload_known_extensions=false", "allow_community_extensions=false",
-                        "allow_persistent_secrets=false", "enable_progress_bar=false"):
-            _try_set(con, setting)
-        if csv_types is not None:
-            for path in sorted(Path(tables_dir).resolve().glob("*.csv")):
-                how = load_csv(con, path, csv_types.get(path.stem))
-                if loaded is not None:
-                    loaded[path.stem] = how
-            files, in_place = [], False
-        else:
-            files = sorted(Path(tables_dir).resolve().glob("*.parquet"))
-        if in_place:
-            _try_set(con, "parquet_metadata_cache=true")  # an optimisation: footers are read once
-            con.execute("SET allowed_paths=[" + ", ".join(quote_literal(str(path)) for path in files) + "]")
-        for path in files:
-            source = f"read_parquet({quote_literal(str(path))})"
-            kind = "VIEW" if in_place else "TABLE"
-            con.execute(f"CREATE {kind} {quote_ident(path.stem)} AS SELECT * FROM {source}")
+        build = duckdb.connect(str(database))
         try:
-            loaded = int(con.execute("SELECT coalesce(sum(memory_usage_bytes), 0) FROM duckdb_memory()").fetchone()[0])
-        except duckdb.Error:
-            loaded = 0
-        con.execute(f"SET memory_limit='{loaded + max(64, int(limits.memory_mb)) * 2**20}B'")
-        con.execute("SET enable_external_access=false")
-        con.execute("SET lock_configuration=true")
-        locked = con.execute("SELECT current_setting('lock_configuration'), "
-                             "current_setting('enable_external_access')").fetchone()
-        if str(locked[0]).lower() != "true" or str(locked[1]).lower() != "false":
-            raise RuntimeError("the DuckDB sandbox did not lock; refusing to run untrusted SQL")
+            build.execute(f"SET threads={max(1, int(limits.threads))}")
+            build.execute(f"SET memory_limit='{max(64, int(limits.memory_mb)) * 2**20}B'")
+            build.execute(f"SET temp_directory={quote_literal(str(scratch / 'spill'))}")
+            build.execute(f"SET max_temp_directory_size='{scratch_bytes(files)}B'")
+            for setting in ("autoinstall_known_extensions=false", "autoload_known_extensions=false",
+                            "enable_progress_bar=false"):
+                _try_set(build, setting)
+            if on_connected is not None:
+                on_connected()
+            for path in files:
+                try:
+                    if csv_types is not None:
+                        how = load_csv(build, path, csv_types.get(path.stem))
+                        if loaded is not None:
+                            loaded[path.stem] = how
+                        continue
+                    _check_rows(build, path, declared_rows)
+                    source = f"read_parquet({quote_literal(str(path))})"
+                    kind = "VIEW" if in_place else "TABLE"
+                    build.execute(f"CREATE {kind} {quote_ident(path.stem)} AS SELECT * FROM {source}")
+                except duckdb.Error as exc:
+                    raise InputError(f"{path}: cannot be loaded into the sandbox (at most "
+                                     f"{max(64, int(limits.memory_mb))} MiB of memory, "
+                                     f"{scratch_bytes(files) // 2**20} MiB of scratch space): {first_line(exc)}") \
+                        from None
+        finally:
+            build.close()
+        con = duckdb.connect(str(database), read_only=True)
+    finally:
+        _remove_tree(scratch)  # an open database needs no name: the file lives on until the connection closes
+    try:
+        _lockdown(con, limits, files, in_place)
     except BaseException:
         con.close()
         raise
@@ -606,17 +717,22 @@ class Query(NamedTuple):
 
 
 def catalog_state(con: duckdb.DuckDBPyConnection) -> tuple:
-    """Everything a statement could have changed in the sandbox: databases, tables (and their sizes),
-    views, sequences, indexes, user types. Equal before and after a rotation's candidates, or the
-    sandbox was not read-only."""
-    queries = ("SELECT database_name FROM duckdb_databases() ORDER BY ALL",
+    """Everything a statement could have changed in the sandbox: databases (and whether each is read-only),
+    tables (their sizes, and the row count and an order-free hash of every row of each), views and their
+    definitions, sequences, indexes, user types. Equal before and after a rotation's candidates, or the
+    sandbox was not read-only: a row deleted, updated or inserted changes a table's count or hash."""
+    queries = ("SELECT database_name, readonly FROM duckdb_databases() ORDER BY ALL",
                "SELECT database_name, schema_name, table_name, estimated_size, column_count FROM duckdb_tables() "
                "ORDER BY ALL",
-               "SELECT database_name, schema_name, view_name FROM duckdb_views() WHERE NOT internal ORDER BY ALL",
+               "SELECT database_name, schema_name, view_name, sql FROM duckdb_views() WHERE NOT internal ORDER BY ALL",
                "SELECT database_name, schema_name, sequence_name FROM duckdb_sequences() ORDER BY ALL",
                "SELECT database_name, schema_name, index_name FROM duckdb_indexes() ORDER BY ALL",
                "SELECT database_name, schema_name, type_name FROM duckdb_types() WHERE NOT internal ORDER BY ALL")
-    return tuple(tuple(con.execute(q).fetchall()) for q in queries)
+    catalog = tuple(tuple(con.execute(q).fetchall()) for q in queries)
+    contents = tuple(
+        con.execute(f"SELECT count(*), bit_xor(hash(t)) FROM {'.'.join(map(quote_ident, name))} AS t").fetchone()
+        for name in (row[:3] for row in catalog[1]))
+    return catalog + (contents,)
 
 
 class Watchdog:
@@ -946,14 +1062,23 @@ def _vm_bytes(pid: int | str = "self", field: str = "VmSize") -> int:
     return 0
 
 
-def _die_with_parent(parent: int) -> None:
-    """Ask Linux to kill this process when its parent dies (and stop if that already happened)."""
-    with contextlib.suppress(Exception):
-        import ctypes
+PARENT_POLL_SECONDS = 0.5  # how often a worker looks whether the process that started it is still there
 
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+def _die_with_parent(parent: int) -> None:
+    """End this process soon after ``parent`` ends (and now, if that already happened).
+
+    Linux's PR_SET_PDEATHSIG is not used: it fires when the *thread* that started the child ends, and a server
+    starts workers from pool threads that retire when idle, which killed workers still in use. A daemon thread
+    looks instead, every :data:`PARENT_POLL_SECONDS`; an idle worker also ends when its input closes."""
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(PARENT_POLL_SECONDS)
+        os._exit(0)
+
     if os.getppid() != parent:
         os._exit(0)
+    threading.Thread(target=watch, name="evalpack-parent-watch", daemon=True).start()
 
 
 def _limit(kind: int, soft: int, hard: int | None = None) -> None:
@@ -963,23 +1088,31 @@ def _limit(kind: int, soft: int, hard: int | None = None) -> None:
         resource.setrlimit(kind, (soft, soft if hard is None else hard))
 
 
-Opener = Callable[[dict, Limits], tuple[Callable[[str, float, int, int], Outcome], Callable[[], Any], dict[str, str]]]
+# an opener: (setup, limits, on_connected) -> how to run a query, the sandbox's state, how its tables were loaded. It
+# calls on_connected once its engine has started and before it loads anything (the address-space cap is set there;
+# an opener that does not call it is capped when it returns)
+Opener = Callable[[dict, Limits, Callable[[], Any]],
+                  tuple[Callable[[str, float, int, int], Outcome], Callable[[], Any], dict[str, str]]]
 
 
-def open_duckdb_worker(setup: dict, limits: Limits) -> tuple[Callable[[str, float, int, int], Outcome],
-                                                              Callable[[], Any], dict[str, str]]:
+def open_duckdb_worker(setup: dict, limits: Limits, on_connected: Callable[[], Any] | None = None
+                       ) -> tuple[Callable[[str, float, int, int], Outcome], Callable[[], Any], dict[str, str]]:
     """The DuckDB sandbox of a worker (:func:`open_sandbox`): how to run a query on it (:func:`run_query`), its
-    state (:func:`catalog_state`) and how its CSV tables were typed."""
+    state (:func:`catalog_state`) and how its CSV tables were typed. ``on_connected``: see :func:`open_sandbox`."""
     loaded: dict[str, str] = {}
     con = open_sandbox(Path(setup["tables"]), limits, in_place=setup["in_place"], csv_types=setup.get("csv_types"),
-                       loaded=loaded)
+                       loaded=loaded, declared_rows=setup.get("declared_rows"), on_connected=on_connected)
     return (lambda *query: run_query(con, *query)), (lambda: catalog_state(con)), loaded
 
 
 def worker_main(argv: list[str], opener: Opener = open_duckdb_worker) -> int:
     """The child: ``python verify.py --sandbox-worker PARENT_PID``. Reads a setup message, opens the
-    sandbox (``opener``: DuckDB's, or another engine's with the same answers), limits itself, then answers
-    query messages until its input closes."""
+    sandbox (``opener``: DuckDB's, or another engine's with the same answers) under its limits, then answers
+    query messages until its input closes.
+
+    The address-space cap is in force before any table loads: ``opener`` calls back once its engine has started
+    (an opener that does not limits itself when it returns). While the tables load the worker may write at most
+    :func:`scratch_bytes` (a file grown past that fails with EFBIG, the signal ignored); after, nothing at all."""
     import resource
 
     _die_with_parent(int(argv[0]))
@@ -987,24 +1120,36 @@ def worker_main(argv: list[str], opener: Opener = open_duckdb_worker) -> int:
     os.dup2(os.open(os.devnull, os.O_WRONLY), 1)  # whatever a library prints must not corrupt the replies
     inbox = 0  # stdin's descriptor, whatever became of sys.stdin in a process this one was forked from
     _limit(resource.RLIMIT_CORE, 0)
-    _limit(resource.RLIMIT_FSIZE, 0)  # no file can be written, whatever the SQL does
+    _limit(resource.RLIMIT_FSIZE, 0, resource.RLIM_INFINITY)  # raised while the tables load, then 0 for good
     _limit(resource.RLIMIT_NOFILE, 256)
     setup = _read_frame(inbox)
     if setup is None:
         return 0
     limits = Limits(setup["timeout"], setup["memory_mb"], setup["threads"])
+    caps: list[int] = []
+
+    def cap_memory() -> None:
+        if not caps:
+            WATCHDOG.start()  # its stack is mapped now, under no limit (see Watchdog)
+            caps.append(_vm_bytes() + (limits.memory_mb + WORKER_OVERHEAD_MB) * 2**20)
+            _limit(resource.RLIMIT_AS, caps[0])
+
     try:
         if setup.get("tables"):  # where a started DuckDB worker begins; a forked one learns it here
             os.chdir(setup["tables"])
-        run, state, loaded = opener(setup, limits)
+            tables = Path(setup["tables"])
+            with contextlib.suppress(AttributeError, ValueError):
+                signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails instead of killing
+            _limit(resource.RLIMIT_FSIZE, scratch_bytes(p for p in tables.iterdir() if p.is_file()),
+                   resource.RLIM_INFINITY)
+        run, state, loaded = opener(setup, limits, cap_memory)
+        _limit(resource.RLIMIT_FSIZE, 0)  # no file can be written, whatever the SQL does
         before = state()
     except Exception as exc:  # noqa: BLE001 - reported to the parent, which decides
         _write_frame(replies, {"error": f"{type(exc).__name__}: {first_line(exc)}"})
         return 1
-    WATCHDOG.start()  # its stack is mapped now, under no limit (see Watchdog)
-    cap = _vm_bytes() + (limits.memory_mb + WORKER_OVERHEAD_MB) * 2**20
-    _limit(resource.RLIMIT_AS, cap)
-    _write_frame(replies, {"ready": True, "cap_bytes": cap, "loaded": loaded})
+    cap_memory()
+    _write_frame(replies, {"ready": True, "cap_bytes": caps[0], "loaded": loaded})
     while (request := _read_frame(inbox)) is not None:
         if request.get("finish"):
             _write_frame(replies, {"unchanged": state() == before, "peak_bytes": _vm_bytes(field="VmHWM")})
@@ -1149,9 +1294,11 @@ class SandboxWorker:
     tables are CSV files (a Misata pack), typed as :func:`load_csv` says; ``loaded`` is how each was."""
 
     def __init__(self, tables_dir: Path, limits: Limits, in_place: bool = False,
-                 csv_types: dict[str, dict[str, str]] | None = None) -> None:
+                 csv_types: dict[str, dict[str, str]] | None = None,
+                 declared_rows: dict[str, int] | None = None) -> None:
         self.tables_dir, self.limits, self.in_place = Path(tables_dir).resolve(), limits, in_place
         self.csv_types = csv_types
+        self.declared_rows = declared_rows if declared_rows is not None else rows_declared_for(self.tables_dir)
         self.loaded: dict[str, str] = {}
         self.proc: subprocess.Popen | ForkedWorker | None = None
         self.cap_bytes = 0
@@ -1171,7 +1318,8 @@ class SandboxWorker:
     def setup(self) -> dict[str, Any]:
         """The first message the child reads: what to open and under which limits."""
         return {"tables": str(self.tables_dir), "in_place": self.in_place, "timeout": self.limits.timeout,
-                "memory_mb": self.limits.memory_mb, "threads": self.limits.threads, "csv_types": self.csv_types}
+                "memory_mb": self.limits.memory_mb, "threads": self.limits.threads, "csv_types": self.csv_types,
+                "declared_rows": self.declared_rows}
 
     def _start(self) -> subprocess.Popen | ForkedWorker:
         # a worker forked ahead runs this file's DuckDB sandbox: only for a worker started with this command
@@ -1267,7 +1415,11 @@ class SandboxWorker:
                        float(reply["seconds"]), bool(reply["timed_out"]))
 
     def open(self) -> None:
-        """Start the worker now (it starts at the first query otherwise); RuntimeError or InputError when it cannot."""
+        """Start the worker now (it starts at the first query otherwise), or a fresh one when the one started before
+        has ended since (it is reaped, and counted as replaced): a worker that died while idle is never what answers
+        the next query. RuntimeError or InputError when it cannot start."""
+        if self.proc is not None and self.proc.poll() is not None:
+            self._retire()
         if self.proc is None:
             self.proc = self._start()
 
@@ -1330,19 +1482,39 @@ class SandboxWorker:
 # --------------------------------------------------------------------------- the pack
 
 
-def load_questions(pack: Path) -> list[dict]:
-    """Every question record of a pack, scorable or not (InputError naming the line of a bad one)."""
-    path = Path(pack) / QUESTIONS_FILE
-    try:
-        text = path.read_text(encoding="utf-8")
+def read_bounded(path: Path, limit: int, what: str) -> bytes:
+    """The bytes of the pack file ``path``, which may hold at most ``limit`` (InputError naming it otherwise, before
+    more than that is read; ``what`` it holds, for the message)."""
+    try:  # a link is followed (a Hub download's files are links to its blobs), a FIFO or device is refused unread
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
+        with os.fdopen(fd, "rb") as handle:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise OSError(f"not a regular file: {path}")
+            data = handle.read(limit + 1)
     except OSError as exc:
-        raise InputError(f"{path}: cannot read the questions: {exc.strerror or exc}") from None
+        raise InputError(f"{path}: cannot read {what}: {exc.strerror or exc}") from None
+    if len(data) > limit:
+        raise InputError(f"{path}: {what} larger than {limit // 2**20} MiB, more than any pack holds; "
+                         "the pack is damaged or hostile, refused before reading it")
+    return data
+
+
+def load_questions(pack: Path) -> list[dict]:
+    """Every question record of a pack, scorable or not (InputError naming the line of a bad one). At most
+    :data:`MAX_QUESTIONS_BYTES` and :data:`MAX_QUESTIONS` are read."""
+    path = Path(pack) / QUESTIONS_FILE
+    data = read_bounded(path, MAX_QUESTIONS_BYTES, "the questions")
+    try:
+        text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise InputError(f"{path}: not UTF-8 text (byte {exc.start}); the pack is damaged") from None
     records, seen = [], {}
     for number, line in enumerate(jsonl_lines(text), 1):
         if not line.strip():
             continue
+        if len(records) == MAX_QUESTIONS:
+            raise InputError(f"{path}:{number}: more than {MAX_QUESTIONS:,} questions, more than any pack holds; "
+                             "the pack is damaged or hostile")
         try:
             record = json.loads(line)
         except ValueError as exc:
@@ -1552,13 +1724,40 @@ class PackSource:
         return f"misata {self.version}" if self.producer == "misata" else "evalpack"
 
 
+def read_manifest(pack: Path) -> dict[str, Any] | None:
+    """``manifest.json`` of ``pack`` as a JSON object, or None when there is none or it cannot be read (larger than
+    :data:`MAX_MANIFEST_BYTES`, not JSON, not an object): the integrity check and the engine's readers say why."""
+    try:
+        data = json.loads(read_bounded(Path(pack) / MANIFEST_FILE, MAX_MANIFEST_BYTES, "the manifest").decode("utf-8"))
+    except (InputError, ValueError, RecursionError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
 def misata_manifest(pack: Path) -> dict[str, Any] | None:
     """``manifest.json`` of ``pack`` when it names ``misata_version`` (a pack `misata evalpack` wrote), else None."""
-    try:
-        data = json.loads((Path(pack) / MANIFEST_FILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError, UnicodeDecodeError, RecursionError):
+    data = read_manifest(pack)
+    return data if data is not None and isinstance(data.get("misata_version"), str) else None
+
+
+def rows_declared_for(tables_dir: Path) -> dict[str, int] | None:
+    """Rows per table that the manifest of an evalpack pack declares for the rotation whose tables are in
+    ``tables_dir`` (``PACK/rotations/seed_<n>/tables``): the most a sandbox loads of each. None when the folder is
+    not laid out so or its manifest declares no rows (the memory and scratch limits still bound a load)."""
+    tables_dir = Path(tables_dir)
+    rotation = tables_dir.parent
+    if tables_dir.name != TABLES_DIR or not ROTATION_FOLDER.fullmatch(rotation.name) \
+            or rotation.parent.name != ROTATIONS_DIR:
         return None
-    return data if isinstance(data, dict) and isinstance(data.get("misata_version"), str) else None
+    manifest = read_manifest(rotation.parent.parent)
+    tables = manifest.get("tables") if manifest is not None else None
+    declared = {}
+    for name, entry in tables.items() if isinstance(tables, dict) else ():
+        rows = entry.get("rows") if isinstance(entry, dict) else None
+        count = rows.get(rotation.name) if isinstance(rows, dict) else None
+        if isinstance(count, int) and not isinstance(count, bool) and count >= 0:
+            declared[str(name)] = count
+    return declared or None
 
 
 def misata_column_types(manifest: dict[str, Any]) -> dict[str, dict[str, str]]:

@@ -3,11 +3,15 @@
 The agent explores one rotation (``--rotation``, default the first): it lists the tables, describes them and
 runs read-only SQL there, in the scorer's sandbox (:mod:`evalpack.grader`). It reads the questions of a split
 (their text and evidence, never an answer or a gold SQL) and submits an answer per question (SQL, a value, or a
-decline), which is graded at once on every rotation with the scorer's own code; the agent learns correct or
-wrong and nothing else of a holdout question. Each session is an episode (stdio: the one session of the
-process; streamable HTTP: each ``mcp-session-id``), logged call by call to the episode file, and its report,
-the JSON ``evalpack score --json`` writes for the same answers, is logged when it ends: when the agent calls
-``end_episode``, when the HTTP client deletes its session, or when the server stops (stdio: its input closes).
+decline), which is graded at once on every rotation with the scorer's own code. The agent learns correct or
+wrong of a dev question; of a holdout question only that its answer was recorded (``--holdout-feedback``: correct
+or wrong, no more), and a holdout question takes at most ``--holdout-attempts`` answers per episode (default 3; the
+last counts), so that the holdout's answers cannot be searched for through ``submit_answer``. Each session is an
+episode (stdio: the one session of the process; streamable HTTP: each ``mcp-session-id``), logged call by call to
+the episode file (bounded: :mod:`evalpack.episode`), and its report, the JSON ``evalpack score --json`` writes for
+the same answers, is logged when it ends: when the agent calls ``end_episode``, when the HTTP client deletes its
+session, or when the server stops (stdio: its input closes). ``end_episode`` tells the agent the counts of the
+splits it gets feedback on, never a holdout question's grade.
 """
 
 from __future__ import annotations
@@ -30,7 +34,15 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.streamable_http_manager import DEFAULT_SESSION_IDLE_TIMEOUT
 
-from evalpack.episode import Episode, EpisodeLog, Episodes, episode_log_beside
+from evalpack.episode import (
+    DEFAULT_EPISODE_MAX_MB,
+    Episode,
+    EpisodeLog,
+    Episodes,
+    argument_size,
+    episode_log_beside,
+    refuse_inside_pack,
+)
 from evalpack.errors import EvalpackError
 from evalpack.grader import Grader, typed_value, value_sql
 from evalpack.layout import PackLayout
@@ -52,6 +64,8 @@ CARD_URI = "evalpack://pack/README.md"
 DEFAULT_MAX_ROWS = 200
 SAMPLE_ROWS = 5
 SPLITS = ("dev", "holdout", "all")
+DEFAULT_HOLDOUT_ATTEMPTS = 3
+RECORDED = "recorded"
 
 
 @dataclass(frozen=True)
@@ -114,32 +128,52 @@ class QuestionList:
 @dataclass(frozen=True)
 class Submission:
     """A recorded answer: ``correct``, ``wrong``, ``declined``, ``not scored`` (the pack does not hold the answer)
-    or ``recorded`` (the server gives no feedback); ``error``: why the SQL failed on the rotation explored (dev
-    questions only)."""
+    or ``recorded`` (no feedback: a holdout question's answer, unless the server gives holdout feedback, or any
+    answer under ``--no-feedback``); ``error``: why the SQL failed on the rotation explored (dev questions only);
+    ``attempts_left``: the answers this holdout question may still take in the episode (None: a dev question,
+    which takes any number)."""
 
     question_id: str
     status: str
     answered_with: str
     error: str | None = None
+    attempts_left: int | None = None
+
+
+@dataclass(frozen=True)
+class SplitSummary:
+    """One split at an episode's end: its questions, how many the agent answered (SQL or a value; its last answer
+    counts), and, where the agent gets feedback on the split, the report's counts: correct, wrong, declined
+    (unanswered questions count as declined; an unanswerable one declined is correct) and accuracy. None: not
+    shown, the grades stay in the operator's episode file."""
+
+    split: str
+    questions: int
+    answered: int
+    correct: int | None = None
+    wrong: int | None = None
+    declined: int | None = None
+    accuracy: float | None = None
 
 
 @dataclass(frozen=True)
 class EpisodeSummary:
-    """An ended episode's counts over every question the pack scores (unanswered ones count as declined)."""
+    """An ended episode: the counts of each split (never a question's grade), what is not shown and why, and the
+    file its whole report is in (the operator's)."""
 
     episode: str
-    questions: int
-    correct: int
-    wrong: int
-    declined: int
-    accuracy: float
+    dev: SplitSummary
+    holdout: SplitSummary
+    withheld: str | None
     report_in: str
 
 
 @dataclass(frozen=True)
 class ServeOptions:
     """How ``evalpack serve`` runs: transport (``stdio`` or ``http``), the HTTP address, the rotation explored,
-    the episode file, the row cap of ``run_sql``, sandbox processes per rotation, whether answers get feedback."""
+    the episode file and its cap per episode, the row cap of ``run_sql``, sandbox processes per rotation, whether
+    answers get feedback (``feedback``: any; ``holdout_feedback``: holdout questions too), and the answers a holdout
+    question takes per episode."""
 
     transport: str = "stdio"
     host: str = "127.0.0.1"
@@ -149,6 +183,9 @@ class ServeOptions:
     max_rows: int = DEFAULT_MAX_ROWS
     workers: int = 2
     feedback: bool = True
+    holdout_feedback: bool = False
+    holdout_attempts: int = DEFAULT_HOLDOUT_ATTEMPTS
+    episode_max_mb: float = DEFAULT_EPISODE_MAX_MB
     idle_timeout: float = DEFAULT_SESSION_IDLE_TIMEOUT
     rule: str = "spider"
     limits: Limits = field(default_factory=Limits)
@@ -226,17 +263,24 @@ class Desk:
         return [name for name, _ in described], [str(kind) for _, kind in described]
 
     def list_questions(self, split: str) -> QuestionList:
-        """Id, text and evidence of the questions of ``split`` (``dev``, ``holdout`` or ``all``), in the pack's order."""
+        """Id, text and evidence of the questions of ``split`` (``dev``, ``holdout`` or ``all``), in the pack's
+        order."""
         if split not in SPLITS:
             raise EvalpackError(f"split {printable(split)!r}: use one of {', '.join(SPLITS)}")
         chosen = [r for r in self.grader.records if split == "all" or r.get("split", "dev") == split]
         return QuestionList(split, [QuestionText(r["id"], str(r.get("question") or ""), r.get("evidence"))
                                     for r in chosen])
 
+    def shows(self, split: str) -> bool:
+        """Whether the agent is told the grades of ``split``'s answers (at once and in end_episode's counts)."""
+        return self.options.feedback and (split != "holdout" or self.options.holdout_feedback)
+
     def submit_answer(self, episode: Episode, question_id: str, sql: str | None, value: Any,
                       decline: bool) -> Submission:
         """Grade one answer (exactly one of ``sql``, ``value``, ``decline``) on every rotation and keep it as the
-        episode's answer to ``question_id``; what the agent is told of it."""
+        episode's answer to ``question_id``; what the agent is told of it. A holdout question's answer takes one of
+        its ``--holdout-attempts`` first (none left: EvalpackError, nothing graded); an answer refused as input
+        (two at once, a value that is no answer) takes none."""
         given = [name for name, v in (("sql", sql), ("value", value), ("decline", decline or None)) if v is not None]
         if len(given) != 1:
             raise EvalpackError("give exactly one of sql, value or decline: true"
@@ -244,25 +288,31 @@ class Desk:
         record = self.grader.question(question_id)
         if value is not None:
             sql = value_sql(typed_value(record, value))
+        split = record.get("split", "dev")
+        left = episode.attempt(question_id, self.options.holdout_attempts) if split == "holdout" else None
         started = time.perf_counter()
-        graded = self.grader.grade(question_id, None if decline else sql, episode.budget())
+        try:
+            graded = self.grader.grade(question_id, None if decline else sql, episode.budget())
+        except BaseException:
+            if left is not None:
+                episode.give_back(question_id)
+            raise
         episode.record(graded, time.perf_counter() - started)
-        if not self.options.feedback:
-            return Submission(question_id, "recorded", given[0])
+        if not self.shows(split):  # the answer is graded (for the report), the agent told only that it counts
+            return Submission(question_id, RECORDED, given[0], None, left)
         error = None
-        if record.get("split") != "holdout":  # of a holdout question the agent learns correct or wrong, no more
+        if split != "holdout":  # of a holdout question the agent learns correct or wrong, no more
             error = graded.rotations.get(self.rotation, {}).get("error")
-        return Submission(question_id, graded.status, given[0], error)
+        return Submission(question_id, graded.status, given[0], error, left)
 
     def end_episode(self, episode: Episode) -> EpisodeSummary:
-        """End ``episode`` (its answers and report logged); its counts."""
+        """End ``episode`` (its answers and report logged); the counts the agent may see (:class:`SplitSummary`)."""
         report = self.episodes.end(episode.id)
         if report is None:
             raise EvalpackError(f"episode {episode.id} has ended already")
         _announce(self, episode.id, report)
-        overall = report["summary"]["overall"]
-        return EpisodeSummary(episode.id, overall["n"], overall["correct"], overall["wrong"], overall["declined"],
-                              overall["accuracy"], str(self.episodes.log.path))
+        return episode_summary(self, episode, report)
+
 
     # ------------------------------------------------------------------ calls
 
@@ -311,15 +361,44 @@ class Desk:
             self.episodes.call(episode_id or "-", tool, logged, time.perf_counter() - started, size, error)
 
 
-def argument_size(value: Any) -> int:
-    """A tool argument's length: a text's characters, anything else's as JSON text."""
-    return len(value) if isinstance(value, str) else len(json.dumps(value, default=str))
+def episode_summary(desk: Desk, episode: Episode, report: dict[str, Any]) -> EpisodeSummary:
+    """What end_episode tells the agent: per split, its questions and how many it answered, and the report's counts
+    only of a split it gets feedback on. A holdout count would be a verdict: an agent that answers one holdout
+    question, ends its episode and reads the count learns that question's grade, and sessions are free."""
+    by_split = report["summary"].get("by_split", {})
+    with episode.lock:
+        answered = {g.question_id for g in episode.graded.values() if g.sql is not None}
+    splits, withheld = {}, []
+    for split in ("dev", "holdout"):
+        ids = [r["id"] for r in desk.grader.records if r.get("split", "dev") == split]
+        counts = by_split.get(split)
+        if desk.shows(split) and counts is not None:
+            splits[split] = SplitSummary(split, len(ids), len(answered.intersection(ids)), counts["correct"],
+                                         counts["wrong"], counts["declined"], counts["accuracy"])
+        else:
+            splits[split] = SplitSummary(split, len(ids), len(answered.intersection(ids)))
+            if ids:
+                why = ("not scored here: the server holds no answer key" if desk.shows(split) else
+                       "no feedback on this server" if not desk.options.feedback else "holdout answers get no feedback")
+                withheld.append(f"{split} grades ({why})")
+    note = None
+    if withheld:
+        note = f"not shown: {' and '.join(withheld)}; the evaluation's report holds them"
+    return EpisodeSummary(episode.id, splits["dev"], splits["holdout"], note, str(desk.episodes.log.path))
 
 
 def instructions(desk: Desk) -> str:
     """The server's instructions to the agent: what the pack is and what each tool is for."""
-    grader = desk.grader
+    grader, options = desk.grader, desk.options
     dev = sum(1 for r in grader.records if r.get("split", "dev") == "dev")
+    if not options.feedback:
+        feedback = "You are told only that each answer was recorded, not whether it is correct. "
+    elif options.holdout_feedback:
+        feedback = "You are told whether each answer is correct. "
+    else:
+        feedback = ("You are told whether an answer to a dev question is correct; of a holdout question only that "
+                    "the answer was recorded. ")
+    tries = options.holdout_attempts
     return (
         f"This server holds an evalpack evaluation pack ({grader.pack.name}): {len(grader.records)} questions about "
         f"the tables of a database ({dev} in the dev split), each with one right answer fixed before the data was "
@@ -330,8 +409,9 @@ def instructions(desk: Desk) -> str:
         f"at most {desk.options.max_rows} rows; list_questions gives the questions of a split (id, question, "
         "evidence: definitions to follow); submit_answer records your answer to one question: the SQL that answers "
         "it (preferred), a value, or decline: true when no query on this schema can answer it (some questions are "
-        "like that; declining them is correct). You may submit again: the last answer counts. end_episode ends "
-        f"your episode and grades it. The dataset card is the resource {CARD_URI}."
+        "like that; declining them is correct). You may submit again: the last answer counts; a holdout question "
+        f"takes at most {tries} answer{'s' if tries != 1 else ''} per episode. {feedback}end_episode ends your "
+        f"episode and grades it. The dataset card is the resource {CARD_URI}."
     )
 
 
@@ -367,7 +447,10 @@ def build_server(desk: Desk) -> MCPServer:
                             decline: bool = False) -> Submission:
         """Answer one question with exactly one of: ``sql`` (a query whose result is the answer, preferred),
         ``value`` (the answer itself: a number, a text, or rows as a list of lists), or ``decline: true`` (no query
-        on this schema answers it). Graded at once on every rotation; the last answer to a question counts."""
+        on this schema answers it). Graded at once on every rotation; the last answer to a question counts. A dev
+        question's answer is told correct or wrong; a holdout question's only recorded (unless the server says
+        otherwise), and a holdout question takes a few answers per episode at most (the server's instructions say
+        how many)."""
         arguments = {"question_id": question_id, "sql": sql, "value": value, "decline": decline}
         return await desk.call(ctx, "submit_answer", arguments,
                                lambda episode: desk.submit_answer(episode, question_id, sql, value, decline))
@@ -447,9 +530,20 @@ def open_desk(pack: str | Path, options: ServeOptions) -> Desk:
         raise EvalpackError("--max-rows and --workers must be at least 1")
     if not (math.isfinite(options.idle_timeout) and options.idle_timeout > 0):
         raise EvalpackError(f"--idle-timeout {options.idle_timeout}: give a finite number of seconds above 0")
+    if options.holdout_feedback and not options.feedback:
+        raise EvalpackError("--holdout-feedback and --no-feedback: the one gives holdout answers feedback, the other "
+                            "no answer any; give one of them")
+    if options.holdout_attempts < 1:
+        raise EvalpackError(f"--holdout-attempts {options.holdout_attempts}: give the answers a holdout question "
+                            "takes per episode, at least 1")
+    if not (math.isfinite(options.episode_max_mb) and options.episode_max_mb > 0):
+        raise EvalpackError(f"--episode-max-mb {options.episode_max_mb:g}: give the megabytes an episode's call "
+                            "records may take of the episode file, a finite number above 0")
     folder = Path(pack)
     if not folder.is_dir():
         raise EvalpackError(f"{pack}: not a pack folder; pass the folder `evalpack build -o` wrote")
+    episode_file = options.episode or episode_log_beside(folder)
+    refuse_inside_pack(episode_file, folder)  # before anything is written, the server started or the pack read
     limits = options.limits.checked()
     integrity = check_integrity(folder, options.public_key, allow_unattested=options.allow_unattested)
     grader = Grader(folder, rule=options.rule, limits=limits, holdout_key=options.holdout_key,
@@ -457,8 +551,9 @@ def open_desk(pack: str | Path, options: ServeOptions) -> Desk:
     rotation = options.rotation or grader.rotations[0]
     if rotation not in grader.rotations:
         raise EvalpackError(f"--rotation {rotation}: the pack's rotations are {', '.join(grader.rotations)}")
-    log = EpisodeLog(options.episode or episode_log_beside(folder))
-    return Desk(grader, Episodes(grader, log, rotation, options.transport), rotation, options)
+    log = EpisodeLog(episode_file)
+    episodes = Episodes(grader, log, rotation, options.transport, max(1, int(options.episode_max_mb * 2**20)))
+    return Desk(grader, episodes, rotation, options)
 
 
 def serve_command(pack: str | Path, options: ServeOptions) -> int:
@@ -509,7 +604,8 @@ async def _serve_http(server, desk: Desk) -> None:
     # backlog until the server accepts, instead of being refused while the server starts (seen under load)
     sock.listen(2048)
     host, port = sock.getsockname()[:2]
-    print(f"evalpack serve: {desk.grader.pack} on http://{host if family == socket.AF_INET else f'[{host}]'}:{port}/mcp "
+    shown = host if family == socket.AF_INET else f"[{host}]"
+    print(f"evalpack serve: {desk.grader.pack} on http://{shown}:{port}/mcp "
           f"(rotation {desk.rotation}; episodes in {desk.episodes.log.path})", file=sys.stderr, flush=True)
     config = uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=5)
     await uvicorn.Server(config).serve(sockets=[sock])

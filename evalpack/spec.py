@@ -468,7 +468,7 @@ class _BoundedLoader(yaml.SafeLoader):
         self.sizes: dict[int, tuple[int, int]] = {}  # id(node) -> (values, height) once composed
 
     def refuse(self, event: yaml.Event, message: str) -> SpecError:
-        return SpecError(self.file, event.start_mark.line + 1, "", message)
+        return SpecError(self.file, event.start_mark.line + 1, "", _one_line(message))
 
     def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node:
         event = self.peek_event()
@@ -550,7 +550,8 @@ class _Doc:
                                     "write it as a plain word")
                 key = str(key_node.value)
                 if key in out:
-                    raise SpecError(self.file, line, _fmt(path + (key,)), f"duplicate key {_clip(key)}; keep one of them")
+                    raise SpecError(self.file, line, _fmt(path + (key,)),
+                                    _one_line(f"duplicate key {_clip(key)}; keep one of them"))
                 self.lines[path + (key,)] = line
                 out[key] = self._convert(value_node, path + (key,))
             return out
@@ -563,8 +564,8 @@ class _Doc:
             # a bad timestamp (2025-13-45), or an integer Python will not convert (more than 4,300 digits)
             line, where = node.start_mark.line + 1, _fmt(path)
             if node.tag == "tag:yaml.org,2002:int":
-                raise SpecError(self.file, line, where, f"the number {_clip(node.value)} is too long; numbers are "
-                                f"limited to ±{MAX_NUMBER:,}") from None
+                raise SpecError(self.file, line, where, _one_line(f"the number {_clip(node.value)} is too long; "
+                                                                  f"numbers are limited to ±{MAX_NUMBER:,}")) from None
             problem = getattr(exc, "problem", None) or str(exc)
             raise SpecError(self.file, line, where,
                             _one_line(f"cannot read the value {_clip(node.value)}: {problem}")) from None
@@ -789,10 +790,34 @@ def _keys(value: Any) -> tuple:
     return tuple(value) if isinstance(value, dict) else ()
 
 
+EXCERPT = 80  # characters of one unbroken run of text (a value, a key, a tag from the spec) a message quotes
+MAX_MESSAGE = 600  # characters of a message; an honest one is under 400
+_RUN = re.compile(r"\S+")
+_CLOSING = ";,:.)'\"`"  # punctuation that ends a quoted value in a message and is kept after its excerpt: 'kkk...';
+
+
+def _excerpt(run: re.Match) -> str:
+    """A run of text without a space, cut to :data:`EXCERPT` characters when it is longer (its closing
+    punctuation kept)."""
+    text = run.group()
+    core = text.rstrip(_CLOSING)
+    if len(core) <= EXCERPT:
+        return text
+    return f"{core[:EXCERPT - 3]}... ({len(core):,} characters){text[len(core):]}"
+
+
 def _one_line(message: str) -> str:
     """``message`` with control characters escaped (a name from the spec may hold a newline or an
-    escape sequence), so that it prints as the one line it is."""
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in message)
+    escape sequence), so that it prints as the one line it is, and short: a spec's line may be 700 KB long,
+    and a message quotes at most :data:`EXCERPT` characters of any unbroken run of text in it (``kkk... (700,002
+    characters)``) and, should a long value have spaces, at most :data:`MAX_MESSAGE` characters in all (its start
+    and its end, which says what to do). Every message of the spec's reading that quotes the spec goes through here."""
+    text = "".join(c if c.isprintable() else repr(c)[1:-1] for c in message)
+    text = _RUN.sub(_excerpt, text)
+    if len(text) <= MAX_MESSAGE:
+        return text
+    tail = MAX_MESSAGE // 3
+    return f"{text[:MAX_MESSAGE - tail - 40]} ... ({len(text):,} characters) ... {text[-tail:]}"
 
 
 def _kind(value: Any) -> str:

@@ -77,6 +77,24 @@ def session_cache(tmp_path_factory) -> Iterator[Path]:
         os.environ[CACHE_ENV] = before
 
 
+@pytest.fixture(scope="session", autouse=True)
+def session_holdout_secret(tmp_path_factory) -> Iterator[Path]:
+    """The session's own holdout secret (evalpack.holdout.holdout_secret, made on first use), inherited by the
+    builds tests start as subprocesses: a test session never reads or makes the user's, and every build of one
+    spec in a session (pytest-xdist's workers too) salts its holdout alike, so two builds give the same bytes."""
+    from evalpack.holdout import SECRET_ENV
+
+    base = tmp_path_factory.getbasetemp()
+    path = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "holdout.secret"
+    before = os.environ.get(SECRET_ENV)
+    os.environ[SECRET_ENV] = str(path)
+    yield path
+    if before is None:
+        os.environ.pop(SECRET_ENV, None)
+    else:
+        os.environ[SECRET_ENV] = before
+
+
 @pytest.fixture(scope="session")
 def retail_pack(tmp_path_factory) -> Path:
     """schemas/retail.yaml built with 3 rotations (read-only: copy it before changing anything)."""

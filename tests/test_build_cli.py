@@ -105,10 +105,17 @@ def test_refuses_an_existing_file_at_pack_without_force(spec: Path, tmp_path: Pa
 
 
 def test_force_replaces_the_pack_and_prints_a_summary(spec: Path, existing: Path, tmp_path: Path, capsys) -> None:
+    # a folder holding a file no pack lists is the user's: --force leaves it alone (issue 50)
+    assert build(str(spec), "-o", str(existing), "--force") == 2
+    assert (existing / "notes" / "keep.txt").read_bytes() == b"\x00precious\n"
+    shutil.rmtree(existing)
+    assert build(str(spec), "--seed", "7", "-o", str(existing)) == 0
+    earlier = (existing / "manifest.json").read_bytes()
+    capsys.readouterr()
     assert build(str(spec), "-o", str(existing), "--force") == 0
     out = capsys.readouterr().out
-    # the old content is gone, a whole pack is in its place, and nothing is left beside it
-    assert not (existing / "notes").exists()
+    # the earlier pack is gone, a whole pack is in its place, and nothing is left beside it
+    assert (existing / "manifest.json").read_bytes() != earlier
     card = existing / "README.md"
     assert not card.exists() or card.read_text(encoding="utf-8") != "my earlier pack\n"
     for name in ("questions.jsonl", "certificate.json", "manifest.json", "verify.py"):

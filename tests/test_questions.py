@@ -97,7 +97,8 @@ def test_question_records_follow_the_pack_format(retail_pack):
                                                               "share_of_quarter", "children_per_parent"):
             assert "in EUR, to the cent" in r["question"] and "round to 2 decimal places" in r["evidence"]
     splits = [r["split"] for r in _records(retail_pack)]
-    assert splits.count("holdout") == round(0.2 * len(splits))
+    # up to a fifth: linked questions go to one split whole, and not every group fits (tests/test_holdout_secret.py)
+    assert 10 <= splits.count("holdout") <= round(0.2 * len(splits))
 
 
 def test_questions_come_from_the_answer_key_not_the_data(tmp_path):

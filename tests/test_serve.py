@@ -172,9 +172,9 @@ async def work_the_pack(session: ClientSession, pack: Path, records: list[dict])
     for record in gold:
         if record not in (by_value, declined):
             await submit(record, sql=record["gold_sql"])
-            assert statuses[record["id"]] == "correct", record["id"]
+            assert statuses[record["id"]] == ("recorded" if record["split"] == "holdout" else "correct"), record["id"]
     await submit(second, sql="SELECT 1 AS nothing")  # the last answer counts: wrong
-    await submit(held, sql="SELECT count(*) FROM orders")  # a holdout question: correct or wrong, nothing else
+    await submit(held, sql="SELECT count(*) FROM orders")  # a holdout question: recorded, no verdict (issue 50)
     await submit(by_value, value=by_value["expected_answer"])
     await submit(declined, decline=True)
     for record in declines[1:]:
@@ -183,8 +183,10 @@ async def work_the_pack(session: ClientSession, pack: Path, records: list[dict])
     assert await call(session, seen, "submit_answer", question_id=first["id"].upper(), decline=True) is None
     assert f"did you mean {first['id']}" in seen[-1]
     assert await call(session, seen, "submit_answer", question_id=first["id"], sql="SELECT 1", decline=True) is None
-    assert statuses == {**{r["id"]: "correct" for r in gold + declines}, second["id"]: "wrong", held["id"]: "wrong",
-                        declined["id"]: "declined", declines[0]["id"]: "wrong"}
+    told = {**{r["id"]: "correct" for r in gold + declines}, second["id"]: "wrong", held["id"]: "wrong",
+            declined["id"]: "declined", declines[0]["id"]: "wrong"}
+    split = {r["id"]: r["split"] for r in records}
+    assert statuses == {i: "recorded" if split[i] == "holdout" else status for i, status in told.items()}
     return answers, statuses, seen
 
 
@@ -271,7 +273,9 @@ def test_an_episode_ends_by_its_tool_and_a_new_session_starts_another(retail_pac
     finally:
         assert server.stop() == 0
     assert submitted["status"] == again["status"] == "recorded"  # --no-feedback: correct or not, the agent is not told
-    assert summary["correct"] >= 1 and summary["report_in"] == str(episode)
+    assert summary["dev"]["correct"] is None and summary["dev"]["answered"] == 1  # nor at the end
+    assert summary["report_in"] == str(episode)
+    assert all(e["report"]["summary"]["overall"]["correct"] >= 1 for e in ends)
     assert len({e["episode"] for e in ends}) == 2
 
 
@@ -313,7 +317,7 @@ def test_a_public_pack_grades_no_holdout_question_and_the_report_still_is_evalpa
             return await call(session, seen, "submit_answer", question_id=held["id"], sql=held["gold_sql"])
 
     graded = anyio.run(agent)
-    assert graded["status"] == "not scored" and graded["error"] is None
+    assert graded["status"] == "recorded" and graded["error"] is None  # no key, no verdict: nothing to tell
     [end] = ended(episode, timeout=0)
     assert end["report"]["holdout_key"] is None and end["report"]["unscored_candidates"] == [held["id"]]
     check_episode(pack, episode, [], {dev["id"]: dev["gold_sql"], held["id"]: held["gold_sql"]}, seen, end, tmp_path,
@@ -434,7 +438,8 @@ def test_hostile_sql_through_run_sql_and_submit_answer_escapes_nothing(retail_pa
     listener = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Listener)
     threading.Thread(target=listener.serve_forever, daemon=True).start()
     url = f"http://127.0.0.1:{listener.server_address[1]}/x.csv"
-    cases |= {"loopback_url": f"SELECT * FROM read_csv('{url}')", "loopback_text": f"SELECT content FROM read_text('{url}')"}
+    cases |= {"loopback_url": f"SELECT * FROM read_csv('{url}')",
+              "loopback_text": f"SELECT content FROM read_text('{url}')"}
     records = [r for r in full_questions(pack) if r.get("answerable") is not False]
     targets, after = records[:len(cases)], records[len(cases):len(cases) + 3]
     before_pack, before_outside = _snapshot(pack), _snapshot(outside)
@@ -458,20 +463,23 @@ def test_hostile_sql_through_run_sql_and_submit_answer_escapes_nothing(retail_pa
                 results[name] = (ran, graded)
             for record in after:  # the tables are intact after every attack
                 graded = await call(session, seen, "submit_answer", question_id=record["id"], sql=record["gold_sql"])
-                assert graded["status"] == "correct", record["id"]
+                assert graded["status"] == ("recorded" if record["split"] == "holdout" else "correct"), record["id"]
         return results
 
     try:
         results = anyio.run(attack)
-        assert ended(episode)
+        [end] = ended(episode)
     finally:
         assert server.stop() == 0
         listener.shutdown()
-    for name, (ran, graded) in results.items():
+    statuses_at_end = {q["id"]: q["status"] for q in end["report"]["questions"]}
+    assert all(statuses_at_end[r["id"]] == "correct" for r in after)
+    for (name, (ran, graded)), record in zip(results.items(), targets, strict=True):
         if graded["status"] == "refused":  # 12 MB of SQL never reached the server over HTTP
             assert name == "huge_text" and ran is graded, (name, graded)
             continue
-        assert graded["status"] == "wrong", name
+        assert graded["status"] == ("recorded" if record["split"] == "holdout" else "wrong"), name
+        assert statuses_at_end[record["id"]] == "wrong", name  # a holdout one too, in the operator's report
         assert ran is None or name in ("long_number", "getenv", "interval_overflow"), (name, ran)
     assert _Listener.hits == []  # nothing reached the network, not even the loopback
     assert _snapshot(pack) == before_pack and _snapshot(outside) == before_outside
@@ -527,7 +535,7 @@ def test_fifty_concurrent_http_sessions_complete_without_an_error(retail_pack, t
                 assert (await call(session, seen, "list_tables"))["tables"]
                 assert (await call(session, seen, "run_sql", sql="SELECT count(*) FROM orders"))["row_count"] == 1
                 graded = await call(session, seen, "submit_answer", question_id=record["id"], sql=record["gold_sql"])
-                assert graded["status"] == "correct", seen
+                assert graded["status"] == ("recorded" if record["split"] == "holdout" else "correct"), seen
         except Exception as exc:  # noqa: BLE001 - every session's failure is reported below
             failures.append(f"{record['id']}: {type(exc).__name__}: {exc}")
 

@@ -1,0 +1,330 @@
+"""`evalpack import` against a database and a questions file made to hurt it (issue 50, causes 1, 3 and 6).
+
+A database file's views are SQL from outside that runs when they are read: import reads the file in a sandbox
+worker process under the scorer's limits (memory cap, a time limit per batch of rows, no file writes) with a
+bound on the rows and bytes of each table or view, and refuses what exceeds them with one line naming the
+view and the limit (exit 2, nothing written). A view may not read DuckDB's or SQLite's description of the
+machine (settings, attached files, paths). The questions' SQL runs on tables that cannot be changed (a
+data-changing CTE fails), and a questions file nested too deeply to read is one error line.
+
+The blow-up tests run the real command in a process of its own, under a protective address-space cap (so that
+the code before this fix could not take the machine down), and measure the peak resident memory of the whole
+process tree (``RUSAGE_CHILDREN`` of a wrapper process: the largest of the command and its workers).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import resource
+import signal
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from evalpack.cli import main
+from evalpack.errors import EvalpackError
+from evalpack.importer import import_pack
+from evalpack.scoring import Limits
+
+PROTECTIVE_CAP = 4 * 2**30  # address space of the command under test: far above what a bounded import needs
+PEAK_BOUND_KIB = 1536 * 1024  # the generous bound on the peak resident memory of the import's process tree
+HANG_GUARD = 300  # seconds: only so that a test cannot hang; nothing is asserted about time
+
+# the peak resident memory of the command (and every process it waited for) into the file argv[1]
+_WRAPPER = ("import resource, subprocess, sys\n"
+            "code = subprocess.call(sys.argv[2:])\n"
+            "with open(sys.argv[1], 'w') as f:\n"
+            "    f.write(str(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss))\n"
+            "sys.exit(code)\n")
+
+
+def _cap() -> None:
+    resource.setrlimit(resource.RLIMIT_AS, (PROTECTIVE_CAP, PROTECTIVE_CAP))
+
+
+def run_import(tmp_path: Path, questions: Path, data: Path, pack: Path) -> tuple[int, str, str, int]:
+    """``evalpack import QUESTIONS --data DATA -o PACK`` in a process of its own: (exit code, stdout, stderr,
+    peak KiB of the process tree)."""
+    peak = tmp_path / "peak.kib"
+    command = [sys.executable, "-c", _WRAPPER, str(peak), sys.executable, "-m", "evalpack.cli", "import",
+               str(questions), "--data", str(data), "-o", str(pack)]
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace",
+                            preexec_fn=_cap, start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=HANG_GUARD)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        pytest.fail(f"evalpack import did not end within {HANG_GUARD} s")
+    return proc.returncode, out, err, int(peak.read_text()) if peak.exists() else -1
+
+
+def one_line(err: str, *words: str) -> str:
+    lines = err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("evalpack: error: "), err[-3000:]
+    assert "Traceback" not in err
+    for word in words:
+        assert word in lines[0], (word, lines[0])
+    return lines[0]
+
+
+def nothing_written(pack: Path) -> None:
+    assert not pack.exists()
+    assert not [p.name for p in pack.parent.iterdir() if p.name.startswith(f".{pack.name}.")]
+
+
+def questions_about_t(tmp_path: Path, count: int = 3) -> Path:
+    path = tmp_path / "q.jsonl"
+    path.write_text(json.dumps({"question": "How many rows has t?", "sql": "SELECT COUNT(*) FROM t",
+                                "answer": count}) + "\n")
+    return path
+
+
+def sqlite_with_view(path: Path, view: str) -> Path:
+    con = sqlite3.connect(path)
+    con.executescript(f"CREATE TABLE t (x INTEGER); INSERT INTO t VALUES (1), (2), (3); {view};")
+    con.commit()
+    con.close()
+    return path
+
+
+def duckdb_with(path: Path, *statements: str) -> Path:
+    with duckdb.connect(str(path)) as con:
+        con.execute("CREATE TABLE t AS SELECT range AS x FROM range(1, 4)")
+        for statement in statements:
+            con.execute(statement)
+    return path
+
+
+# --------------------------------------------------------------------------- views that grow without end
+
+
+@pytest.mark.parametrize("view", [
+    # the string doubles each row: SQLite's default length limit is a billion bytes, 2 GB of rows before it
+    pytest.param("CREATE VIEW grow AS WITH RECURSIVE r(n, s) AS (SELECT 1, 'x' UNION ALL SELECT n + 1, s || s "
+                 "FROM r WHERE n < 40) SELECT n, s FROM r", id="doubling"),
+    # each row 1,000 bytes longer than the one before, without end
+    pytest.param("CREATE VIEW grow AS WITH RECURSIVE r(n, s) AS (SELECT 1, '' UNION ALL SELECT n + 1, "
+                 "s || printf('%.1000c', 'x') FROM r) SELECT n, s FROM r", id="endless"),
+])
+def test_a_recursive_sqlite_view_is_refused_within_bounded_memory(tmp_path, view):
+    data = sqlite_with_view(tmp_path / "grow.sqlite", view)
+    pack = tmp_path / "pack"
+    code, _, err, peak = run_import(tmp_path, questions_about_t(tmp_path), data, pack)
+    assert code == 2, err[-3000:]
+    one_line(err, "grow.sqlite", "view grow", "limit")
+    nothing_written(pack)
+    assert 0 < peak < PEAK_BOUND_KIB, peak
+
+
+def test_a_duckdb_string_agg_view_is_refused_within_bounded_memory(tmp_path):
+    data = duckdb_with(tmp_path / "agg.duckdb",
+                       "CREATE VIEW blob AS SELECT string_agg(repeat('x', 10000), '') AS s FROM range(1000000)")
+    pack = tmp_path / "pack"
+    code, _, err, peak = run_import(tmp_path, questions_about_t(tmp_path), data, pack)
+    assert code == 2, err[-3000:]
+    one_line(err, "agg.duckdb", "view blob", "limit")
+    nothing_written(pack)
+    assert 0 < peak < PEAK_BOUND_KIB, peak
+
+
+def test_a_view_too_large_for_the_row_bound_is_refused_before_it_is_written(tmp_path, monkeypatch):
+    """The bound on rows (and bytes) per table or view is what keeps a view from filling the disk: lowered here
+    so that the test stays small."""
+    import evalpack.importer as importer
+
+    monkeypatch.setattr(importer, "MAX_TABLE_ROWS", 1000)
+    data = duckdb_with(tmp_path / "huge.duckdb",
+                       "CREATE VIEW huge AS SELECT range AS i, repeat('x', 100) AS s FROM range(100000000)")
+    pack = tmp_path / "pack"
+    with pytest.raises(EvalpackError) as refused:
+        import_pack(questions_about_t(tmp_path), data=data, output=pack)
+    assert refused.value.exit_code == 2
+    assert "\n" not in str(refused.value) and "view huge" in str(refused.value), str(refused.value)
+    assert "1,000 rows" in str(refused.value)
+    nothing_written(pack)
+
+
+def test_a_cross_join_view_is_stopped_at_the_time_limit(tmp_path):
+    data = duckdb_with(tmp_path / "pairs.duckdb",
+                       "CREATE VIEW pairs AS SELECT COUNT(*) AS n FROM range(1000000) a, range(1000000) b "
+                       "WHERE (a.range * b.range) % 7 = 3")
+    pack = tmp_path / "pack"
+    with pytest.raises(EvalpackError) as refused:
+        import_pack(questions_about_t(tmp_path), data=data, output=pack, limits=Limits(timeout=1.0))
+    message = str(refused.value)
+    assert refused.value.exit_code == 2
+    assert "\n" not in message and "view pairs" in message and "1 s" in message, message
+    nothing_written(pack)
+
+
+# --------------------------------------------------------------------------- views that describe the machine
+
+
+def _machine_paths(data: Path) -> list[str]:
+    return [str(Path.home()), str(data.resolve().parent), str(data.resolve())]
+
+
+def _holding(folder: Path, needles: list[str], skip: set[Path]) -> list[str]:
+    found = []
+    for path in folder.rglob("*"):
+        if path.is_file() and path not in skip:
+            content = path.read_bytes()
+            found += [f"{path}: {n}" for n in needles if n.encode() in content]
+    return found
+
+
+@pytest.mark.parametrize(("name", "statement"), [
+    ("settings", "CREATE VIEW settings AS SELECT name, value FROM duckdb_settings()"),
+    ("files", "CREATE VIEW files AS SELECT database_name, path FROM duckdb_databases()"),
+    ("files", "CREATE VIEW files AS SELECT * FROM duckdb_databases"),
+    ("files", "CREATE VIEW files AS SELECT * FROM pragma_database_list"),
+    ("settings", "CREATE VIEW settings AS SELECT * FROM pg_catalog.pg_settings"),
+    ("secrets", "CREATE VIEW secrets AS SELECT current_setting('secret_directory') AS folder"),
+    ("hidden", "CREATE VIEW hidden AS SELECT reverse(path) AS p FROM query('SELECT path FROM duckdb_' || "
+               "'databases()')"),
+    ("m", "CREATE MACRO m() AS TABLE SELECT value FROM duckdb_settings()"),
+    ("generated", "CREATE TABLE generated (x INTEGER, home VARCHAR AS (current_setting('secret_directory')))"),
+    # reads nothing of the machine, but returns its home folder all the same (guessed): what a view returns is checked
+    ("guess", f"CREATE VIEW guess AS SELECT '{Path.home()}/.ssh/id_rsa' AS key"),
+])
+def test_a_view_over_the_machine_s_catalogue_puts_no_machine_path_in_the_pack(tmp_path, capsys, name, statement):
+    data = duckdb_with(tmp_path / "machine.duckdb", statement)
+    if statement.startswith("CREATE TABLE"):
+        with duckdb.connect(str(data)) as con:
+            con.execute("INSERT INTO generated (x) VALUES (1)")
+    questions = questions_about_t(tmp_path)
+    pack = tmp_path / "pack"
+    assert main(["import", str(questions), "--data", str(data), "-o", str(pack)]) == 2
+    one_line(capsys.readouterr().err, "machine.duckdb", name)
+    nothing_written(pack)
+    assert not _holding(tmp_path, _machine_paths(data), {data, questions})
+
+
+def test_names_that_read_the_machine_are_found_however_they_are_written():
+    from evalpack.importer import machine_name
+
+    names = {"duckdb_settings", "duckdb_databases", "pragma_database_list"}
+    for sql, found in [
+        ("SELECT * FROM duckdb_settings()", "duckdb_settings"),
+        ('SELECT * FROM "DuckDB_Settings"()', "duckdb_settings"),
+        ("SELECT * FROM system.main.DUCKDB_DATABASES", "duckdb_databases"),
+        ("SELECT * FROM query /* dynamic */ ('SELECT 1')", "query"),
+        ("SELECT current_setting('home_directory')", "current_setting"),
+        ("SELECT * FROM pg_catalog.pg_settings", "pg_settings"),
+        # a column named like a function, a string, a comment: none reads anything
+        ("SELECT query, 'duckdb_settings()' AS s FROM searches -- duckdb_databases", None),
+        ("SELECT t.current_setting FROM t", None),
+    ]:
+        assert machine_name(sql, names) == found, sql
+
+
+@pytest.mark.parametrize("view", [
+    "CREATE VIEW files AS SELECT * FROM pragma_database_list",
+    "CREATE VIEW files AS SELECT file FROM pragma_database_list",
+    f"CREATE VIEW files AS SELECT '{Path.home()}/.ssh/id_rsa' AS key",
+])
+def test_a_sqlite_view_over_pragma_functions_is_refused(tmp_path, capsys, view):
+    data = sqlite_with_view(tmp_path / "machine.sqlite", view)
+    questions = questions_about_t(tmp_path)
+    pack = tmp_path / "pack"
+    assert main(["import", str(questions), "--data", str(data), "-o", str(pack)]) == 2
+    one_line(capsys.readouterr().err, "machine.sqlite", "view files")
+    nothing_written(pack)
+    assert not _holding(tmp_path, _machine_paths(data), {data, questions})
+
+
+def test_a_question_whose_sql_reads_the_machine_puts_no_machine_path_in_the_pack(tmp_path, capsys):
+    """The questions' SQL runs in the scorer's sandbox; what it returned is written into the pack, so an answer that
+    holds the home folder or the data's path is refused, naming the line and the question."""
+    data = duckdb_with(tmp_path / "t.duckdb")
+    questions = tmp_path / "q.jsonl"
+    questions.write_text(json.dumps({"question": "Where are secrets kept?",
+                                     "sql": "SELECT current_setting('secret_directory')"}) + "\n")
+    pack = tmp_path / "pack"
+    code = main(["import", str(questions), "--data", str(data), "-o", str(pack)])
+    err = capsys.readouterr().err
+    if code == 2:  # the sandbox showed the home folder: refused
+        one_line(err, f"{questions}: line 1: question q001")
+        nothing_written(pack)
+    else:  # the sandbox shows nothing of the machine: imported
+        assert code == 0, err
+    assert not _holding(tmp_path, _machine_paths(data), {data, questions})
+
+
+# --------------------------------------------------------------------------- SQL that changes data
+
+
+FILMS = [(i, 2000 + i) for i in range(10)]  # the latest year is 2009
+
+
+def _films(kind: str, path: Path) -> Path:
+    if kind == "sqlite":
+        con = sqlite3.connect(path)
+        con.execute("CREATE TABLE films (id INTEGER, year INTEGER)")
+        con.executemany("INSERT INTO films VALUES (?, ?)", FILMS)
+        con.commit()
+        con.close()
+    else:
+        with duckdb.connect(str(path)) as con:
+            con.execute("CREATE TABLE films (id INTEGER, year INTEGER)")
+            con.executemany("INSERT INTO films VALUES (?, ?)", FILMS)
+    return path
+
+
+@pytest.mark.parametrize("change", [
+    "WITH z AS (UPDATE films SET year = 0 RETURNING id) SELECT COUNT(*) FROM z",
+    "WITH z AS (DELETE FROM films RETURNING id) SELECT COUNT(*) FROM z",
+    "WITH z AS (INSERT INTO films VALUES (99, 9999) RETURNING id) SELECT COUNT(*) + 9 FROM z",
+])
+@pytest.mark.parametrize("kind", ["duckdb", "sqlite"])
+def test_a_data_changing_check_query_changes_nothing(tmp_path, capsys, kind, change):
+    """DuckDB parses a data-changing CTE as a SELECT: the tables the questions run on cannot be changed at all, so
+    the query fails, the question after it ships with its true result and the source file keeps its bytes."""
+    data = _films(kind, tmp_path / f"films.{kind}")
+    before = hashlib.sha256(data.read_bytes()).hexdigest()
+    questions = tmp_path / "q.jsonl"
+    questions.write_text(
+        json.dumps({"id": "count", "question": "How many films?", "sql": "SELECT COUNT(*) FROM films", "answer": 10,
+                    "check_sql": change}) + "\n"
+        + json.dumps({"id": "latest", "question": "Latest year?", "sql": "SELECT MAX(year) FROM films",
+                      "answer": 2009, "check_sql": "SELECT year FROM films ORDER BY year DESC LIMIT 1"}) + "\n")
+    pack = tmp_path / "pack"
+    assert main(["import", str(questions), "--data", str(data), "-o", str(pack)]) == 0, capsys.readouterr().err
+    records = {r["id"]: r for r in map(json.loads, (pack / "questions.jsonl").read_text().splitlines())}
+    assert records["latest"]["status"] == "scorable", records["latest"]
+    assert records["latest"]["observed_answer"] == 2009
+    # the data-changing check query failed: the question that carries it cannot be scorable
+    assert records["count"]["status"] == "provisional" and records["count"]["check_answer"] != 10, records["count"]
+    assert hashlib.sha256(data.read_bytes()).hexdigest() == before
+    with duckdb.connect() as con:
+        table = pack / "rotations" / "seed_0" / "tables" / "films.parquet"
+        assert con.execute(f"SELECT * FROM '{table}' ORDER BY id").fetchall() == FILMS
+
+
+# --------------------------------------------------------------------------- a questions file nested too deeply
+
+
+DEEP = "[" * 100_000 + "]" * 100_000
+
+
+@pytest.mark.parametrize(("name", "text", "line"), [
+    ("deep.jsonl", '{"question": "a"}\n' + DEEP + "\n", 2),
+    ("deep.jsonl", '{"question": "a"}\n{"question": "b", "answer": ' + DEEP + "}\n", 2),
+    ("deep.jsonl", '{"question": "a", "notes": ' + "[" * 900 + "]" * 900 + "}\n", 1),
+    ("deep.json", '[\n{"question": "a"},\n' + DEEP + "\n]\n", 3),
+])
+def test_a_questions_file_nested_too_deeply_is_one_error_line(tmp_path, capsys, name, text, line):
+    data = duckdb_with(tmp_path / "t.duckdb")
+    questions = tmp_path / name
+    questions.write_text(text)
+    pack = tmp_path / "pack"
+    assert main(["import", str(questions), "--data", str(data), "-o", str(pack)]) == 2
+    one_line(capsys.readouterr().err, f"{questions}: line {line}:", "nested")
+    nothing_written(pack)
