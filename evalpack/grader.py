@@ -46,6 +46,8 @@ from evalpack.scoring import (
     top_level_order_by,
 )
 
+REAP_SECONDS = 2.0  # how often a pool looks for idle workers whose process has ended
+
 
 class WorkerPool:
     """Sandbox worker processes over one rotation's tables, at most ``size`` of them, each lent to one
@@ -57,6 +59,24 @@ class WorkerPool:
         self._idle: queue.LifoQueue[SandboxWorker] = queue.LifoQueue()
         self._all: list[SandboxWorker] = []
         self._lock = threading.Lock()
+        self._closed = threading.Event()
+        threading.Thread(target=self._reap_while_open, name="evalpack-reaper", daemon=True).start()
+
+    def _reap_while_open(self) -> None:
+        while not self._closed.wait(REAP_SECONDS):
+            self.reap_idle()
+
+    def reap_idle(self) -> int:
+        """Reap the processes of idle workers that have ended since their last query (a server may sit idle for
+        long: no zombie waits for the next call); how many. Each is replaced at its next query."""
+        taken = []
+        with contextlib.suppress(queue.Empty):
+            while True:
+                taken.append(self._idle.get_nowait())
+        reaped = sum(worker.reap() for worker in taken)
+        for worker in reversed(taken):  # back in the order they were idle in
+            self._idle.put(worker)
+        return reaped
 
     @contextlib.contextmanager
     def lend(self) -> Iterator[SandboxWorker]:
@@ -87,6 +107,7 @@ class WorkerPool:
     def close(self) -> list[str]:
         """End every worker process; the problems found (a sandbox database that changed), if any."""
         problems = []
+        self._closed.set()
         with self._lock:
             workers, self._all = self._all, []
         for worker in workers:

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from evalpack.errors import EvalpackError
+from evalpack.scoring import MAX_QUESTIONS_BYTES, InputError, questions_text, read_bounded
 
 CARD = "README.md"
 QUESTIONS = "questions.jsonl"
@@ -119,10 +120,12 @@ class PackLayout:
 
     def read_json(self, path: Path) -> dict[str, Any]:
         """A JSON file of the pack (manifest, certificate). Raises EvalpackError naming the file."""
+        if not path.exists():
+            raise EvalpackError(f"{path}: not found; is {self.root} a pack (built or imported)?")
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise EvalpackError(f"{path}: not found; is {self.root} a pack (built or imported)?") from None
+            data = json.loads(read_bounded(path, MAX_QUESTIONS_BYTES, "a JSON file of the pack").decode("utf-8"))
+        except InputError as exc:
+            raise EvalpackError(str(exc)) from None
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise EvalpackError(f"{path}: not valid JSON ({exc}); the pack is damaged: rebuild or re-import it") \
                 from None
@@ -143,12 +146,12 @@ class PackLayout:
     def read_records(self) -> list[dict]:
         """The question records (built or imported; records without a gold query included)."""
         path = self.questions
+        if not path.exists():
+            raise EvalpackError(f"{path}: not found; is {self.root} a pack (built or imported)?")
         try:
-            text = path.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            raise EvalpackError(f"{path}: not found; is {self.root} a pack (built or imported)?") from None
-        except UnicodeDecodeError as exc:
-            raise EvalpackError(f"{path}: not UTF-8 ({exc.reason}); the pack is damaged") from None
+            text = questions_text(path)  # the scorer's bounds
+        except InputError as exc:
+            raise EvalpackError(str(exc)) from None
         records = []
         # JSON Lines: split at newlines only (a JSON string may hold U+2028, where str.splitlines splits too)
         for number, line in enumerate(text.split("\n"), 1):

@@ -192,6 +192,7 @@ MAX_FETCH_ROWS = 100_000  # a bird candidate may repeat rows; beyond this many i
 MAX_RESULT_BYTES = 64 * 2**20  # what one result may hold (text, nested values counted in full) before it is wrong
 MAX_QUESTIONS_BYTES = 64 * 2**20  # questions.jsonl may be this large (retail's 170 questions: 0.2 MiB)
 MAX_QUESTIONS = 50_000  # and hold this many questions (BIRD's training set, imported, 9,428)
+MAX_JSON_VALUES = 5_000_000  # and at most this many JSON objects, lists and items (retail's: 11,000; ~0.5 GB parsed)
 MAX_MANIFEST_BYTES = 16 * 2**20  # manifest.json (retail's: 36 KiB)
 _SEARCH_BUDGET = 200_000  # column-mapping steps tried before a spider comparison gives up (wrong)
 
@@ -911,12 +912,13 @@ def sql_refused(sql: Any) -> str | None:
     return None
 
 
-_UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+_UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
 
 
 def printable(text: Any) -> str:
     """``text`` safe to print on one terminal line: control characters (newlines, ANSI escapes, C1
-    codes), bidirectional overrides and lone surrogates are shown as escapes."""
+    codes), line and paragraph separators, bidirectional marks and overrides and lone surrogates are shown as
+    escapes."""
     return _UNPRINTABLE.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100
                             else f"\\u{ord(m.group()):04x}", str(text))
 
@@ -1418,10 +1420,17 @@ class SandboxWorker:
         """Start the worker now (it starts at the first query otherwise), or a fresh one when the one started before
         has ended since (it is reaped, and counted as replaced): a worker that died while idle is never what answers
         the next query. RuntimeError or InputError when it cannot start."""
-        if self.proc is not None and self.proc.poll() is not None:
-            self._retire()
+        self.reap()
         if self.proc is None:
             self.proc = self._start()
+
+    def reap(self) -> bool:
+        """Whether the worker process had ended (killed from outside, say): if so it is reaped now, so that no zombie
+        is left, and a fresh one starts at the next query. Call it only while no query is under way."""
+        if self.proc is not None and self.proc.poll() is not None:
+            self._retire()
+            return True
+        return False
 
     def _retire(self) -> None:
         """Stop the worker (any replies still to come are dropped with it); the next query starts a fresh one."""
@@ -1499,15 +1508,28 @@ def read_bounded(path: Path, limit: int, what: str) -> bytes:
     return data
 
 
-def load_questions(pack: Path) -> list[dict]:
-    """Every question record of a pack, scorable or not (InputError naming the line of a bad one). At most
-    :data:`MAX_QUESTIONS_BYTES` and :data:`MAX_QUESTIONS` are read."""
-    path = Path(pack) / QUESTIONS_FILE
+def questions_text(path: Path) -> str:
+    """The text of a pack's questions file ``path``: refused unread when it holds more than
+    :data:`MAX_QUESTIONS_BYTES`, and unparsed when it holds more than :data:`MAX_JSON_VALUES` JSON objects, lists
+    and list items (each a Python object once parsed: a file of ``[{},{},...]`` within the size would otherwise take
+    gigabytes), as every reader of questions takes it."""
     data = read_bounded(path, MAX_QUESTIONS_BYTES, "the questions")
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise InputError(f"{path}: not UTF-8 text (byte {exc.start}); the pack is damaged") from None
+    values = text.count(",") + text.count("[") + text.count("{")  # at least as many as the values it holds
+    if values > MAX_JSON_VALUES:
+        raise InputError(f"{path}: holds up to {values:,} JSON values, more than the {MAX_JSON_VALUES:,} any pack "
+                         "holds; the pack is damaged or hostile, refused before parsing it")
+    return text
+
+
+def load_questions(pack: Path) -> list[dict]:
+    """Every question record of a pack, scorable or not (InputError naming the line of a bad one). At most
+    :data:`MAX_QUESTIONS_BYTES` and :data:`MAX_QUESTIONS` are read (:func:`questions_text`)."""
+    path = Path(pack) / QUESTIONS_FILE
+    text = questions_text(path)
     records, seen = [], {}
     for number, line in enumerate(jsonl_lines(text), 1):
         if not line.strip():

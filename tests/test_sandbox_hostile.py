@@ -215,3 +215,44 @@ def test_a_query_reads_no_folder_of_the_machine(tables):
         secrets = worker.run("SELECT current_setting('secret_directory')", 10.0)
     assert settings.error is None and home not in settings.rows[0][0]
     assert secrets.error is None and home not in secrets.rows[0][0]
+
+
+def test_an_idle_pool_reaps_a_worker_that_died_without_waiting_for_a_call(tables):
+    from evalpack.grader import REAP_SECONDS, WorkerPool
+
+    pool = WorkerPool(tables, Limits(memory_mb=256), size=1)
+    try:
+        with pool.lend() as worker:
+            worker.run("SELECT 1", 10.0)
+            dead = worker.proc.pid
+        os.kill(dead, signal.SIGKILL)
+        deadline = time.monotonic() + 5 * REAP_SECONDS
+        while time.monotonic() < deadline and Path(f"/proc/{dead}").exists():
+            time.sleep(0.1)
+        reaped = not Path(f"/proc/{dead}").exists()  # a zombie keeps its /proc entry until reaped
+        with pool.lend() as worker:
+            outcome = worker.run("SELECT count(*) FROM orders", 10.0)
+    finally:
+        pool.close()
+    assert reaped
+    assert outcome.error is None and outcome.rows == [(40000,)]
+
+
+def test_a_questions_file_of_countless_tiny_values_is_refused_before_parsing(tmp_path, retail_pack):
+    """63 MB of `{}` is within the size bound but would be 21 million dicts (gigabytes) once parsed."""
+    pack = copy_pack(retail_pack, tmp_path / "pack")
+    line = b'{"id": "bomb", "tags": [' + b"{}," * (scoring.MAX_JSON_VALUES // 2) + b"{}]}\n"
+    with open(pack / "questions.jsonl", "ab") as handle:
+        handle.write(line)
+    with pytest.raises(InputError, match="JSON values"):
+        load_questions(pack)
+    from evalpack.errors import EvalpackError
+    from evalpack.layout import PackLayout
+
+    with pytest.raises(EvalpackError, match="JSON values"):
+        PackLayout(pack).read_records()  # the engine's reader (report, audit, card) takes the same bounds
+
+
+@pytest.mark.parametrize("separator", ["\u2028", "\u2029", "\u061c", "\u0085"])
+def test_line_separators_are_shown_as_escapes(separator):
+    assert separator not in scoring.printable(f"q001{separator}OK all checks passed")
