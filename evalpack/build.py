@@ -34,7 +34,7 @@ from evalpack.certify import certificate, dumps, manifest, pack_warnings
 from evalpack.diff import changes_since
 from evalpack.errors import EvalpackError, SpecError
 from evalpack.gcpause import gc_paused
-from evalpack.holdout import read_previous, seal, write_key
+from evalpack.holdout import KEY_README, RECEIVED_KEY_README, read_previous, seal, write_key
 from evalpack.hubfiles import write_questions_parquet
 from evalpack.layout import ATTESTATION, CARD, CERTIFICATE, MANIFEST, QUESTIONS, PackLayout, rotation_name
 from evalpack.layout import SCORER as SCORER_FILE
@@ -405,16 +405,19 @@ def continued_splits(spec: Spec, out: str | Path, previous: str | Path | None = 
     return None
 
 
-def _read_regular(path: Path) -> bytes | None:
+def _read_regular(path: Path, limit: int | None = None) -> bytes | None:
     """The bytes of ``path`` when it is a regular file (not a link, a FIFO or a device: none is followed or
-    waited on), else None."""
+    waited on) of at most ``limit`` bytes (None: any size), else None."""
     flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
     try:
         fd = os.open(path, flags)
     except OSError:
         return None
     with os.fdopen(fd, "rb") as handle:
-        return handle.read() if stat.S_ISREG(os.fstat(fd).st_mode) else None
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        data = handle.read() if limit is None else handle.read(limit + 1)
+        return data if limit is None or len(data) <= limit else None
 
 
 def is_pack(folder: str | Path) -> bool:
@@ -486,19 +489,87 @@ def check_replaceable(out: str | Path) -> None:
                             "another -o")
 
 
+#: the files evalpack writes into every holdout answer key; besides these it keeps one file there, the spec or the
+#: questions file as received (:func:`evalpack.holdout.write_key`, ``write_received_key``), which its README names
+KEY_FILES = frozenset({HOLDOUT_FILE, "README.md"})
+#: the line of a key's README (:data:`evalpack.holdout.KEY_README`, ``RECEIVED_KEY_README``) naming that file
+KEPT_LINES = tuple(line for template, field in ((KEY_README, "spec_file"), (RECEIVED_KEY_README, "file"))
+                   for line in template.splitlines() if line.startswith(f"- `{{{field}}}`"))
+KEY_README_MAX_BYTES = 1 << 20  # a README larger than this is not one evalpack wrote: it names no file
+
+
+def _kept_by_key(key: Path, candidates: set[str]) -> set[str]:
+    """Which of ``candidates`` (files of the answer key ``key``) its README names as the spec or the questions file
+    evalpack keeps there, in evalpack's own line (:data:`KEPT_LINES`); the README is not followed through a link,
+    waited on, nor read beyond :data:`KEY_README_MAX_BYTES`."""
+    data = _read_regular(key / "README.md", KEY_README_MAX_BYTES)
+    readme = set(data.decode("utf-8", "replace").splitlines()) if data is not None else set()
+    return {name for name in candidates if any(line.format(spec_file=name, file=name) in readme for line in KEPT_LINES)}
+
+
+def _listing(key: Path) -> dict[str, bool]:
+    """The entries of the folder ``key``, each with whether it is a regular file (links not followed)."""
+    with os.scandir(key) as entries:
+        return {entry.name: entry.is_file(follow_symlinks=False) for entry in entries}
+
+
+def unexpected_key_entry(key: Path, listing: dict[str, bool] | None = None) -> tuple[str, str] | None:
+    """The first entry of the holdout answer key folder ``key`` (by name; of ``listing``, from :func:`_listing`, when
+    given) that is not a file evalpack writes there, as (its name, what it is), or None: a symlink, a folder or a
+    special file (found without following or opening it), or a file that is none of :data:`KEY_FILES` and the spec
+    or questions file its README names (:func:`_kept_by_key`): a file a user put there, which a build must not
+    delete."""
+    try:
+        entries = _listing(key) if listing is None else listing
+    except OSError as exc:
+        return "", f"cannot be read ({exc.strerror or exc})"
+    odd = {name: "is a symlink, a folder or a special file, not a file evalpack writes into an answer key"
+           for name, regular in entries.items() if not regular}
+    if not odd:  # the README is read only when nothing in the key can stall or redirect a read
+        others = set(entries) - KEY_FILES
+        kept = _kept_by_key(key, others) if others and "README.md" in entries else set()
+        if len(kept) > 1:  # evalpack keeps one such file, never two: which is the user's is not known
+            kept = set()
+        odd = {name: f"is not a file evalpack writes into a holdout answer key (only {HOLDOUT_FILE}, README.md and "
+                     "the spec or questions file the README names)" for name in others - kept}
+    return min(odd.items()) if odd else None
+
+
+def replaceable_key(out: str | Path) -> tuple[str, ...]:
+    """The entries of the holdout answer key beside ``out`` (``OUT.holdout-key``; none when there is none) that a
+    build replacing it removes, when it is an empty folder or wholly a key evalpack wrote (:func:`unexpected_key_entry`
+    finds nothing); else EvalpackError, one line naming what was found and what to do: a link or a file in its
+    place, a folder without ``holdout.jsonl``, a key holding a link, a folder or a file of the user's are all left
+    alone, with or without ``--force``."""
+    key = holdout_key_beside(out)
+    if not os.path.lexists(key):
+        return ()
+    if key.is_symlink() or not key.is_dir() or (not (key / HOLDOUT_FILE).is_file() and any(key.iterdir())):
+        raise EvalpackError(f"{key}: where the pack's holdout answer key goes, but not one (no {HOLDOUT_FILE}), so it "
+                            "was left alone: move it or choose another -o")
+    try:
+        listing = _listing(key)
+    except OSError as exc:
+        raise EvalpackError(f"{key}: the pack's holdout answer key cannot be read ({exc.strerror or exc}), so it was "
+                            "left alone: move it or choose another -o") from None
+    odd = unexpected_key_entry(key, listing)
+    if odd is not None:
+        name, what = odd
+        raise EvalpackError(printable(f"{key / name}: {what}, so the pack's holdout answer key {key} was left alone "
+                                      "(a build replaces only a key folder wholly evalpack's): move that out of the "
+                                      "answer key, or choose another -o"))
+    return tuple(sorted(listing))
+
+
 def check_output(out: str | Path, force: bool = False, inputs: Iterable[str | Path] = ()) -> None:
     """Refuse, before any work, a pack folder ``out`` that a build or an import cannot or must not write:
     the current folder, a folder holding it or one of ``inputs``, anything existing without ``force``,
     and with ``force`` anything but an empty folder or a folder that is wholly a pack evalpack wrote
     (:func:`check_replaceable`), which are all that ``--force`` replaces; a path through a file or a folder that
-    cannot be written; something other than a holdout answer key where the pack's key goes (``OUT.holdout-key``).
-    Raises EvalpackError."""
+    cannot be written; anything but an answer key wholly evalpack's where the pack's key goes (``OUT.holdout-key``,
+    :func:`replaceable_key`), which a build replaces with or without ``force``. Raises EvalpackError."""
     out = Path(out)
-    key = holdout_key_beside(out)
-    if os.path.lexists(key) and (key.is_symlink() or not key.is_dir()
-                                 or (not (key / HOLDOUT_FILE).is_file() and any(key.iterdir()))):
-        raise EvalpackError(f"{key}: where the pack's holdout answer key goes, but not one (no {HOLDOUT_FILE}), so it "
-                            "was left alone: move it or choose another -o")
+    replaceable_key(out)
     where = out.resolve()
     cwd = Path.cwd().resolve()
     if where == cwd or where in cwd.parents:
@@ -571,13 +642,25 @@ def discard(staging: Path) -> None:
     shutil.rmtree(holdout_key_beside(staging), ignore_errors=True)
 
 
-def _move_key(staging: Path, out: Path) -> None:
+def _move_key(staging: Path, out: Path, replaced: Iterable[str] = ()) -> None:
     """The holdout answer key written beside ``staging`` to its place beside ``out``, replacing an older one
     (a pack without holdout leaves none). Between the pack's swap and this, a key and a pack of different
-    builds are refused by their commitments, never mixed."""
+    builds are refused by their commitments, never mixed. Of the older key only the entries ``replaced`` are
+    removed, those :func:`replaceable_key` checked before the pack's swap: anything put there since is not deleted
+    (EvalpackError, the older key left in place with it)."""
     source, target = holdout_key_beside(staging), holdout_key_beside(out)
-    if os.path.lexists(target):  # an answer key (check_output refused anything else before the build)
-        shutil.rmtree(target)
+    if os.path.lexists(target):
+        for name in replaced:
+            with contextlib.suppress(OSError):  # one replaced since by a folder stays, and so does the key
+                os.unlink(target / name)
+        try:
+            target.rmdir()
+        except OSError as exc:
+            odd = unexpected_key_entry(target)
+            what = f"{target / odd[0]}: {odd[1]} (put there while the pack was published)" if odd else \
+                f"{target}: cannot be removed ({exc.strerror or exc})"
+            raise EvalpackError(printable(f"{what}, so the older holdout answer key was left in place and the new one "
+                                          f"was not written: move that out of {target} and build again")) from None
     if source.is_dir():
         source.rename(target)
 
@@ -605,9 +688,11 @@ def publish_dir(staging: Path, out: Path) -> None:
     """Move a complete pack into place, replacing ``out`` only with a whole pack: with one atomic swap
     where Linux offers it, else with two renames (``out`` aside as ``.{name}.old-{pid}-*``, then the new
     one in), after which :func:`recover` puts the old one back if a crash fell between them. The old pack
-    is then removed. What is at ``out`` is checked again first (:func:`check_replaceable`): a file a user put
-    into the old pack while the build ran is not deleted with it (EvalpackError; the new pack is not published)."""
+    is then removed. What is at ``out`` and the answer key beside it are checked again first (:func:`check_replaceable`,
+    :func:`replaceable_key`): a file a user put into the old pack or its key while the build ran is not deleted with
+    it (EvalpackError; the new pack is not published)."""
     staging, out = Path(staging), Path(out)
+    replaced = replaceable_key(out)  # the answer key beside is checked too, before anything is swapped or deleted
     if os.path.lexists(out):
         check_replaceable(out)
         old = out.with_name(f".{out.name}.{debris.OLD}{os.getpid()}-{secrets.token_hex(4)}")
@@ -634,7 +719,7 @@ def publish_dir(staging: Path, out: Path) -> None:
     else:
         staging.rename(out)
     debris.release(staging)  # its lock followed the folder to ``out``
-    _move_key(staging, out)
+    _move_key(staging, out, replaced)
 
 
 def build_pack(spec_path: str | Path, out: str | Path, *, seed: int | None = None, rotations: int | None = None,

@@ -10,7 +10,8 @@ limits: no file writes, few descriptors, an address-space cap, death with the pa
 is the pack's own ``exports/sqlite`` file when the pack carries one, else written from the rotation's Parquet
 tables into a private temporary folder (:func:`evalpack.dialects.write_sqlite`) that is removed afterwards. It is
 opened by a read-only, immutable URI (``file:...?mode=ro&immutable=1``: SQLite neither writes nor locks it), with
-``query_only``, memory-held temporary storage, a heap limit of the working memory, no attached databases
+``query_only``, memory-held temporary storage, a heap limit of the working memory (set in the worker process
+only: SQLite's heap limit is process-wide), no attached databases
 (``SQLITE_LIMIT_ATTACHED`` 0), extension loading off and an authorizer that allows reading only: SELECT, reading
 columns (``sqlite_schema`` included), recursive CTEs and functions other than those that load code or touch
 files (:data:`REFUSED_FUNCTIONS`); ATTACH/DETACH (VACUUM INTO attaches), every pragma (table-valued ones too),
@@ -122,18 +123,22 @@ def sqlite_uri(path: Path) -> str:
     return f"file:{quote(str(Path(path).resolve()))}?mode=ro&immutable=1"
 
 
-def open_sqlite_sandbox(path: Path, limits: Limits | None = None) -> sqlite3.Connection:
+def open_sqlite_sandbox(path: Path, limits: Limits | None = None, *, cap_heap: bool = False) -> sqlite3.Connection:
     """A locked-down read-only connection to the SQLite database ``path`` (see the module's docstring).
 
-    The progress handler is installed per query by :func:`run_sqlite`."""
+    ``cap_heap``: cap SQLite's heap at :func:`heap_limit_mb`. That cap is process-wide and the pragma can only lower
+    it, so only a worker process of its own asks for it (a caller's process would keep it for every later
+    connection: a MemoryError in an unrelated test showed it). The progress handler is installed per query by
+    :func:`run_sqlite`."""
     limits = limits or Limits()
     con = sqlite3.connect(sqlite_uri(path), uri=True, isolation_level=None, check_same_thread=False)
     try:
         with contextlib.suppress(AttributeError):  # a Python built without extension loading has no switch
             con.enable_load_extension(False)
-        for pragma in ("query_only = ON", "trusted_schema = OFF", "temp_store = MEMORY", "mmap_size = 0",
-                       f"hard_heap_limit = {heap_limit_mb(limits) * 2**20}"):
+        for pragma in ("query_only = ON", "trusted_schema = OFF", "temp_store = MEMORY", "mmap_size = 0"):
             con.execute(f"PRAGMA {pragma}")
+        if cap_heap:
+            con.execute(f"PRAGMA hard_heap_limit = {heap_limit_mb(limits) * 2**20}")
         con.setlimit(sqlite3.SQLITE_LIMIT_ATTACHED, 0)
         con.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, MAX_VALUE_BYTES)
         con.setlimit(sqlite3.SQLITE_LIMIT_SQL_LENGTH, 4 * MAX_SQL_CHARS)
@@ -219,7 +224,7 @@ def open_sqlite_worker(setup: dict, limits: Limits, on_connected: Callable[[], A
     """The SQLite sandbox of a worker process (:func:`evalpack.scoring.worker_main`'s ``opener``): how to run a
     query on it (:func:`run_sqlite`) and its state (:func:`sqlite_state`)."""
     database = Path(setup["database"])
-    con = open_sqlite_sandbox(database, limits)
+    con = open_sqlite_sandbox(database, limits, cap_heap=True)
     return (lambda *query: run_sqlite(con, *query, memory_mb=heap_limit_mb(limits))), \
         (lambda: sqlite_state(con, database)), {}
 

@@ -384,23 +384,51 @@ def sqlite_ddl(table: str, columns: Mapping[str, str], keys: Keys = Keys()) -> s
     return f"CREATE TABLE {quote_ident(table)} (\n  " + ",\n  ".join(lines) + "\n)"
 
 
+BATCH_BYTES = 16 * 2**20  # Arrow bytes of a table file turned into Python values at a time (a batch's rows)
+BATCH_ROWS = 1 << 16  # and at most this many rows
+
+
 def parquet_batches(path: Path, columns: list[str]) -> Iterator[pa.RecordBatch]:
-    """The record batches of a pack's table file, ``columns`` only (the manifest's), in file order. EvalpackError
-    naming the file when it cannot be read as Parquet or lacks one of ``columns``: a pack from elsewhere may hold
-    anything there."""
+    """The record batches of a pack's table file, ``columns`` only (the manifest's), in file order, each of at most
+    :data:`BATCH_BYTES` (one row larger than that alone) and :data:`BATCH_ROWS` rows: the rows read at a time follow
+    the file's own sizes, and a batch larger than its file said is sliced. EvalpackError naming the file when it
+    cannot be read as Parquet or lacks one of ``columns``: a pack from elsewhere may hold anything there."""
     try:
         parquet = pq.ParquetFile(path)
         missing = [c for c in columns if c not in parquet.schema_arrow.names]
         if missing:
             raise EvalpackError(f"{path}: no column {missing[0]!r}, which manifest.json lists for table "
                                 f"{path.stem!r}; {DAMAGED}")
-        yield from parquet.iter_batches(columns=columns)
+        for batch in parquet.iter_batches(columns=columns, batch_size=_rows_per_batch(parquet, columns)):
+            yield from _sliced(batch)
     except FileNotFoundError:
         raise EvalpackError(f"{path}: no such table file; manifest.json lists the table {path.stem!r}; {DAMAGED}") \
             from None
     except (pa.ArrowException, OSError) as exc:
         raise EvalpackError(f"{path}: not a Parquet table evalpack can read ({first_line(exc)}); {DAMAGED}") \
             from None
+
+
+def _rows_per_batch(parquet: pq.ParquetFile, columns: list[str]) -> int:
+    """How many rows of ``columns`` take about :data:`BATCH_BYTES` by the file's largest row group (its uncompressed
+    sizes), within 1 .. :data:`BATCH_ROWS`."""
+    meta, wanted, widest = parquet.metadata, set(columns), 0.0
+    for g in range(meta.num_row_groups):
+        group = meta.row_group(g)
+        size = sum(group.column(c).total_uncompressed_size for c in range(group.num_columns)
+                   if group.column(c).path_in_schema in wanted)
+        widest = max(widest, size / max(1, group.num_rows))
+    return int(max(1, min(BATCH_ROWS, BATCH_BYTES // max(1.0, widest))))
+
+
+def _sliced(batch: pa.RecordBatch) -> Iterator[pa.RecordBatch]:
+    """``batch`` in consecutive slices of at most :data:`BATCH_BYTES` each (a row larger than that alone)."""
+    if batch.nbytes <= BATCH_BYTES or batch.num_rows <= 1:
+        yield batch
+        return
+    rows = max(1, batch.num_rows * BATCH_BYTES // batch.nbytes)
+    for start in range(0, batch.num_rows, rows):
+        yield from _sliced(batch.slice(start, rows))
 
 
 def load_sqlite(con: sqlite3.Connection, tables_dir: Path, columns: Mapping[str, Mapping[str, str]],

@@ -27,7 +27,7 @@ from typing import Any
 
 from evalpack.errors import EvalpackError
 from evalpack.grader import Graded, Grader
-from evalpack.scoring import format_report, jsonable, preview, printable
+from evalpack.scoring import format_report, holdout_key_beside, jsonable, preview, printable
 
 EPISODES_SUFFIX = ".episodes.jsonl"
 CALL_RECORD_BYTES = 128 * 1024  # a call record longer than this has its arguments logged by start and length
@@ -42,10 +42,12 @@ def episode_log_beside(pack: str | Path) -> Path:
     return folder.with_name(folder.name + EPISODES_SUFFIX)
 
 
-def refuse_inside_pack(path: str | Path, pack: str | Path) -> None:
+def refuse_inside_pack(path: str | Path, pack: str | Path, holdout_key: str | Path | None = None) -> None:
     """EvalpackError (one line, naming ``--episode``) when the episode file ``path`` would be written inside the
-    pack folder, links followed (a linked folder, or a link to a file there), or is a hard link to one of the pack's
-    files: every file of the pack is attested, and one more, or one changed, fails its verification."""
+    pack folder or inside its holdout answer key (the folder beside the pack, :func:`holdout_key_beside`, and
+    ``holdout_key``, the one ``--holdout-key`` names), links followed (a linked folder, a link to a file there, ``..``),
+    or is a hard link to one of their files: every file of the pack is attested, and one more, or one changed,
+    fails its verification; an episode record appended to the key's ``holdout.jsonl`` corrupts the key."""
     try:
         folder, where = Path(pack).resolve(), Path(path).resolve()
     except (OSError, RuntimeError) as exc:  # a loop of links
@@ -56,6 +58,17 @@ def refuse_inside_pack(path: str | Path, pack: str | Path) -> None:
         what = "is the pack folder itself" if where == folder else f"is inside the pack ({pack})"
         raise EvalpackError(printable(f"--episode {path}: {what}, whose files are attested: an episode file there "
                                       f"makes the pack fail its verification{advice}"))
+    # the key beside the pack as given and as resolved (a linked pack), and the one given; realpath: a loop of links
+    # in a key's path leaves it as it is (the grader reports it), an episode file is not refused for it
+    keys = dict.fromkeys(Path(os.path.realpath(key)) for key in (
+        holdout_key_beside(pack), holdout_key_beside(folder), *(() if holdout_key is None else (holdout_key,))))
+    key_advice = (f"; write the episode file outside the pack and its answer key, e.g. --episode "
+                  f"{episode_log_beside(pack)} (the default)")
+    for key in keys:
+        if where == key or key in where.parents:
+            what = "is the folder of" if where == key else "is inside"
+            raise EvalpackError(printable(f"--episode {path}: {what} the pack's holdout answer key ({key}): "
+                                          f"episode records appended there corrupt the key{key_advice}"))
     try:
         found = where.stat()
     except OSError:
@@ -64,14 +77,28 @@ def refuse_inside_pack(path: str | Path, pack: str | Path) -> None:
         return
     for top, _, names in os.walk(folder):
         for name in names:
-            try:
-                same = os.path.samestat(found, os.stat(os.path.join(top, name), follow_symlinks=False))
-            except OSError:
-                continue
-            if same:
+            if _same_file(found, os.path.join(top, name)):
                 raise EvalpackError(printable(f"--episode {path}: is a hard link to {Path(top, name)}, a file inside "
                                               f"the pack ({pack}): appending to it makes the pack fail its "
                                               f"verification{advice}"))
+    for key in keys:  # evalpack writes a key's files at its top
+        try:
+            names = os.listdir(key)
+        except OSError:
+            continue
+        for name in names:
+            if _same_file(found, key / name):
+                raise EvalpackError(printable(f"--episode {path}: is a hard link to {key / name}, a file of the "
+                                              f"pack's holdout answer key: appending to it corrupts the "
+                                              f"key{key_advice}"))
+
+
+def _same_file(found: os.stat_result, path: str | Path) -> bool:
+    """Whether ``path`` (not followed if a link) is the file ``found`` is the status of."""
+    try:
+        return os.path.samestat(found, os.stat(path, follow_symlinks=False))
+    except OSError:
+        return False
 
 
 def argument_size(value: Any) -> int:

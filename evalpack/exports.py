@@ -43,6 +43,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import duckdb
+
 from evalpack.certify import dumps
 from evalpack.dialects import (
     DIALECTS,
@@ -52,12 +54,22 @@ from evalpack.dialects import (
     engine_for,
     file_into_place,
     keys_of,
+    sqlite_type,
     verify_in_dialects,
     write_sqlite,
 )
 from evalpack.errors import EvalpackError
 from evalpack.layout import DAMAGED, PackLayout
-from evalpack.scoring import answer_type_of, check_integrity, is_unanswerable, load_questions, printable, scorable
+from evalpack.scoring import (
+    answer_type_of,
+    check_integrity,
+    is_unanswerable,
+    load_questions,
+    printable,
+    quote_ident,
+    quote_literal,
+    scorable,
+)
 from evalpack.spec import EXPORT_FORMATS
 
 FORMATS = EXPORT_FORMATS
@@ -409,6 +421,99 @@ def _check_out(out: Path, pack: Path) -> None:
                             "-o outside the pack")
 
 
+MAX_EXPORT_FLOOR = 2**30  # bytes a rotation may take once exported, whatever its Parquet ...
+MAX_EXPORT_EXPANSION = 16  # ... or this many times its Parquet files, if more (evalpack's own packs: 2 to 5 times)
+ROW_OVERHEAD = 8  # bytes SQLite spends per row besides its values and one header byte per value (rowid, pointers)
+INDEX_OVERHEAD = 8  # and per row of an index, besides the indexed value
+PAGE_FILL = 1.1  # pages are not filled to the last byte
+ESTIMATE_MEMORY = "256MB"  # the working memory of the scan that estimates a table's size
+
+
+def _cell_bytes(column: str, duckdb_type: str) -> str:
+    """SQL for about the bytes SQLite stores the value of ``column`` in (:func:`evalpack.dialects.sqlite_type`):
+    integers by magnitude, reals 8, text (dates and timestamps as written) its UTF-8 length, NULL nothing."""
+    name, kind = quote_ident(column), sqlite_type(duckdb_type)
+    if duckdb_type.upper() in ("BOOLEAN", "BOOL"):
+        return f"CASE WHEN {name} IS NULL THEN 0 ELSE 1 END"
+    if kind == "INTEGER":
+        return (f"CASE WHEN {name} IS NULL THEN 0 WHEN abs({name}) < 128 THEN 1 WHEN abs({name}) < 32768 THEN 2 "
+                f"WHEN abs({name}) < 8388608 THEN 3 WHEN abs({name}) < 2147483648 THEN 4 ELSE 8 END")
+    if kind == "REAL":
+        return f"CASE WHEN {name} IS NULL THEN 0 ELSE 8 END"
+    return f"coalesce(strlen(CAST({name} AS VARCHAR)), 0)"
+
+
+def estimate_rotation(tables_dir: Path, columns: Mapping[str, Mapping[str, str]], keys: Keys
+                      ) -> Iterator[tuple[Path, int]]:
+    """Each table file of a rotation with about the bytes it takes once exported (a SQLite table and the indexes on
+    its key columns; a PostgreSQL dump is of the same order), from one streaming scan of the file in a DuckDB of
+    bounded memory: nothing is written, and a table whose rows expand without limit costs a scan, not a disk.
+    EvalpackError naming the file when it cannot be read."""
+    indexed = {(fk.child_table, fk.child_column) for fk in keys.foreign} | {
+        side for link in keys.linked for side in ((link.child_table, link.child_column),
+                                                  (link.parent_table, link.parent_column))}
+    with duckdb.connect(":memory:", config={"memory_limit": ESTIMATE_MEMORY, "threads": 1}) as con:
+        for table, cols in columns.items():
+            path = Path(tables_dir) / f"{table}.parquet"
+            cells = [_cell_bytes(c, t) for c, t in cols.items()]
+            index = [_cell_bytes(c, t) for c, t in cols.items() if (table, c) in indexed]
+            row = " + ".join([f"{len(cols) + ROW_OVERHEAD}", *cells, *(f"{INDEX_OVERHEAD} + {i}" for i in index)])
+            try:
+                total = con.execute(f"SELECT coalesce(sum({row}), 0) FROM read_parquet({quote_literal(str(path))})"
+                                    ).fetchone()[0]
+            except duckdb.Error as exc:
+                raise EvalpackError(f"{path}: not a table evalpack can read ({printable(str(exc).splitlines()[0])})"
+                                    f"; {DAMAGED}") from None
+            yield path, int(total * PAGE_FILL)
+
+
+def free_bytes(path: Path) -> int:
+    """The bytes free on the file system of ``path``, or of its nearest existing folder."""
+    path = Path(path).absolute()
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    return shutil.disk_usage(path).free
+
+
+def check_export_size(source: Source) -> int:
+    """Refuse, before anything is written, an export of ``source`` that takes more than its bound: per rotation about :func:`estimate_rotation`'s bytes, at most the larger of
+    :data:`MAX_EXPORT_FLOOR` and :data:`MAX_EXPORT_EXPANSION` times the rotation's Parquet files (a pack from
+    elsewhere may hold a table of kilobytes that is gigabytes once written). Returns the bytes the export needs."""
+    needed = 0
+    for _, tables_dir in source.rotations:
+        sizes = list(estimate_rotation(tables_dir, source.columns, source.keys))
+        parquet = sum(path.stat().st_size for path, _ in sizes if path.is_file())
+        bound = max(MAX_EXPORT_FLOOR, MAX_EXPORT_EXPANSION * parquet)
+        total = sum(size for _, size in sizes)
+        if total > bound:
+            largest, size = max(sizes, key=lambda entry: entry[1])
+            raise EvalpackError(
+                f"{largest}: would take about {size / 1e6:,.0f} MB once exported ({total / 1e6:,.0f} MB for its "
+                f"rotation), past the bound of {bound / 1e6:,.0f} MB (the larger of {MAX_EXPORT_FLOOR / 1e6:,.0f} MB "
+                f"and {MAX_EXPORT_EXPANSION} times the rotation's {parquet / 1e6:,.1f} MB of Parquet): a pack "
+                "`evalpack build` wrote stays far below it; export a pack you trust")
+        needed += total
+    return needed
+
+
+def check_free_space(out: Path, needed: int) -> None:
+    """Refuse an export of about ``needed`` bytes into ``out`` when its file system has less free."""
+    free = free_bytes(out)
+    if needed > free:
+        raise EvalpackError(f"{out}: the export needs about {needed / 1e6:,.0f} MB and only {free / 1e6:,.0f} MB are "
+                            "free there; free some space or choose another -o")
+
+
+def _missing_folders(path: Path) -> list[Path]:
+    """The folders of ``path`` (itself included) that do not exist yet, the innermost first."""
+    missing = []
+    path = Path(path).absolute()
+    while not os.path.lexists(path) and path != path.parent:
+        missing.append(path)
+        path = path.parent
+    return missing
+
+
 def export_pack(pack: str | Path, fmt: str, out: str | Path, *, postgres_dsn: str | None = None) -> dict[str, Any]:
     """Write format ``fmt`` of the attested pack at ``pack`` into the new folder ``out`` (written beside it and renamed
     into place when complete), with its report ``export.json``; returns the report. Raises EvalpackError (exit 2)
@@ -426,6 +531,8 @@ def export_pack(pack: str | Path, fmt: str, out: str | Path, *, postgres_dsn: st
                             "export packs that `evalpack build` wrote")
     dsn = postgres_dsn_from(postgres_dsn)
     source = Source.of(pack, load_questions(pack), manifest)  # the scorer's reader: duplicate ids are refused
+    needed = check_export_size(source)
+    made = _missing_folders(out.parent)  # removed again when the export fails: nothing is left behind
     try:  # before the verification, which can take minutes: a folder that cannot be written fails now
         out.parent.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.export-", dir=out.parent))
@@ -433,6 +540,7 @@ def export_pack(pack: str | Path, fmt: str, out: str | Path, *, postgres_dsn: st
         raise EvalpackError(f"{out}: cannot write the export there ({exc.strerror or exc}); choose another -o, in a "
                             "folder you can write") from None
     try:
+        check_free_space(out, needed)
         results = verify(source, [fmt], dsn)
         write_format(fmt, source, results, staging)
         dialect = DIALECT_OF[fmt]
@@ -450,6 +558,9 @@ def export_pack(pack: str | Path, fmt: str, out: str | Path, *, postgres_dsn: st
         staging.rename(out)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
+        for folder in made:
+            with contextlib.suppress(OSError):
+                folder.rmdir()
         raise
     return report
 

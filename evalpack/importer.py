@@ -81,8 +81,10 @@ import io
 import json
 import os
 import re
+import shutil
 import sqlite3
 import sys
+import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable, Collection, Iterator
@@ -123,6 +125,7 @@ from evalpack.layout import QUESTIONS, PackLayout, rotation_name
 from evalpack.scoring import (
     COMPARISON_RULE,
     ROWS_TYPE,
+    SANDBOX_SCRATCH,
     SCALAR_TYPES,
     SIGNIFICANT_DIGITS,
     WATCHDOG,
@@ -137,6 +140,7 @@ from evalpack.scoring import (
     quote_ident,
     scorable,
     sha256_file,
+    sweep_scratch,
     worker_main,
 )
 from evalpack.verify import Link, rotation_connection
@@ -647,11 +651,24 @@ def _add_foreign_key(source: Source, table: str, cols: list[str], parent: str, p
 # file, network or extension and whose configuration is locked; SQLite opens it by a read-only, immutable URI with
 # query_only and the scorer's SQLite authorizer (dialect_scoring.open_sqlite_sandbox). This process asks for the
 # catalogue, then for each table or view its rows, a chunk at a time (DuckDB: Arrow IPC; SQLite: the rows), and
-# refuses with one line what passes a bound below. Views, macros and generated columns that read DuckDB's own
-# description of the machine (settings, attached files, paths: MACHINE_*) are refused by name before anything runs,
-# and what a view returns must hold neither the home folder nor the file's path (machine_paths).
+# refuses with one line what passes a bound below (on each table or view, on all of them, on their number, on the
+# time for the whole file).
+# The connection that reads the file knows no path of the machine, by construction: the worker reads a hard link to
+# the file (a copy where a link cannot be made) named source.duckdb or source.sqlite in a private scratch folder of
+# the temp folder (SOURCE_SCRATCH), its working folder, and DuckDB's home, extension and secret folders are
+# /nonexistent, its temp folder none. (Both engines resolve a link and /proc/self/fd/N to the file's real path: an
+# open descriptor would show the path all the same.) So its settings (allowed_paths lists the file and its WAL) and
+# catalogue (duckdb_databases().path) show the scratch name only. In depth: views, macros and generated columns that
+# read DuckDB's description of the machine (settings, attached files, paths) or run SQL written as text are refused
+# by name before anything runs (MACHINE_*), and what a view returns must hold neither the home folder, the file's
+# path, the temp folder nor a scratch folder's name, as written or reversed, in hex or base64 (machine_paths).
 
 SOURCE_WORKER_FLAG = "--source-worker"
+MAX_SOURCE_OBJECTS = 1_000  # tables and views one database file (or folder of table files) may hold
+MAX_SOURCE_SECONDS = 600.0  # seconds for reading a whole database file (at most the Limits' run_timeout)
+SOURCE_SCRATCH = "evalpack-source-"  # the private folder the worker reads the file in: {prefix}{pid}-{random}
+SOURCE_NAME = "source"  # the file's name there: source.duckdb or source.sqlite
+DUCKDB_COMPANIONS = (".wal", ".wal.checkpoint", ".wal.recovery")  # what DuckDB reads beside a file (read-only too)
 MAX_TABLE_ROWS = 10_000_000  # rows one table or view of a database file may hold
 MAX_TABLE_BYTES = 512 * 2**20  # and bytes (Arrow's buffers; SQLite: the rows as JSON text)
 MAX_SOURCE_BYTES = 4 * MAX_TABLE_BYTES  # all tables and views of one database file together
@@ -672,8 +689,12 @@ MACHINE_NAMES = ("SELECT function_name FROM duckdb_functions() WHERE internal AN
                  "OR prefix(function_name, 'pragma_')) UNION SELECT view_name FROM duckdb_views() WHERE internal "
                  "AND (prefix(view_name, 'duckdb_') OR prefix(view_name, 'pragma_'))")
 MACHINE_TABLES = frozenset({"pg_settings"})  # ... PostgreSQL's view of the settings ...
-# ... and the functions that read a setting or a variable, or run SQL written as text (which could name any of them)
-MACHINE_CALLS = frozenset({"current_setting", "getenv", "getvariable", "which_secret", "query", "query_table"})
+# ... and the functions that read a setting or a variable, or run SQL written as text (which could name any of them):
+# query and query_table take SQL, json_execute_serialized_sql runs SQL serialized as JSON, json_deserialize_sql turns
+# that back into SQL text, and json_serialize_sql and json_serialize_plan parse (the plan: bind, constants folded) it
+MACHINE_CALLS = frozenset({"current_setting", "getenv", "getvariable", "which_secret", "query", "query_table",
+                           "json_execute_serialized_sql", "json_deserialize_sql", "json_serialize_sql",
+                           "json_serialize_plan"})
 IMPORT_BATCH_ROWS = 1 << 16
 # the types Arrow carries as others (HUGEINT as DECIMAL(38,0), UUID as text): cast back, so the files hold what a
 # direct copy of the table would
@@ -904,7 +925,7 @@ class _SourceSession:
 
     def _sqlite_catalogue(self) -> dict:
         try:
-            self.con = open_sqlite_sandbox(self.path, self.limits)
+            self.con = open_sqlite_sandbox(self.path, self.limits, cap_heap=True)
             meta = sqlite3.connect(sqlite_uri(self.path), uri=True)
         except sqlite3.Error as exc:
             raise _Stop("open", first_line(exc)) from None
@@ -965,22 +986,63 @@ def open_source_worker(setup: dict, limits: Limits, on_connected: Callable[[], A
     return session.run, (lambda: None), {}
 
 
+def private_source(database: Path, file_format: str) -> Path:
+    """A new private scratch folder (:data:`SOURCE_SCRATCH`, mode 0700, in the temp folder) holding ``database`` as
+    ``source.<file_format>`` (and a DuckDB file's WAL beside it), each a hard link, or a copy where a link cannot be
+    made: the path the worker's engine is given, and shows, names nothing of the machine but the scratch folder."""
+    parent = Path(tempfile.gettempdir())
+    sweep_scratch(parent, SOURCE_SCRATCH)
+    try:
+        scratch = Path(tempfile.mkdtemp(prefix=f"{SOURCE_SCRATCH}{os.getpid()}-", dir=parent))
+    except OSError as exc:
+        raise EvalpackError(f"{database}: cannot make a private folder to read it in, in {parent} "
+                            f"({exc.strerror})") from None
+    target = scratch / f"{SOURCE_NAME}.{file_format}"
+    try:
+        for suffix in ("",) + (DUCKDB_COMPANIONS if file_format == "duckdb" else ()):
+            origin, copy = database.with_name(database.name + suffix), target.with_name(target.name + suffix)
+            if suffix and not origin.is_file():
+                continue
+            try:
+                os.link(origin, copy)
+            except OSError:  # another file system, or a file this user may read but not link
+                shutil.copyfile(origin, copy)
+    except OSError as exc:
+        shutil.rmtree(scratch, ignore_errors=True)
+        raise EvalpackError(f"{database}: cannot link or copy it into a private folder to read it, in {parent} "
+                            f"({exc.strerror})") from None
+    return scratch
+
+
 class SourceWorker(SandboxWorker):
     """The database file ``database`` (``duckdb`` or ``sqlite``) read in a worker process under ``limits``
-    (:class:`_SourceSession`); :meth:`ask` sends one request, the wall clock enforced by killing the worker."""
+    (:class:`_SourceSession`); :meth:`ask` sends one request, the wall clock enforced by killing the worker. The
+    worker reads the file's :func:`private_source` (its working folder too), removed when this closes: use as a
+    context manager."""
 
     def __init__(self, database: Path, file_format: str, limits: Limits) -> None:
         database = Path(database).resolve()
-        super().__init__(database.parent, limits)
-        self.database, self.format = database, file_format
+        self.database, self.format = database, file_format  # the file as the user named it: for messages only
+        self.scratch = private_source(database, file_format)
+        try:
+            super().__init__(self.scratch, limits)
+        except BaseException:
+            shutil.rmtree(self.scratch, ignore_errors=True)
+            raise
+
+    def close(self) -> None:
+        try:
+            super().close()
+        finally:
+            shutil.rmtree(self.scratch, ignore_errors=True)
 
     def command(self) -> list[str]:
         # -I: no environment variables of Python's, no user site-packages, the working folder not on sys.path
         return [sys.executable, "-I", "-m", "evalpack.importer", SOURCE_WORKER_FLAG, str(os.getpid())]
 
     def setup(self) -> dict[str, Any]:
-        return {"database": str(self.database), "format": self.format, "timeout": self.limits.timeout,
-                "memory_mb": self.limits.memory_mb, "threads": self.limits.threads}
+        return {"database": str(self.scratch / f"{SOURCE_NAME}.{self.format}"), "format": self.format,
+                "timeout": self.limits.timeout, "memory_mb": self.limits.memory_mb, "threads": self.limits.threads}
 
     def ask(self, request: dict, timeout: float, max_bytes: int = MAX_TABLE_BYTES) -> Outcome:
         try:
@@ -990,10 +1052,16 @@ class SourceWorker(SandboxWorker):
                 from None
 
 
+SCRATCH_NAMES = (SANDBOX_SCRATCH.encode(), SOURCE_SCRATCH.encode())  # the scratch folders' names, wherever they are
+MIN_DISGUISED = 8  # bytes a path or name needs before its reversed, hex and base64 forms are looked for
+
+
 def machine_paths(data: Path) -> tuple[bytes, ...]:
-    """What a view's rows (or what a question's SQL returns) must not hold: the home folder and the path of the
-    database file (or folder) on this machine."""
-    found = {str(data.resolve()), str(data.absolute())}
+    """What a view's rows (or what a question's SQL returns) must not hold: the home folder, the path of the
+    database file (or folder) on this machine, and the temp folder (where the scratch folders of the scorer's
+    sandbox and of the worker reading a file are: :data:`SCRATCH_NAMES`)."""
+    temp = tempfile.gettempdir()
+    found = {str(data.resolve()), str(data.absolute()), temp, str(Path(temp).resolve())}
     with contextlib.suppress(RuntimeError, KeyError):
         found.add(str(Path.home()))
     return tuple(sorted(p.encode() for p in found if p.strip("/")))
@@ -1004,40 +1072,93 @@ def holds_path(blob: bytes, path: bytes) -> bool:
     return re.search(re.escape(path) + rb"(?![\w.-])", blob) is not None
 
 
-class _Reading:
-    """One table or view of a database file, asked of its worker a chunk at a time; each reply is checked, and what
-    passes a bound is an EvalpackError naming the table or view and the bound (kept in ``refusal`` too, for when
-    DuckDB reads the chunks and reports the error its own way)."""
+def disguises(text: bytes) -> tuple[bytes, ...]:
+    """How a query may write ``text`` to slip past a search for it: reversed, in hex (either case) and in base64 (the
+    part of the encoding that does not depend on the bytes around it, at each of the three alignments); none for text
+    shorter than :data:`MIN_DISGUISED` bytes, which would be found by chance."""
+    if len(text) < MIN_DISGUISED:
+        return ()
+    forms = [text[::-1], text.hex().encode(), text.hex().upper().encode()]
+    for shift in range(3):
+        forms.append(base64.b64encode(b"\0" * shift + text)[4 if shift else 0:-4])
+    return tuple(forms)
 
-    def __init__(self, worker: SourceWorker, what: str, max_bytes: int, needles: tuple[bytes, ...] = ()) -> None:
-        self.worker, self.what, self.max_bytes, self.needles = worker, what, max_bytes, needles
+
+def machine_path_in(blob: bytes, paths: Collection[bytes], names: Collection[bytes] = SCRATCH_NAMES) -> bytes | None:
+    """The first of ``paths`` (:func:`holds_path`, written as it is or JSON-escaped) or ``names`` (anywhere) that
+    ``blob`` holds, either as written or in one of its :func:`disguises`; None when it holds none."""
+    for path in paths:
+        escaped = json.dumps(path.decode(errors="replace"))[1:-1].encode()
+        if holds_path(blob, path) or holds_path(blob, escaped) or any(d in blob for d in disguises(path)):
+            return path
+    for name in names:
+        if name in blob or any(d in blob for d in disguises(name)):
+            return name
+    return None
+
+
+@dataclass(frozen=True)
+class _Budget:
+    """The time for reading a whole database file: ``seconds`` (:data:`MAX_SOURCE_SECONDS`, at most the limits'
+    ``run_timeout``), spent at ``ends`` (``time.monotonic()``)."""
+
+    seconds: float
+    ends: float
+
+    @classmethod
+    def start(cls, limits: Limits) -> _Budget:
+        seconds = min(MAX_SOURCE_SECONDS, limits.run_timeout)
+        return cls(seconds, time.monotonic() + seconds)
+
+    def left(self) -> float:
+        return self.ends - time.monotonic()
+
+
+class _Reading:
+    """One table or view of a database file, asked of its worker a chunk at a time within the time ``budget`` of the
+    whole file; each reply is checked, and what passes a bound is an EvalpackError naming the table or view and the
+    bound (kept in ``refusal`` too, for when DuckDB reads the chunks and reports the error its own way)."""
+
+    def __init__(self, worker: SourceWorker, what: str, max_bytes: int, budget: _Budget,
+                 needles: tuple[bytes, ...] | None = None) -> None:
+        self.worker, self.what, self.max_bytes, self.budget, self.needles = worker, what, max_bytes, budget, needles
         self.seconds = 0.0
         self.bytes = 0
         self.refusal: EvalpackError | None = None
 
     def ask(self, request: dict) -> tuple:
-        limits = self.worker.limits
-        timeout = max(0.1, min(limits.timeout, MAX_TABLE_SECONDS - self.seconds))
-        outcome = self.worker.ask(request, timeout, self.max_bytes)
+        limits, left = self.worker.limits, self.budget.left()
+        if left < 0.1:
+            self.refusal = self._over_budget()
+            raise self.refusal
+        bound = min(limits.timeout, MAX_TABLE_SECONDS - self.seconds)
+        outcome = self.worker.ask(request, max(0.1, min(bound, left)), self.max_bytes)
         self.seconds += outcome.seconds
         if outcome.error is not None:
-            self.refusal = self._refused(outcome)
+            timed_out = outcome.timed_out or outcome.error.startswith("time:")
+            self.refusal = self._over_budget() if left < bound and timed_out else self._refused(outcome)
             raise self.refusal
         row = outcome.rows[0]
         if len(row) > 1:
             self.bytes = int(row[4])
             chunk = row[0] if isinstance(row[0], bytes) else row[0].encode()
-            for needle in self.needles:
-                if holds_path(chunk, needle):
-                    self.refusal = EvalpackError(
-                        f"{self.worker.database}: {self.what} returns a path of this machine "
-                        f"({printable(needle.decode(errors='replace'))}); a view may read only the database's own "
-                        "tables, not where this machine keeps its files: drop or rewrite it, and import again")
-                    raise self.refusal
+            needle = None if self.needles is None else machine_path_in(chunk, self.needles)
+            if needle is not None:
+                self.refusal = EvalpackError(
+                    f"{self.worker.database}: {self.what} returns a path of this machine "
+                    f"({printable(needle.decode(errors='replace'))}); a view may read only the database's own "
+                    "tables, not where this machine keeps its files: drop or rewrite it, and import again")
+                raise self.refusal
             if not row[1] and self.seconds >= MAX_TABLE_SECONDS:
                 self.refusal = self._refused(Outcome(None, "time: in all", self.seconds, True))
                 raise self.refusal
         return row
+
+    def _over_budget(self) -> EvalpackError:
+        return EvalpackError(
+            f"{self.worker.database}: reading the whole file took more than {self.budget.seconds:g} s, the time limit "
+            f"for reading a database file (stopped at {self.what}); a file whose views take this long is refused: "
+            "make them cheaper or drop them, or import a smaller extract, and import again")
 
     def _refused(self, outcome: Outcome) -> EvalpackError:
         where, what, limits = self.worker.database, self.what, self.worker.limits
@@ -1071,6 +1192,15 @@ class _Reading:
         return EvalpackError(f"{where}: {text}")
 
 
+def _check_count(path: Path, count: int, what: str = "tables and views") -> None:
+    """Refuse a database file (or folder) of more than :data:`MAX_SOURCE_OBJECTS` tables and views, before any is
+    read."""
+    if count > MAX_SOURCE_OBJECTS:
+        raise EvalpackError(f"{path}: holds {count:,} {what}, more than {MAX_SOURCE_OBJECTS:,}, the limit on the "
+                            f"{what} of a database an import reads; import a smaller extract (the tables the "
+                            "questions read), and import again")
+
+
 def _duckdb_batches(reading: _Reading, row: tuple) -> Iterator[pa.RecordBatch]:
     """The record batches of a table or view, from its first reply ``row`` on."""
     while True:
@@ -1083,14 +1213,16 @@ def _duckdb_batches(reading: _Reading, row: tuple) -> Iterator[pa.RecordBatch]:
 def _from_duckdb(path: Path, out: Path, source: Source, limits: Limits) -> None:
     """Every table and view of the main schema of the DuckDB file at ``path``, read by a :class:`SourceWorker`; the
     rows go to the pack's files through a connection of this process."""
-    needles = machine_paths(path)
+    needles, budget = machine_paths(path), _Budget.start(limits)
     with SourceWorker(path, "duckdb", limits) as worker, duckdb.connect(":memory:") as writer:
-        catalogue = json.loads(_Reading(worker, "its catalogue", MAX_TABLE_BYTES).ask({_OPEN: True})[0])
+        catalogue = json.loads(_Reading(worker, "its catalogue", MAX_TABLE_BYTES, budget).ask({_OPEN: True})[0])
         if catalogue["machine"]:
             what, name = catalogue["machine"][0]
             raise EvalpackError(f"{path}: {printable(what)} reads {printable(name)}, DuckDB's description of the "
-                                "machine running the import (its settings, files and paths), not the database; a "
-                                "view may read only the database's own tables: drop or rewrite it, and import again")
+                                "machine running the import (its settings, files and paths) or SQL written as text, "
+                                "not the database; a view may read only the database's own tables: drop or rewrite "
+                                "it, and import again")
+        _check_count(path, len(catalogue["objects"]))
         spent = 0
         for schema, table, kind in catalogue["objects"]:
             if schema != "main" or not _safe_table_name(table):
@@ -1099,7 +1231,7 @@ def _from_duckdb(path: Path, out: Path, source: Source, limits: Limits) -> None:
                 continue
             computed = kind == "view" or table in catalogue["computed"]
             reading = _Reading(worker, f"{kind} {printable(table)}", min(MAX_TABLE_BYTES, MAX_SOURCE_BYTES - spent),
-                               needles if computed else ())
+                               budget, needles if computed else None)
             first = reading.ask({_READ: table})
             schema_of = pa.ipc.open_stream(pa.py_buffer(first[0])).schema
             writer.register("__import_rows", pa.RecordBatchReader.from_batches(schema_of,
@@ -1182,9 +1314,10 @@ def _from_sqlite(path: Path, out: Path, source: Source, limits: Limits) -> None:
     """Every table and view of the SQLite file at ``path``, read by a :class:`SourceWorker` (each column typed by its
     values, :func:`_sqlite_array`)."""
     _check_sqlite_companions(path)
-    needles = machine_paths(path)
+    needles, budget = machine_paths(path), _Budget.start(limits)
     with SourceWorker(path, "sqlite", limits) as worker, duckdb.connect(":memory:") as con:
-        catalogue = json.loads(_Reading(worker, "its catalogue", MAX_TABLE_BYTES).ask({_OPEN: True})[0])
+        catalogue = json.loads(_Reading(worker, "its catalogue", MAX_TABLE_BYTES, budget).ask({_OPEN: True})[0])
+        _check_count(path, len(catalogue["objects"]))
         spent = 0
         for entry in catalogue["objects"]:
             table, kind = entry["name"], entry["kind"]
@@ -1194,8 +1327,8 @@ def _from_sqlite(path: Path, out: Path, source: Source, limits: Limits) -> None:
             what = f"{kind} {printable(table)}"
             if entry["error"] is not None:
                 raise EvalpackError(f"{path}: cannot read {what} ({entry['error']})")
-            reading = _Reading(worker, what, min(MAX_TABLE_BYTES, MAX_SOURCE_BYTES - spent),
-                               needles if kind == "view" else ())
+            reading = _Reading(worker, what, min(MAX_TABLE_BYTES, MAX_SOURCE_BYTES - spent), budget,
+                               needles if kind == "view" else None)
             row = reading.ask({_READ: table})
             names = row[2]
             columns: list[list] = [[] for _ in names]
@@ -1222,6 +1355,7 @@ def _from_sqlite(path: Path, out: Path, source: Source, limits: Limits) -> None:
 
 
 def _from_folder(path: Path, out: Path, source: Source) -> None:
+    _check_count(path, sum(1 for file in path.iterdir() if file.suffix.lower() in (".parquet", ".csv")), "table files")
     con = duckdb.connect(":memory:")
     try:
         for file in sorted(path.iterdir()):
@@ -1636,18 +1770,24 @@ def import_pack(questions: str | Path, *, data: str | Path, output: str | Path, 
 
 
 def check_machine_paths(questions: Path, classified: list[Classified], needles: tuple[bytes, ...]) -> None:
-    """Refuse a question whose SQL returned (or failed with) a path of this machine (:func:`machine_paths`): what a
-    query returned is written into the pack, and a query may read only the pack's tables."""
+    """Refuse a question whose SQL returned (or failed with) a path of this machine (:func:`machine_paths`) or the
+    name of a scratch folder (:data:`SCRATCH_NAMES`: the scorer's sandbox loads the pack's tables into
+    ``<temp folder>/evalpack-sandbox-<pid>-<random>/memory.duckdb``, which its ``duckdb_databases()`` and
+    ``allowed_paths`` show), as written or disguised (:func:`machine_path_in`): what a query returned is written into
+    the pack, and a query may read only the pack's tables. A path the question's own SQL spells out (an error that
+    quotes a refused ``read_text('/tmp/...')``) is not counted: that SQL ships in the pack as the author wrote it."""
     for c in classified:
         r = c.record
         seen = json.dumps([r["observed_answer"], r["check_answer"], r["error"]], default=str).encode()
-        for needle in needles:
-            if holds_path(seen, needle) or holds_path(seen, json.dumps(needle.decode(errors="replace"))[1:-1].encode()):
-                raise EvalpackError(
-                    f"{questions}: line {r['source_line']}: question {printable(r['id'])}: what its SQL returned holds "
-                    f"a path of this machine ({printable(needle.decode(errors='replace'))}); a query may read only "
-                    "the pack's tables, not the settings or files of the machine that imports it: fix it and import "
-                    "again")
+        written = "\n".join(str(r.get(key) or "") for key in ("gold_sql", "check_sql")).encode()
+        needle = machine_path_in(seen, [n for n in needles if n not in written],
+                                 [n for n in SCRATCH_NAMES if n not in written])
+        if needle is not None:
+            raise EvalpackError(
+                f"{questions}: line {r['source_line']}: question {printable(r['id'])}: what its SQL returned holds "
+                f"a path of this machine ({printable(needle.decode(errors='replace'))}); a query may read only "
+                "the pack's tables, not the settings or files of the machine that imports it: fix it and import "
+                "again")
 
 
 def _manifest(name: str, file_name: str, received: Received, file_sha: str, size: int, source: Source,

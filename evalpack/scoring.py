@@ -523,9 +523,9 @@ def scratch_bytes(files: Iterable[Path]) -> int:
     return MIN_SCRATCH_BYTES + SCRATCH_PER_TABLE_BYTE * sum(path.stat().st_size for path in files)
 
 
-def _sweep_scratch(parent: Path) -> None:
-    """Remove scratch folders of sandboxes whose process is gone (killed while loading)."""
-    pattern = re.compile(re.escape(SANDBOX_SCRATCH) + r"(\d+)-")
+def sweep_scratch(parent: Path, prefix: str = SANDBOX_SCRATCH) -> None:
+    """Remove the scratch folders ``{prefix}{pid}-*`` in ``parent`` whose process is gone (killed while using them)."""
+    pattern = re.compile(re.escape(prefix) + r"(\d+)-")
     with contextlib.suppress(OSError):
         for path in parent.iterdir():
             found = pattern.match(path.name)
@@ -621,7 +621,7 @@ def open_sandbox(tables_dir: Path, limits: Limits = Limits(), *, in_place: bool 
     else:
         files = sorted(tables_dir.glob("*.parquet"))
     parent = Path(tempfile.gettempdir())
-    _sweep_scratch(parent)
+    sweep_scratch(parent)
     scratch = Path(tempfile.mkdtemp(prefix=f"{SANDBOX_SCRATCH}{os.getpid()}-", dir=parent))
     database = scratch / SANDBOX_DATABASE
     try:

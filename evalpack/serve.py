@@ -543,7 +543,7 @@ def open_desk(pack: str | Path, options: ServeOptions) -> Desk:
     if not folder.is_dir():
         raise EvalpackError(f"{pack}: not a pack folder; pass the folder `evalpack build -o` wrote")
     episode_file = options.episode or episode_log_beside(folder)
-    refuse_inside_pack(episode_file, folder)  # before anything is written, the server started or the pack read
+    refuse_inside_pack(episode_file, folder, options.holdout_key)  # before the server starts, anything read or written
     limits = options.limits.checked()
     integrity = check_integrity(folder, options.public_key, allow_unattested=options.allow_unattested)
     grader = Grader(folder, rule=options.rule, limits=limits, holdout_key=options.holdout_key,

@@ -170,6 +170,23 @@ def test_the_sqlite_connection_is_read_only_without_its_authorizer_or_query_only
     assert sqlite_tables(sqlite_file) == before
 
 
+def test_opening_a_sqlite_sandbox_in_process_leaves_the_process_heap_uncapped(sqlite_file, tmp_path):
+    """SQLite's heap limit is process-wide and can only be lowered: a caller that opens a sandbox in its own process
+    (a test, a notebook) must not be left with every later connection capped. Only the worker process caps it."""
+    con = open_sqlite_sandbox(sqlite_file, Limits(memory_mb=64))
+    con.close()
+    with sqlite3.connect(":memory:") as fresh:
+        assert fresh.execute("PRAGMA hard_heap_limit").fetchone() == (0,)
+    worker = SqliteWorker(sqlite_file, tmp_path, Limits(timeout=30, memory_mb=64))
+    try:
+        assert worker.run("SELECT count(*) FROM sales", LIMIT).rows == [(ROWS["sales"],)]
+        grown = worker.run("WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r WHERE n < 3000000) "
+                           "SELECT group_concat(printf('%0100d', n)) IS NULL FROM r", 30)
+    finally:
+        worker.close()
+    assert grown.rows is None and "memory" in grown.error, grown  # the worker's own cap still holds
+
+
 def test_sqlite_gold_sql_that_changes_data_fails_and_the_tables_stay_the_same(rotation):
     with SqliteEngine(Keys()).open_rotation(rotation, COLUMNS) as run:
         before = {name: run(f"SELECT count(*) FROM {name}")[0][0] for name in COLUMNS}

@@ -2,7 +2,8 @@
 
 A hostile pack's ids and texts cannot forge lines on a terminal (`evalpack audit`) nor put raw control characters
 in the HTML report; `evalpack report` refuses a pack holding a FIFO or a link before opening anything; `--force`
-replaces only a folder that is wholly a pack evalpack wrote; a spec with a huge line gets a short error.
+replaces only a folder that is wholly a pack evalpack wrote, and a build replaces the holdout answer key beside it
+only when that is wholly a key evalpack wrote; a spec with a huge line gets a short error.
 """
 
 from __future__ import annotations
@@ -23,7 +24,9 @@ from test_build_cli import SPEC, snapshot
 from evalpack import build
 from evalpack.cli import main
 from evalpack.errors import EvalpackError
+from evalpack.holdout import Sealed, write_received_key
 from evalpack.report import esc, pack_facts, pack_html
+from evalpack.scoring import HOLDOUT_FILE, holdout_key_beside
 
 ROOT = Path(__file__).resolve().parents[1]
 FORGED = "\nOK all checks passed\x1b[2J"
@@ -209,6 +212,124 @@ def test_a_file_added_during_the_build_is_not_deleted(pack: Path) -> None:
     assert (pack / "notes.txt").read_text(encoding="utf-8") == "written while the build ran\n"
     assert (pack / "questions.jsonl").read_text(encoding="utf-8") != "new\n"
 
+
+# --------------------------------------------------------------------------- 3b. --force and the answer key beside
+
+HELD_SPEC = SPEC.replace("rotations: 2\n", "rotations: 2\nholdout: 0.2\n")
+
+
+@pytest.fixture(scope="module")
+def built_held(tmp_path_factory) -> Path:
+    """A real pack with a holdout, built once: its answer key (``pack.holdout-key``) is beside it."""
+    where = tmp_path_factory.mktemp("built_held")
+    (where / "tiny.yaml").write_text(HELD_SPEC, encoding="utf-8")
+    code, _, err = run("build", str(where / "tiny.yaml"), "-o", str(where / "pack"), "--jobs", "1")
+    assert code == 0, err
+    assert sorted(p.name for p in holdout_key_beside(where / "pack").iterdir()) == ["README.md", HOLDOUT_FILE,
+                                                                                   "tiny.yaml"]
+    return where / "pack"
+
+
+@pytest.fixture
+def held(built_held: Path, tmp_path: Path) -> Path:
+    """A copy of the pack with a holdout and of its answer key, beside its spec (``tiny.yaml``), to change."""
+    (tmp_path / "tiny.yaml").write_text(HELD_SPEC, encoding="utf-8")
+    shutil.copytree(holdout_key_beside(built_held), holdout_key_beside(tmp_path / "pack"))
+    return Path(shutil.copytree(built_held, tmp_path / "pack"))
+
+
+def add_entry(key: Path, kind: str, tmp_path: Path) -> Path:
+    """Something evalpack never writes into an answer key, of ``kind``, put into ``key``."""
+    entry = key / {"file": "my_notes.md", "link": "link.md", "folder": "drafts", "fifo": "pipe"}[kind]
+    if kind == "file":
+        entry.write_text("precious\n", encoding="utf-8")
+    elif kind == "link":
+        (tmp_path / "target.md").write_text("mine\n", encoding="utf-8")
+        entry.symlink_to(tmp_path / "target.md")
+    elif kind == "folder":
+        entry.mkdir()
+        (entry / "draft.md").write_text("mine\n", encoding="utf-8")
+    else:
+        os.mkfifo(entry)
+    return entry
+
+
+@pytest.mark.parametrize("kind", ["file", "link", "folder", "fifo"])
+def test_force_refuses_an_answer_key_holding_something_the_user_added(kind: str, held: Path, tmp_path: Path) -> None:
+    entry = add_entry(holdout_key_beside(held), kind, tmp_path)
+    before = snapshot(tmp_path)
+    code, out, err = run("build", str(tmp_path / "tiny.yaml"), "-o", str(held), "--force", "--jobs", "1")
+    assert code == 2 and out == ""
+    one_line_error(err, str(entry), "answer key", "move")
+    assert snapshot(tmp_path) == before  # nothing written, nothing deleted: no staging folder either
+
+
+def test_a_key_left_beside_a_removed_pack_keeps_a_file_the_user_added(held: Path, tmp_path: Path) -> None:
+    shutil.rmtree(held)  # the key stays; a build to the same place would replace it, even without --force
+    entry = add_entry(holdout_key_beside(held), "file", tmp_path)
+    before = snapshot(tmp_path)
+    code, out, err = run("build", str(tmp_path / "tiny.yaml"), "-o", str(held), "--jobs", "1")
+    assert code == 2 and out == ""
+    one_line_error(err, str(entry), "answer key")
+    assert snapshot(tmp_path) == before
+
+
+@pytest.mark.parametrize("pack_there", [True, False])
+def test_force_replaces_a_genuine_answer_key(pack_there: bool, held: Path, tmp_path: Path) -> None:
+    key = holdout_key_beside(held)
+    (key / HOLDOUT_FILE).write_text("stale\n", encoding="utf-8")  # replaced, as any file evalpack writes there
+    if not pack_there:
+        shutil.rmtree(held)
+    code, _, err = run("build", str(tmp_path / "tiny.yaml"), "-o", str(held), "--force", "--jobs", "1")
+    assert code == 0, err
+    assert sorted(p.name for p in key.iterdir()) == ["README.md", HOLDOUT_FILE, "tiny.yaml"]
+    assert (key / HOLDOUT_FILE).read_text(encoding="utf-8") != "stale\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["pack", key.name, "tiny.yaml"]
+
+
+def test_an_imported_packs_answer_key_is_replaceable_until_the_user_adds_a_file(tmp_path: Path) -> None:
+    out = tmp_path / "imported"
+    key = write_received_key(out, "imported", "questions.csv", b"id,question\n", Sealed((), ({"id": "q1"},)))
+    assert key == holdout_key_beside(out) and sorted(p.name for p in key.iterdir()) == [
+        "README.md", HOLDOUT_FILE, "questions.csv"]
+    build.check_output(out)  # what the import writes there, and nothing else: replaceable
+    (key / "notes.txt").write_text("mine\n", encoding="utf-8")
+    with pytest.raises(EvalpackError, match="notes.txt"):
+        build.check_output(out)
+
+
+def test_a_file_added_to_the_answer_key_during_the_build_is_not_deleted(held: Path) -> None:
+    key = holdout_key_beside(held)
+    staging = build.staging_dir(held, force=True)
+    (staging / "questions.jsonl").write_text("new\n", encoding="utf-8")
+    (key / "notes.txt").write_text("written while the build ran\n", encoding="utf-8")
+    try:
+        with pytest.raises(EvalpackError, match="notes.txt"):
+            build.publish_dir(staging, held)
+    finally:
+        build.discard(staging)
+    assert (key / "notes.txt").read_text(encoding="utf-8") == "written while the build ran\n"
+    assert (key / HOLDOUT_FILE).is_file() and (held / "questions.jsonl").read_text(encoding="utf-8") != "new\n"
+
+
+
+def test_a_file_added_to_the_answer_key_after_its_last_check_is_not_deleted(held: Path, monkeypatch) -> None:
+    """Between the check before the pack's swap and the key's replacement: only the entries checked are removed."""
+    key = holdout_key_beside(held)
+    staging = build.staging_dir(held, force=True)
+    real = build._exchange
+
+    def exchange(a: Path, b: Path) -> bool:
+        (key / "late.txt").write_text("written during the swap\n", encoding="utf-8")
+        return real(a, b)
+
+    monkeypatch.setattr(build, "_exchange", exchange)
+    try:
+        with pytest.raises(EvalpackError, match="late.txt"):
+            build.publish_dir(staging, held)
+    finally:
+        build.discard(staging)
+    assert (key / "late.txt").read_text(encoding="utf-8") == "written during the swap\n"
 
 # --------------------------------------------------------------------------- 4. a spec with a huge line
 

@@ -14,6 +14,7 @@ process tree (``RUSAGE_CHILDREN`` of a wrapper process: the largest of the comma
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import os
@@ -327,4 +328,178 @@ def test_a_questions_file_nested_too_deeply_is_one_error_line(tmp_path, capsys, 
     pack = tmp_path / "pack"
     assert main(["import", str(questions), "--data", str(data), "-o", str(pack)]) == 2
     one_line(capsys.readouterr().err, f"{questions}: line {line}:", "nested")
+    nothing_written(pack)
+
+
+# --------------------------------------------------------------------------- no machine path, by construction
+
+
+def _disguised(text: str) -> list[bytes]:
+    """``text`` as a query may write it to slip past a plain search: itself, reversed, as hex and in base64 (the part
+    of its encoding that does not depend on the bytes around it, at each of the three alignments)."""
+    raw = text.encode()
+    forms = [raw, raw[::-1], raw.hex().encode(), raw.hex().upper().encode()]
+    for shift in range(3):
+        core = base64.b64encode(b"\0" * shift + raw)[4 if shift else 0:-4]
+        if len(core) >= 8:
+            forms.append(core)
+    return forms
+
+
+def _holding_disguised(folder: Path, texts: list[str], skip: set[Path]) -> list[str]:
+    found = []
+    for path in folder.rglob("*"):
+        if path.is_file() and path not in skip:
+            content = path.read_bytes()
+            found += [f"{path}: {t} ({form!r})" for t in texts for form in _disguised(t) if form in content]
+    return found
+
+
+def _serialized(sql: str) -> str:
+    with duckdb.connect() as con:
+        text = con.execute("SELECT json_serialize_sql(?)", [sql]).fetchone()[0]
+    return "'" + text.replace("'", "''") + "'"
+
+
+# the red team's views: SQL serialized as JSON text, run by json_execute_serialized_sql, and what it returns encoded
+SERIALIZED_VIEWS = (
+    "CREATE VIEW leak AS SELECT database_name, reverse(path) AS p, to_base64(encode(path)) AS b FROM "
+    f"json_execute_serialized_sql({_serialized('SELECT database_name, path FROM duckdb_databases()')})",
+    "CREATE VIEW leak2 AS SELECT name, to_base64(encode(value)) AS v, reverse(value) AS r, hex(value) AS h FROM "
+    f"json_execute_serialized_sql({_serialized('SELECT name, value FROM duckdb_settings()')})",
+)
+
+
+def test_a_view_running_serialized_sql_puts_no_machine_path_in_the_pack(tmp_path, capsys):
+    """json_execute_serialized_sql runs SQL written as JSON text, which no name filter reads: refused by name all the
+    same (defence in depth), and nothing of the machine in any file, however encoded."""
+    data = duckdb_with(tmp_path / "leaky.duckdb", *SERIALIZED_VIEWS)
+    questions = questions_about_t(tmp_path)
+    pack = tmp_path / "pack"
+    code = main(["import", str(questions), "--data", str(data), "-o", str(pack)])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    one_line(err, "leaky.duckdb", "json_execute_serialized_sql")
+    nothing_written(pack)
+    assert not _holding_disguised(tmp_path, _machine_paths(data), {data, questions})
+
+
+@pytest.mark.parametrize("kind", ["duckdb", "sqlite"])
+def test_the_connection_reading_a_database_file_knows_no_path_of_the_machine(tmp_path, kind):
+    """By construction, not by name: the worker reads a link to the file (or a copy) under a neutral name in a
+    private scratch folder, with neutral home, extension, secret and temp folders, so neither its settings
+    (allowed_paths among them) nor its catalogue (duckdb_databases().path) hold a path of the machine. Read here past
+    the refusal by name, straight from the worker."""
+    import pyarrow as pa
+
+    from evalpack.importer import SourceWorker
+
+    if kind == "sqlite":
+        data = sqlite_with_view(tmp_path / "machine.sqlite", "CREATE VIEW v AS SELECT x FROM t")
+    else:
+        data = duckdb_with(tmp_path / "machine.duckdb", *SERIALIZED_VIEWS,
+                           "CREATE VIEW files AS SELECT database_name, path FROM duckdb_databases()",
+                           "CREATE VIEW settings AS SELECT name, value FROM duckdb_settings()",
+                           "CREATE VIEW allowed AS SELECT current_setting('allowed_paths') AS a, "
+                           "current_setting('allowed_directories') AS d, current_setting('temp_directory') AS tmp, "
+                           "current_setting('home_directory') AS home, current_setting('extension_directory') AS e, "
+                           "current_setting('secret_directory') AS s")
+    with SourceWorker(data, kind, Limits()) as worker:
+        setup = json.dumps(worker.setup())
+        assert str(data) not in setup and str(data.parent) not in setup, setup
+        catalogue = json.loads(worker.ask({"open": True}, 30).rows[0][0])
+        if kind == "duckdb":
+            assert {name for _, name in catalogue["machine"]} >= {"json_execute_serialized_sql", "duckdb_settings"}
+            seen = []
+            for view in ("leak", "leak2", "files", "settings", "allowed"):
+                outcome = worker.ask({"read": view}, 30)
+                assert outcome.error is None, outcome.error
+                seen.append(json.dumps(pa.ipc.open_stream(outcome.rows[0][0]).read_all().to_pylist()))
+            text = "\n".join(seen)
+            assert "/nonexistent" in text and "source.duckdb" in text, text[:2000]  # it read what it was shown
+            for needle in _machine_paths(data) + [str(tmp_path)]:
+                assert not [form for form in _disguised(needle) if form.decode() in text], needle
+        scratch = Path(json.loads(setup)["database"]).parent
+        assert scratch.is_dir() and scratch.name.startswith("evalpack-source-")
+    assert not scratch.exists()  # the scratch folder goes with the worker
+
+
+@pytest.mark.parametrize("sql", [
+    "SELECT path FROM duckdb_databases() WHERE path IS NOT NULL",
+    "SELECT reverse(path) FROM duckdb_databases() WHERE path IS NOT NULL",
+    "SELECT to_base64(encode(path)) FROM duckdb_databases() WHERE path IS NOT NULL",
+    "SELECT current_setting('allowed_paths')",
+])
+def test_a_question_whose_sql_reads_the_sandbox_s_scratch_path_puts_none_in_the_pack(tmp_path, capsys, sql):
+    """The scorer's sandbox loads the pack's tables into a database file in a scratch folder of the temp folder
+    (evalpack-sandbox-<pid>-<random>/memory.duckdb): a question whose SQL returns that path is refused."""
+    data = duckdb_with(tmp_path / "t.duckdb")
+    questions = tmp_path / "q.jsonl"
+    questions.write_text(json.dumps({"question": "Where is the database?", "sql": sql}) + "\n")
+    pack = tmp_path / "pack"
+    code = main(["import", str(questions), "--data", str(data), "-o", str(pack)])
+    err = capsys.readouterr().err
+    if code == 2:
+        one_line(err, f"{questions}: line 1: question q001")
+        nothing_written(pack)
+    else:
+        assert code == 0, err
+    assert not _holding_disguised(tmp_path, ["evalpack-sandbox-", "evalpack-source-"], {data, questions})
+
+
+# --------------------------------------------------------------------------- bounds on the whole file
+
+
+@pytest.mark.parametrize("kind", ["duckdb", "sqlite"])
+def test_a_file_of_too_many_tables_is_refused_before_any_is_read(tmp_path, monkeypatch, kind):
+    """The bound on the tables and views of one file (what keeps 2,000 empty tables from taking half a minute and
+    writing 4,000 files): lowered here so that the test stays small."""
+    import evalpack.importer as importer
+
+    monkeypatch.setattr(importer, "MAX_SOURCE_OBJECTS", 5)
+    tables = [f"CREATE TABLE t{i} (x INTEGER)" for i in range(4)] + ["CREATE VIEW v1 AS SELECT 1 AS x",
+                                                                     "CREATE VIEW v2 AS SELECT 2 AS x"]
+    if kind == "sqlite":
+        data = sqlite_with_view(tmp_path / "many.sqlite", "; ".join(tables))
+    else:
+        data = duckdb_with(tmp_path / "many.duckdb", *tables)
+    pack = tmp_path / "pack"
+    with pytest.raises(EvalpackError) as refused:
+        import_pack(questions_about_t(tmp_path), data=data, output=pack)
+    message = str(refused.value)
+    assert refused.value.exit_code == 2
+    assert "\n" not in message and "7 tables and views" in message and "5" in message, message
+    nothing_written(pack)
+    assert not list((tmp_path).glob("**/*.parquet"))
+
+
+SLOW_VIEWS = [f"CREATE VIEW slow{i} AS SELECT sum(hash(range)) AS s FROM range(2500000000)" for i in range(3)]
+
+
+def test_a_file_that_takes_too_long_in_all_is_refused(tmp_path, monkeypatch):
+    """Each view keeps under the time limit of a batch of rows, and of a view (each takes seconds); the time for
+    reading the whole file is bounded too: lowered here so that the test stays fast."""
+    import evalpack.importer as importer
+
+    monkeypatch.setattr(importer, "MAX_SOURCE_SECONDS", 2.0)
+    data = duckdb_with(tmp_path / "slow.duckdb", *SLOW_VIEWS)
+    pack = tmp_path / "pack"
+    with pytest.raises(EvalpackError) as refused:
+        import_pack(questions_about_t(tmp_path), data=data, output=pack, limits=Limits(timeout=30.0))
+    message = str(refused.value)
+    assert refused.value.exit_code == 2
+    assert "\n" not in message and "slow.duckdb" in message and "2 s" in message, message
+    assert "whole" in message, message
+    nothing_written(pack)
+
+
+def test_the_time_for_the_whole_file_follows_the_run_timeout(tmp_path, capsys):
+    """The same bound, lowered by the limits' run_timeout (seconds for the whole run)."""
+    data = duckdb_with(tmp_path / "slow.duckdb", *SLOW_VIEWS)
+    pack = tmp_path / "pack"
+    with pytest.raises(EvalpackError) as refused:
+        import_pack(questions_about_t(tmp_path), data=data, output=pack, limits=Limits(timeout=30.0, run_timeout=1.5))
+    message = str(refused.value)
+    assert refused.value.exit_code == 2
+    assert "\n" not in message and "1.5 s" in message and "whole" in message, message
     nothing_written(pack)

@@ -1,12 +1,14 @@
 """evalpack serve against an agent that attacks it (issue 50), driven by the official MCP client over stdio: the
 holdout gives no verdict (correct or wrong) unless the operator asks for it, a holdout question takes a few answers
 per episode at most, the episode file stays under its cap however large and many the calls, and an episode file
-inside the pack is refused before the server starts (the pack still verifies)."""
+inside the pack or inside its holdout answer key is refused before the server starts (the pack still verifies, the key
+still opens)."""
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -16,7 +18,7 @@ from conftest import copy_pack, full_questions
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from test_serve import SERVE, call, episode_records, serve_args
 
-from evalpack.scoring import check_integrity
+from evalpack.scoring import HOLDOUT_FILE, check_integrity, holdout_key_beside
 
 VERDICTS = ("correct", "wrong", "declined", "not scored")
 
@@ -221,3 +223,43 @@ def test_an_episode_file_inside_the_pack_is_refused_and_the_pack_still_verifies(
     check_integrity(pack)  # raises PackIntegrityError naming a file that is not the pack's
     verified = subprocess.run([*SERVE[:-1], "verify", str(pack)], capture_output=True, text=True, timeout=600)
     assert verified.returncode == 0, verified.stdout + verified.stderr
+
+
+def key_bytes(key: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(key.iterdir())}
+
+
+def test_an_episode_file_inside_the_holdout_answer_key_is_refused_and_the_key_still_opens(retail_pack, tmp_path):
+    """Appending episode records to ``PACK.holdout-key/holdout.jsonl`` would corrupt the answer key (``verify.py
+    --holdout-key``: 'not a holdout key record'): an episode file in the key beside the pack, or in the folder
+    ``--holdout-key`` names, is refused however the path gets there (a link, ``..``, a hard link)."""
+    pack = copy_pack(retail_pack, tmp_path / "pack")
+    key = holdout_key_beside(pack)
+    given = Path(shutil.copytree(key, tmp_path / "private" / "key"))  # the key kept elsewhere, given to serve
+    before = key_bytes(key), key_bytes(given)
+    (tmp_path / "keylink").symlink_to(key, target_is_directory=True)
+    (tmp_path / "packlink").symlink_to(pack, target_is_directory=True)  # whose key beside is the real pack's
+    (tmp_path / "sneaky.jsonl").symlink_to(key / HOLDOUT_FILE)
+    os.link(key / HOLDOUT_FILE, tmp_path / "hard.jsonl")
+    os.link(given / HOLDOUT_FILE, tmp_path / "hard_given.jsonl")
+    with_key = ("--holdout-key", str(given))
+    for target, episode, extra in (
+            (pack, key / HOLDOUT_FILE, ()),
+            (pack, key / "episodes.jsonl", ()),
+            (pack, Path("pack.holdout-key") / ".." / "pack.holdout-key" / HOLDOUT_FILE, ()),
+            (pack, Path("keylink") / HOLDOUT_FILE, ()),
+            (pack, Path("sneaky.jsonl"), ()),
+            (pack, Path("hard.jsonl"), ()),
+            (tmp_path / "packlink", key / HOLDOUT_FILE, ()),
+            (pack, key / HOLDOUT_FILE, with_key),  # the key beside the pack, whichever key is given
+            (pack, given / HOLDOUT_FILE, with_key),
+            (pack, given / "episodes.jsonl", with_key),
+            (pack, Path("hard_given.jsonl"), with_key)):
+        run = subprocess.run([*SERVE, str(target), "--episode", str(episode), *extra], capture_output=True, text=True,
+                             stdin=subprocess.DEVNULL, timeout=120, cwd=tmp_path)
+        assert run.returncode == 2 and run.stderr.count("\n") == 1, (episode, run.stderr)
+        assert run.stderr.startswith(f"evalpack: error: --episode {episode}: "), run.stderr
+        assert "holdout answer key" in run.stderr and "outside the pack" in run.stderr, run.stderr
+    assert (key_bytes(key), key_bytes(given)) == before  # nothing appended, no episode file added
+    assert not (key / "episodes.jsonl").exists() and not (given / "episodes.jsonl").exists()
+    assert full_questions(pack)  # the key beside still opens: every record checked against its commitment
