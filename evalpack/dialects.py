@@ -392,21 +392,35 @@ def parquet_batches(path: Path, columns: list[str]) -> Iterator[pa.RecordBatch]:
     """The record batches of a pack's table file, ``columns`` only (the manifest's), in file order, each of at most
     :data:`BATCH_BYTES` (one row larger than that alone) and :data:`BATCH_ROWS` rows: the rows read at a time follow
     the file's own sizes, and a batch larger than its file said is sliced. EvalpackError naming the file when it
-    cannot be read as Parquet or lacks one of ``columns``: a pack from elsewhere may hold anything there."""
+    cannot be read as Parquet or lacks one of ``columns`` (:func:`table_file`)."""
+    parquet = table_file(path, columns)
     try:
-        parquet = pq.ParquetFile(path)
-        missing = [c for c in columns if c not in parquet.schema_arrow.names]
-        if missing:
-            raise EvalpackError(f"{path}: no column {missing[0]!r}, which manifest.json lists for table "
-                                f"{path.stem!r}; {DAMAGED}")
         for batch in parquet.iter_batches(columns=columns, batch_size=_rows_per_batch(parquet, columns)):
             yield from _sliced(batch)
+    except (pa.ArrowException, OSError) as exc:
+        raise unreadable_table(path, exc) from None
+
+
+def table_file(path: Path, columns: Iterable[str]) -> pq.ParquetFile:
+    """A pack's table file, opened; EvalpackError naming the file when it is missing, cannot be read as Parquet or
+    lacks one of ``columns`` (the manifest's): a pack from elsewhere may hold anything there."""
+    try:
+        parquet = pq.ParquetFile(path)
     except FileNotFoundError:
         raise EvalpackError(f"{path}: no such table file; manifest.json lists the table {path.stem!r}; {DAMAGED}") \
             from None
     except (pa.ArrowException, OSError) as exc:
-        raise EvalpackError(f"{path}: not a Parquet table evalpack can read ({first_line(exc)}); {DAMAGED}") \
-            from None
+        raise unreadable_table(path, exc) from None
+    missing = [c for c in columns if c not in parquet.schema_arrow.names]
+    if missing:
+        raise EvalpackError(f"{path}: no column {missing[0]!r}, which manifest.json lists for table "
+                            f"{path.stem!r}; {DAMAGED}")
+    return parquet
+
+
+def unreadable_table(path: Path, exc: BaseException) -> EvalpackError:
+    """The error for a table file that cannot be read as Parquet, naming it and why."""
+    return EvalpackError(f"{path}: not a Parquet table evalpack can read ({first_line(exc)}); {DAMAGED}")
 
 
 def _rows_per_batch(parquet: pq.ParquetFile, columns: list[str]) -> int:

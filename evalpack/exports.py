@@ -55,6 +55,8 @@ from evalpack.dialects import (
     file_into_place,
     keys_of,
     sqlite_type,
+    table_file,
+    unreadable_table,
     verify_in_dialects,
     write_sqlite,
 )
@@ -426,7 +428,7 @@ MAX_EXPORT_EXPANSION = 16  # ... or this many times its Parquet files, if more (
 ROW_OVERHEAD = 8  # bytes SQLite spends per row besides its values and one header byte per value (rowid, pointers)
 INDEX_OVERHEAD = 8  # and per row of an index, besides the indexed value
 PAGE_FILL = 1.1  # pages are not filled to the last byte
-ESTIMATE_MEMORY = "256MB"  # the working memory of the scan that estimates a table's size
+ESTIMATE_MEMORY = "512MB"  # the working memory of the scan that estimates a table's size
 
 
 def _cell_bytes(column: str, duckdb_type: str) -> str:
@@ -455,15 +457,19 @@ def estimate_rotation(tables_dir: Path, columns: Mapping[str, Mapping[str, str]]
     with duckdb.connect(":memory:", config={"memory_limit": ESTIMATE_MEMORY, "threads": 1}) as con:
         for table, cols in columns.items():
             path = Path(tables_dir) / f"{table}.parquet"
+            table_file(path, cols)  # a missing file or column is named as the writer would name it
             cells = [_cell_bytes(c, t) for c, t in cols.items()]
             index = [_cell_bytes(c, t) for c, t in cols.items() if (table, c) in indexed]
             row = " + ".join([f"{len(cols) + ROW_OVERHEAD}", *cells, *(f"{INDEX_OVERHEAD} + {i}" for i in index)])
             try:
                 total = con.execute(f"SELECT coalesce(sum({row}), 0) FROM read_parquet({quote_literal(str(path))})"
                                     ).fetchone()[0]
+            except duckdb.OutOfMemoryException:
+                raise EvalpackError(f"{path}: reading its rows to estimate their size took more than {ESTIMATE_MEMORY} "
+                                    "of memory, past the bound on what an export reads at a time (a pack `evalpack "
+                                    "build` wrote needs far less): export a pack you trust") from None
             except duckdb.Error as exc:
-                raise EvalpackError(f"{path}: not a table evalpack can read ({printable(str(exc).splitlines()[0])})"
-                                    f"; {DAMAGED}") from None
+                raise unreadable_table(path, exc) from None
             yield path, int(total * PAGE_FILL)
 
 
