@@ -51,7 +51,6 @@ import duckdb
 from evalpack import golden as golden_rules
 from evalpack.golden import Golden, Link, LinkCount, OrphanEffect, Run, Runner, count_orphans, counted, jsonable
 from evalpack.layout import PackLayout
-from evalpack.questions import compared_in_order
 from evalpack.scoring import (
     DEFAULT_TIMEOUT,
     ROWS_TYPE,
@@ -369,7 +368,7 @@ def audit_query(con: duckdb.DuckDBPyConnection, r: dict, rotation: str, links: t
                         "fix the query; it reads the tables under rotations/" + rotation + "/tables by file name",
                         {"error": run.error, "recorded": None if recorded is NOT_RECORDED else recorded})]
     out = []
-    ordered = r.get("answer_type") != ROWS_TYPE or compared_in_order(sql)
+    ordered = r.get("answer_type") != ROWS_TYPE or golden_rules.orders_result(sql)
     now = golden_rules.recorded_result(run.rows, ordered)
     legacy = observed(run.rows, ordered)  # how packs recorded results before values kept their types
     expected = expected_for(r, rotation) if r.get("expected_answer") is not None else None

@@ -46,9 +46,6 @@ from evalpack import cache
 from evalpack.questions import DIALECT, parse_gold
 from evalpack.scoring import ROWS_TYPE, cell_key, kept_order, parsed_order_by, quote_ident
 
-SIGNIFICANT_DIGITS = 12  # floats compare at this many significant digits (summation-order noise is below it)
-
-
 # --------------------------------------------------------------------------- results
 
 
@@ -103,7 +100,7 @@ def _record_key(value: Any) -> Any:
         return ("list", tuple(_record_key(v) for v in value))
     if isinstance(value, dict):
         return ("map", tuple(sorted((str(k), _record_key(v)) for k, v in value.items())))
-    return _cell(value, None)
+    return cell_key(value)
 
 
 def same_record(a: Any, b: Any) -> bool:
@@ -296,17 +293,11 @@ def first_difference(answer_type: str | None, round_decimals: int | None, expect
     return None
 
 
-def _cell(value: Any, round_decimals: int | None) -> Any:
-    if isinstance(value, float) and math.isfinite(value):
-        value = float(f"{value:.{SIGNIFICANT_DIGITS}g}")
-    return cell_key(value, round_decimals)
-
-
 def same_rows(a: Iterable[tuple], b: Iterable[tuple], round_decimals: int | None = None,
               ordered: bool = False) -> bool:
     """Whether results ``a`` and ``b`` are the same answer: equal rows as a multiset (as a list when
-    ``ordered``), cells compared by the answer comparison's cell rule at ``round_decimals``, floats
-    first at 12 significant digits.
+    ``ordered``), cells compared by the scorer's cell rule (:func:`evalpack.scoring.cell_key`) at
+    ``round_decimals``, or, without it, at 12 significant digits: a value is rounded once, as the scorer rounds it.
 
     >>> same_rows([(1, 0.1 + 0.2), (2, None)], [(2, None), (1, 0.3)])
     True
@@ -314,9 +305,11 @@ def same_rows(a: Iterable[tuple], b: Iterable[tuple], round_decimals: int | None
     False
     >>> same_rows([(1.004,)], [(1.0,)], round_decimals=2), same_rows([(1.004,)], [(1.0,)])
     (True, False)
+    >>> same_rows([(1.0149999999999,)], [(1.02,)], round_decimals=2)  # not rounded twice: 1.01 against 1.02
+    False
     """
-    keys_a = [tuple(_cell(v, round_decimals) for v in row) for row in a]
-    keys_b = [tuple(_cell(v, round_decimals) for v in row) for row in b]
+    keys_a = [tuple(cell_key(v, round_decimals) for v in row) for row in a]
+    keys_b = [tuple(cell_key(v, round_decimals) for v in row) for row in b]
     return keys_a == keys_b if ordered else Counter(keys_a) == Counter(keys_b)
 
 
@@ -325,8 +318,13 @@ def in_order(answer_type: str | None, sql: str) -> bool:
     top-level ORDER BY (as the answer comparison decides; scalars have one row). DuckDB's parser decides, on
     a connection of its own: no rotation needs loading to know it. Each answer is kept per text, in this process
     (:func:`evalpack.scoring.kept_order`) and on disk."""
-    if answer_type != ROWS_TYPE:
-        return False
+    return answer_type == ROWS_TYPE and orders_result(sql)
+
+
+def orders_result(sql: str) -> bool:
+    """Whether ``sql`` orders its final result: a top-level ORDER BY, found by DuckDB's parser as the scorer finds
+    it (:func:`evalpack.scoring.parsed_order_by`; a parenthesised query's ORDER BY included), each answer kept per
+    text in this process and on disk."""
     with _PARSER_LOCK:
         return kept_order(sql, _ordered)
 

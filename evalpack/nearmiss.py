@@ -41,7 +41,8 @@ from sqlglot.optimizer.simplify import simplify
 
 from evalpack import cache
 from evalpack.cells import Cells, cells_form, merged, worth_computing
-from evalpack.questions import DIALECT, Question, compared_in_order, lean, parse_gold
+from evalpack.golden import orders_result
+from evalpack.questions import DIALECT, Question, lean, parse_gold
 from evalpack.rollup import (
     Need,
     Rollup,
@@ -1386,7 +1387,7 @@ def study_rotation(con: duckdb.DuckDBPyConnection, rotation: str, questions: dic
     plan.create_tables(con)
     mutants = plan.mutants
     # a result set is compared in order when the gold SQL orders it (the scorer's spider rule)
-    in_order = {qid: compared_in_order(questions[qid].gold_sql) for qid in {m.question_id for m in mutants}}
+    in_order = {qid: orders_result(questions[qid].gold_sql) for qid in {m.question_id for m in mutants}}
 
     def judge(i: int, rows: list[tuple]) -> bool:
         q = questions[mutants[i].question_id]

@@ -657,12 +657,6 @@ def public_numbers(plans: Sequence[RotationPlan]) -> dict[str, frozenset[str]]:
 
 
 @functools.lru_cache(maxsize=4096)
-def compared_in_order(sql: str) -> bool:
-    """Whether a result set from ``sql`` is compared in row order: it has a top-level ORDER BY."""
-    tree = parse_gold(sql)
-    return isinstance(tree, exp.Query) and tree.args.get("order") is not None
-
-
 def parse_gold(sql: str) -> exp.Expression:
     """The gold SQL as an AST (DuckDB dialect)."""
     return sqlglot.parse_one(sql, read=DIALECT)

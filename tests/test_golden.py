@@ -160,3 +160,43 @@ def test_same_rows():
     assert not golden.same_rows([(0.3,)], [(0.3000001,)])
     assert golden.same_rows([(0.3,)], [(0.3000001,)], round_decimals=4)
     assert not golden.same_rows([("1",)], [(1,)])  # a string is not a number
+
+
+# --------------------------------------------------------------------------- one rule with the scorer (issue 51)
+
+ORDER_CASES = ["(SELECT 1 AS a ORDER BY a)", "((SELECT 1 AS a ORDER BY a))", "SELECT 1 AS a ORDER BY a",
+               "SELECT 1 AS a", "SELECT * FROM (SELECT 1 AS a ORDER BY a)", "SELECT 1 UNION ALL SELECT 2 ORDER BY 1",
+               "(SELECT 1 UNION ALL SELECT 2) ORDER BY 1", "WITH t AS (SELECT 1 AS a ORDER BY a) SELECT a FROM t",
+               "SELECT a FROM (VALUES (2), (1)) v(a) ORDER BY a LIMIT 1"]
+
+
+@pytest.mark.parametrize("sql", ORDER_CASES)
+def test_whether_a_result_is_compared_in_order_is_the_scorer_s_answer_everywhere(sql):
+    """The build's near-miss study and audit decide order as the scorer does: once a parenthesised query's ORDER BY
+    was unordered for the build (sqlglot) and ordered for the scorer (DuckDB's parser)."""
+    from evalpack.scoring import parsed_order_by
+
+    with duckdb.connect() as con:
+        scorer = parsed_order_by(con, sql)
+    assert golden.orders_result(sql) == scorer
+    assert golden.in_order("rows", sql) == scorer and golden.in_order("number", sql) is False
+
+
+def test_a_parenthesised_order_by_is_ordered_for_the_build_and_the_scorer():
+    assert golden.orders_result("(SELECT 1 AS a ORDER BY a)") is True
+
+
+def test_same_rows_rounds_a_value_once_as_the_scorer_does():
+    """same_rows (the orphan and tie checks) once rounded a float to 12 significant digits and then to the question's
+    decimals: 1.0149999999999 became 1.015, then 1.02, and matched 1.02, which the scorer calls different."""
+    from evalpack.scoring import cell_key
+
+    assert golden.same_rows([(1.0149999999999,)], [(1.02,)], round_decimals=2) is False
+    assert golden.same_rows([(1.0149999999999,)], [(1.01,)], round_decimals=2) is True
+    values = [1.0149999999999, 1.015, 1.02, 1.01, 0.1 + 0.2, 0.3, 2.675, 2.67, 2.68, 1e-13, 0.0, -0.0, 123456.785,
+              123456.78, 123456.79, 0.30000000000001, 1 / 3, 0.333333333333]
+    for decimals in (None, 0, 1, 2, 3):
+        for a in values:
+            for b in values:
+                assert golden.same_rows([(a,)], [(b,)], round_decimals=decimals) == \
+                    (cell_key(a, decimals) == cell_key(b, decimals)), (a, b, decimals)

@@ -12,6 +12,7 @@ import pytest
 from conftest import build_variant, spec_text
 
 from evalpack.build import build_pack
+from evalpack.golden import orders_result as compared_in_order
 from evalpack.nearmiss import (
     OPERATORS,
     build_mutants,
@@ -25,7 +26,7 @@ from evalpack.nearmiss import (
     summarize_study,
 )
 from evalpack.plan import plan_pack
-from evalpack.questions import DIALECT, Question, compared_in_order, derive_questions
+from evalpack.questions import DIALECT, Question, derive_questions
 from evalpack.rollup import plan_rollups
 from evalpack.scoring import answer_matches, verdict_in_any_order
 from evalpack.spec import load_spec, parse_spec
