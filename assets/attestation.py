@@ -16,9 +16,9 @@ from dagster import (
 from assets.certificate import certificate
 from assets.common import CODE_VERSION, GROUP, PACKS, EvalpackResource, pack_check
 from assets.spec import spec as spec_asset
-from evalpack import attest
-from evalpack.layout import PackLayout
-from evalpack.spec import Spec
+from evalpack.core.layout import PackLayout
+from evalpack.pack import attest
+from evalpack.spec.reader import Spec
 
 
 def build_started(context: AssetExecutionContext) -> dt.datetime:

@@ -13,11 +13,11 @@ from dagster import (
 )
 
 from assets.common import CODE_VERSION, GROUP, PACKS, EvalpackResource, pack_check
-from evalpack import layout
 from evalpack.build import Checked, Derived, pack_findings, write_pack_files
-from evalpack.report import report_path_beside, write_pack_report
-from evalpack.scoring import run_gold
-from evalpack.spec import Spec
+from evalpack.core import layout
+from evalpack.core.scoring import run_gold
+from evalpack.pack.report import report_path_beside, write_pack_report
+from evalpack.spec.reader import Spec
 
 PACK_FILES = (layout.QUESTIONS, layout.CERTIFICATE, layout.MANIFEST, layout.CARD, layout.SCORER)
 #: The report is written before the attestation asset runs: its page says so instead of "unattested".
@@ -75,7 +75,7 @@ def certificate(context: AssetExecutionContext, spec: Spec, questions: Derived, 
 @pack_check(asset=certificate, blocking=True)
 def shipped_questions_verify_on_every_rotation(context, evalpack: EvalpackResource) -> AssetCheckResult:
     """Reruns every question of the written questions.jsonl on every rotation's tables as they are on disk now,
-    with the same code a consumer's verify.py runs (evalpack.scoring.run_gold): all must match."""
+    with the same code a consumer's verify.py runs (evalpack.core.scoring.run_gold): all must match."""
     folder = evalpack.current_dir(context.partition_key)
     passed, total, lines = run_gold(folder)
     failing = [line for line in lines if not line.startswith("PASS")]

@@ -9,7 +9,7 @@ from dagster import AssetExecutionContext, MaterializeResult, MetadataValue, ass
 from assets.attestation import attestation
 from assets.common import CODE_VERSION, GROUP, PACKS, EvalpackResource
 from evalpack.build import publish_dir
-from evalpack.layout import PackLayout
+from evalpack.core.layout import PackLayout
 
 
 @asset(partitions_def=PACKS, group_name=GROUP, code_version=CODE_VERSION, kinds={"folder"}, deps=[attestation])

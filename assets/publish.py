@@ -33,8 +33,8 @@ from pydantic import Field
 
 from assets.common import PACKS, EvalpackResource
 from assets.pack import pack
-from evalpack.diff import PackDiff, QuestionChange
-from evalpack.layout import PackLayout
+from evalpack.core.layout import PackLayout
+from evalpack.pack.diff import PackDiff, QuestionChange
 from publish import PackRefused, PublishError, PublishResult, publish_pack
 from publish.hub import ReleaseBlocked, ReleaseCheck
 

@@ -8,8 +8,8 @@ from dagster import AssetExecutionContext, MetadataValue, Output, asset
 
 from assets.common import CODE_VERSION, GROUP, PACKS, EvalpackResource
 from evalpack.build import Derived, continued_splits, derive
-from evalpack.plan import plan_pack
-from evalpack.spec import Spec
+from evalpack.data.plan import plan_pack
+from evalpack.spec.reader import Spec
 
 
 def counts_markdown(title: str, counts: dict[str, int]) -> str:

@@ -27,10 +27,10 @@ from dagster_duckdb import DuckDBResource
 
 from assets.common import CODE_VERSION, GROUP, PACKS, EvalpackResource
 from evalpack.build import Derived, RotationCheck, check_rotation
-from evalpack.generate import arrow_schema
-from evalpack.layout import ROTATIONS, PackLayout, rotation_name
-from evalpack.spec import Spec
-from evalpack.tables import write_rotation
+from evalpack.core.layout import ROTATIONS, PackLayout, rotation_name
+from evalpack.data.generate import arrow_schema
+from evalpack.data.tables import write_rotation
+from evalpack.spec.reader import Spec
 
 Rows = dict[str, dict[str, int]]  # rotation folder (seed_42) -> table -> rows written
 

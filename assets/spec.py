@@ -7,8 +7,8 @@ from dagster import AssetExecutionContext, BetaWarning, Config, DataVersion, Fai
 from pydantic import Field
 
 from assets.common import CODE_VERSION, GROUP, PACKS, EvalpackResource
-from evalpack.errors import EvalpackError
-from evalpack.spec import Spec, load_spec
+from evalpack.core.errors import EvalpackError
+from evalpack.spec.reader import Spec, load_spec
 
 
 class SpecConfig(Config):

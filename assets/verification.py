@@ -7,10 +7,10 @@ from dagster import AssetCheckResult, AssetCheckSeverity, AssetExecutionContext,
 
 from assets.common import CODE_VERSION, GROUP, PACKS, EvalpackResource, pack_check
 from evalpack.build import Checked, Derived, combine_rotations
-from evalpack.nearmiss import study_markdown
-from evalpack.report import report_path_beside
-from evalpack.spec import Spec
-from evalpack.verify import Verdict
+from evalpack.checks.nearmiss.study import study_markdown
+from evalpack.checks.verification import Verdict
+from evalpack.pack.report import report_path_beside
+from evalpack.spec.reader import Spec
 
 MAX_ROWS_SHOWN = 50
 

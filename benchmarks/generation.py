@@ -33,9 +33,9 @@ from scaled import scaled_spec  # noqa: E402
 BEFORE_ISSUE_19 = "3861bd1"
 GENERATE = r"""
 import sys, time
-from evalpack.generate import table_batches
-from evalpack.plan import plan_pack
-from evalpack.spec import load_spec
+from evalpack.data.generate import table_batches
+from evalpack.data.plan import plan_pack
+from evalpack.spec.reader import load_spec
 started = time.perf_counter()
 spec = load_spec(sys.argv[1])
 rows = 0

@@ -24,7 +24,7 @@ sys.path.insert(0, str(HERE))
 from build import misata_command  # noqa: E402
 
 from evalpack.build import build_pack  # noqa: E402
-from evalpack.nearmiss import study_markdown  # noqa: E402
+from evalpack.checks.nearmiss.study import study_markdown  # noqa: E402
 
 
 def ours(spec: Path, out: Path) -> dict:

@@ -23,7 +23,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from evalpack.scoring import Limits, check_integrity, load_questions, score_pack  # noqa: E402
+from evalpack.core.scoring import Limits, check_integrity, load_questions, score_pack  # noqa: E402
 
 
 def variants(question: dict, k: int) -> str:

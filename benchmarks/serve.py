@@ -40,7 +40,7 @@ from mcp import ClientSession, StdioServerParameters, stdio_client  # noqa: E402
 from mcp.client.streamable_http import streamable_http_client  # noqa: E402
 from score import retail_pack  # noqa: E402  (benchmarks/score.py, beside this script)
 
-from evalpack.scoring import pack_questions  # noqa: E402
+from evalpack.core.scoring import pack_questions  # noqa: E402
 
 SECTION = "## evalpack serve (`python benchmarks/serve.py`)"
 QUERIES = ("SELECT count(*) FROM orders", "SELECT channel, sum(amount) FROM orders GROUP BY channel ORDER BY 1",

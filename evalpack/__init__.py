@@ -7,6 +7,6 @@ __all__ = ["__version__", "verify_questions"]
 
 def verify_questions(con, questions, links=(), rotation="default"):
     """Check gold queries on any DuckDB connection; returns (kept, dropped with drop_reason)."""
-    from evalpack.verify import verify_questions as _verify
+    from evalpack.checks.verification import verify_questions as _verify
 
     return _verify(con, questions, links, rotation)

@@ -1,7 +1,7 @@
 """The `evalpack` command line. Errors a user can cause print one message and exit 2.
 
-Those errors are :class:`evalpack.errors.EvalpackError` and the standalone scorer's
-:class:`evalpack.scoring.InputError` (EvalpackError is one of those): one line ``evalpack: error: ...``
+Those errors are :class:`evalpack.core.errors.EvalpackError` and the standalone scorer's
+:class:`evalpack.core.scoring.InputError` (EvalpackError is one of those): one line ``evalpack: error: ...``
 naming the file and what to do, never a traceback. A file-system error nothing else caught
 (a folder where a file is expected, a full disk) is reported the same way.
 """
@@ -17,10 +17,9 @@ from collections import Counter
 from importlib.metadata import entry_points
 from pathlib import Path
 
-from evalpack.errors import EvalpackError
-from evalpack.layout import PackLayout, rotation_name
-from evalpack.report import pack_facts, pack_html, score_html
-from evalpack.scoring import (
+from evalpack.core.errors import EvalpackError
+from evalpack.core.layout import PackLayout, rotation_name
+from evalpack.core.scoring import (
     PUBLIC_KEY_ENV,
     InputError,
     OneLineParser,
@@ -32,6 +31,8 @@ from evalpack.scoring import (
     printable,
     write_report,
 )
+from evalpack.dialects import SCORING_DIALECTS
+from evalpack.pack.report import pack_facts, pack_html, score_html
 
 #: The entry-point group through which other packages of this distribution add subcommands.
 COMMANDS = "evalpack.commands"
@@ -49,9 +50,9 @@ def _progress_printer(enabled: bool):
 
 def _check_output(output: str, force: bool, inputs: list[str]) -> None:
     """Refuse, before any work, an output folder the command cannot or must not write (see
-    :func:`evalpack.build.check_output`: the current folder or one holding it or an input, an existing
+    :func:`evalpack.pack.folder.check_output`: the current folder or one holding it or an input, an existing
     folder without --force, anything but a pack or an empty folder with it, a path through a file)."""
-    from evalpack.build import check_output
+    from evalpack.pack.folder import check_output
 
     check_output(output, force, inputs)
 
@@ -149,11 +150,11 @@ def cmd_build(args: argparse.Namespace) -> int:
         print(f"  warning: {warning}")
     held = sum(q.split == "holdout" for q in shipped)
     if held:
-        from evalpack.scoring import holdout_key_beside
+        from evalpack.core.scoring import holdout_key_beside
 
         print(f"  holdout: {held} questions; their gold SQL and answers are in {holdout_key_beside(result.path)} "
               "(private: keep it out of any public copy of the pack)")
-    from evalpack.attest import signature_note
+    from evalpack.pack.attest import signature_note
 
     print(f"  attestation: {signature_note(result.path) or 'signed (check it with evalpack verify --public-key KEY)'}")
     print(f"  audit: {len(result.audit)} finding(s)" + ("" if not result.audit else "; run `evalpack audit PACK`"))
@@ -178,7 +179,7 @@ def _exports_line(pack: Path, formats: tuple[str, ...]) -> str:
 
 
 def cmd_score(args: argparse.Namespace) -> int:
-    from evalpack.scoring import prestart_for, score_command
+    from evalpack.core.scoring import prestart_for, score_command
 
     # before any work, so that a report that cannot or must not be written costs no scoring run
     check_report_file(args.json, args.pack)
@@ -188,7 +189,7 @@ def cmd_score(args: argparse.Namespace) -> int:
         write_report(args.html, score_html(json.loads(json.dumps(report, default=str))))
 
     if args.dialect != "duckdb":  # the candidates run on SQLite or PostgreSQL; the rest is score_command's
-        from evalpack.dialect_scoring import score_arguments
+        from evalpack.dialects.scoring import score_arguments
 
         return score_arguments(args, on_report=render if args.html else None)
     prestart_for(args.pack)
@@ -210,23 +211,23 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
-    from evalpack.scoring import prestart_for
+    from evalpack.core.scoring import prestart_for
 
     prestart_for(args.pack)  # the gold SQL reruns in a sandbox worker per rotation
-    from evalpack.attest import verify_command
+    from evalpack.pack.attest import verify_command
 
     return verify_command(args.pack, public_key=args.public_key, allow_unattested=args.allow_unattested,
                           holdout_key=args.holdout_key)
 
 
 def cmd_keygen(args: argparse.Namespace) -> int:
-    from evalpack.attest import keygen_command
+    from evalpack.pack.attest import keygen_command
 
     return keygen_command(args.directory, algorithm=args.algorithm, force=args.force)
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    from evalpack.importer import import_command
+    from evalpack.interop.importer import import_command
 
     _check_output(args.output, args.force, [args.questions, args.data])
     return import_command(args.questions, data=args.data, output=args.output, force=args.force,
@@ -235,21 +236,21 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
-    from evalpack.scoring import prestart_for
+    from evalpack.core.scoring import prestart_for
 
     _check_pack_folder(args.pack)
     check_report_file(args.json, args.pack)
     # the pack's SQL runs in a sandbox worker per rotation: forked before the audit's imports start threads
     # (NumPy's, for one)
     prestart_for(args.pack)
-    from evalpack.audit import audit_command
+    from evalpack.checks.audit import audit_command
 
     return audit_command(args.pack, json_path=args.json)
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from evalpack.scoring import Limits
-    from evalpack.serve import ServeOptions, serve_command
+    from evalpack.agent.serve import ServeOptions, serve_command
+    from evalpack.core.scoring import Limits
 
     options = ServeOptions(transport=args.transport, host=args.host, port=args.port, rotation=args.rotation,
                            episode=args.episode, max_rows=args.max_rows, workers=args.workers,
@@ -263,7 +264,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from evalpack.exports import export_command
+    from evalpack.interop.exports import export_command
 
     return export_command(args.pack, args.format, args.output, postgres_dsn=args.postgres_dsn)
 
@@ -297,7 +298,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_integrity_options(s)
     add_holdout_option(s)
     add_limit_options(s)
-    s.add_argument("--dialect", choices=("duckdb", "sqlite", "postgres"), default="duckdb",
+    s.add_argument("--dialect", choices=SCORING_DIALECTS, default="duckdb",
                    help="the engine the candidates' SQL is written for and runs on (default duckdb); sqlite: the "
                         "rotation's SQLite database, read-only; postgres: a read-only role on --postgres-dsn")
     s.add_argument("--postgres-dsn", metavar="DSN",

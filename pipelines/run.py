@@ -15,8 +15,8 @@ import sys
 from dagster import DagsterInstance, execute_job, reconstructable
 
 from assets.common import PACKS
-from evalpack.errors import EvalpackError
-from evalpack.spec import load_spec
+from evalpack.core.errors import EvalpackError
+from evalpack.spec.reader import load_spec
 from pipelines.resources import evalpack_resource
 from pipelines.sensors import invalid_reason
 

@@ -38,9 +38,9 @@ from dagster import (
 )
 
 from assets.common import PACK_KEY, PACKS, EvalpackResource
-from evalpack.errors import EvalpackError
-from evalpack.plan import plan_pack
-from evalpack.spec import load_spec
+from evalpack.core.errors import EvalpackError
+from evalpack.data.plan import plan_pack
+from evalpack.spec.reader import load_spec
 from pipelines.jobs import build_pack
 
 ACTIVE = [DagsterRunStatus.QUEUED, DagsterRunStatus.NOT_STARTED, DagsterRunStatus.STARTING,

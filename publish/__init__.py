@@ -9,8 +9,8 @@ For code (the Dagster ``publish_pack`` job)::
     result = publish_pack(Path("packs/retail"), "owner/retail-evalpack")   # token: HF_TOKEN or login
     result.repo_url, result.tag, result.commit_sha, result.tag_url
 
-Modules: ``layout`` (pack -> repo files; configs and splits from ``evalpack.card.hub_configs``), ``card``
-(the pack's own README.md, rendered by ``evalpack.card`` at build time and attested, goes up unchanged),
+Modules: ``layout`` (pack -> repo files; configs and splits from ``evalpack.pack.card.hub_configs``), ``card``
+(the pack's own README.md, rendered by ``evalpack.pack.card`` at build time and attested, goes up unchanged),
 ``check`` (re-verification before anything is sent), ``hub`` (create repo, one commit, tag), ``cli``
 (``evalpack publish``).
 """

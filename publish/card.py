@@ -1,9 +1,9 @@
 """The dataset card on the Hub is the pack's own README.md, uploaded unchanged.
 
-``evalpack build`` writes it (``evalpack.card.render_card``) before the attestation, so it is one of
+``evalpack build`` writes it (``evalpack.pack.card.render_card``) before the attestation, so it is one of
 the attested files and a downloaded snapshot of the repo passes ``evalpack verify``. Publishing never
 rewrites it; it only checks that the card's ``configs:`` block names exactly the files the Hub layout
-uploads (both come from ``evalpack.card.hub_configs``), since without the right block ``load_dataset``
+uploads (both come from ``evalpack.pack.card.hub_configs``), since without the right block ``load_dataset``
 silently reads the wrong files. A pack built before evalpack wrote cards, or whose card disagrees with
 its manifest, is refused with the advice to rebuild it.
 """
@@ -14,13 +14,12 @@ from pathlib import Path
 
 import yaml
 
-from evalpack.card import CARD, Config, configs_metadata, read_card_metadata
+from evalpack.pack.card import CARD, Config, configs_metadata, read_card_metadata
+from publish.errors import PublishError
 
 
 def hub_card(pack: Path, configs: tuple[Config, ...]) -> bytes:
     """The bytes of ``pack``'s README.md, after checking its ``configs:`` block matches ``configs``."""
-    from publish.layout import PublishError
-
     path = Path(pack) / CARD
     if not path.is_file():
         raise PublishError(f"{path}: missing; the pack has no dataset card (it was built before evalpack wrote "

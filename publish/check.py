@@ -3,8 +3,8 @@
 First, the files the Hub layout is made of must agree with ``manifest.json`` (every table of every
 rotation is there with the row count the manifest and the card state, ``questions.jsonl`` has as
 many questions as shipped, ``certificate.json`` says ``all_match``). Then ``evalpack verify``
-(:func:`evalpack.attest.verify_pack`), which runs the pack's one integrity check
-(:func:`evalpack.scoring.inspect_integrity`, the same as its ``verify.py``: the signature when a public
+(:func:`evalpack.pack.attest.verify_pack`), which runs the pack's one integrity check
+(:func:`evalpack.core.scoring.inspect_integrity`, the same as its ``verify.py``: the signature when a public
 key is given, ``payloadType``, ``_type`` and ``predicateType``, every subject re-hashed, the files on
 disk equal to the subjects) and then reruns every gold SQL.
 """
@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from evalpack import attest
-from evalpack.layout import PackLayout
+from evalpack.core.layout import PackLayout
+from evalpack.pack import attest
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from evalpack.scoring import PUBLIC_KEY_ENV, check_report_file
+from evalpack.core.scoring import PUBLIC_KEY_ENV, check_report_file
 from publish.revision import fetch_side
 
 if TYPE_CHECKING:
@@ -60,7 +60,7 @@ def publish_command(pack: str | Path, repo: str | None, *, private: bool = False
     Returns the exit code."""
     # loaded here, not with the module: every `evalpack` command registers this one (an entry point), and the
     # Hub client, the pack's checks and the card's Arrow schemas are imports that only a publish needs
-    from evalpack.scoring import InputError, load_questions
+    from evalpack.core.scoring import InputError, load_questions
     from publish.hub import PackRefused, checked_key, holdout_key, prepare, release, resolve_endpoint, resolve_token
     from publish.layout import PublishError, check_repo_id
 
@@ -130,7 +130,7 @@ def add_command(sub: argparse._SubParsersAction) -> None:
 def add_diff_command(sub: argparse._SubParsersAction) -> None:
     """Add ``diff`` to the ``evalpack`` command line (the ``evalpack.commands`` entry point): it reads Hub
     revisions as well as pack folders, so it lives in this layer."""
-    from evalpack.diff import diff_command
+    from evalpack.pack.diff import diff_command
 
     def run(args: argparse.Namespace) -> int:
         check_report_file(args.json)

@@ -15,7 +15,7 @@
    holdout repo); if the tag ``v<version>`` exists with the same content (every path, git blob SHA-1 or LFS
    SHA-256) the publish is a no-op that returns the existing commit;
 5. the release gate, read only: the last released version (the highest ``v<semver>`` tag) is compared with
-   the pack (``evalpack.diff``) and ``gate`` decides with the pack's ``gate`` policy and ``gate_margin``
+   the pack (``evalpack.pack.diff``) and ``gate`` decides with the pack's ``gate`` policy and ``gate_margin``
    (manifest.json, from the spec): blocked raises ``ReleaseBlocked`` (exit code 1) naming every reason;
    ``warn`` logs them and goes on. A tag that exists with different content is then refused, because a
    published tag is never moved;
@@ -41,7 +41,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from evalpack import __version__
-from evalpack.diff import (
+from evalpack.core.errors import EvalpackError
+from evalpack.core.scoring import HOLDOUT_FILE, InputError, holdout_key_beside, load_questions, with_holdout_key
+from evalpack.pack.diff import (
     DEFAULT_MARGIN_POINTS,
     POLICIES,
     GateResult,
@@ -51,8 +53,6 @@ from evalpack.diff import (
     gate,
     load_side,
 )
-from evalpack.errors import EvalpackError
-from evalpack.scoring import HOLDOUT_FILE, InputError, holdout_key_beside, load_questions, with_holdout_key
 from publish.check import Verification, verify_pack
 from publish.layout import (
     DEFAULT_ENDPOINT,

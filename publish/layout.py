@@ -1,9 +1,9 @@
 """Lay a built pack out as a Hugging Face dataset repo (no network here): the pack folder is the repo.
 
 Every file of the pack goes up unchanged at its pack path, and nothing else: the card's ``configs:``
-block (``evalpack.card.hub_configs``, written at build time) already points at the pack's own files,
+block (``evalpack.pack.card.hub_configs``, written at build time) already points at the pack's own files,
 ``rotations/seed_<n>/tables/<table>.parquet`` for each table's config (one split per rotation) and
-``data/questions/<split>.parquet`` for the ``questions`` config (:mod:`evalpack.hubfiles`), so a download
+``data/questions/<split>.parquet`` for the ``questions`` config (:mod:`evalpack.pack.hubfiles`), so a download
 of a tag is the pack exactly as built and verifies as it is, and ``load_dataset(PACK_DIR, "orders")``
 reads the same rows locally as ``load_dataset(REPO, "orders", revision=TAG)`` does from the Hub.
 
@@ -17,25 +17,22 @@ up with it. ``publish.card.hub_card`` refuses a pack whose card names other file
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from evalpack.card import QUESTIONS_CONFIG, Config, hub_configs, rotated_answers, total_rows
-from evalpack.errors import EvalpackError
-from evalpack.layout import PackLayout
-from evalpack.scoring import load_questions
+from evalpack.core.errors import EvalpackError
+from evalpack.core.layout import PackLayout
+from evalpack.core.scoring import load_questions
+from evalpack.pack.card import QUESTIONS_CONFIG, Config, hub_configs, rotated_answers, total_rows
+from publish.card import hub_card
+from publish.errors import PublishError
 
 DEFAULT_ENDPOINT = "https://huggingface.co"
 SPLIT_NAME = re.compile(r"^\w+(\.\w+)*$")
 CONFIG_NAME = re.compile(r"^[A-Za-z0-9_][\w.-]*$")
 REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]{0,95}/[A-Za-z0-9][\w.-]{0,95}$")
 PARQUET_OPTIONS = {"compression": "zstd", "use_dictionary": True, "write_statistics": True}
-
-class PublishError(EvalpackError):
-    """A pack that cannot be published as asked (the message says what to do)."""
-
 
 @dataclass(frozen=True)
 class HubFile:
@@ -116,15 +113,17 @@ def check_repo_id(repo_id: str) -> str:
 
 
 def read_manifest(pack: Path) -> dict:
+    """The pack's manifest.json as evalpack reads it everywhere (:meth:`PackLayout.read_manifest`: bounded, its types
+    checked), with the fields a publish needs; PublishError naming the file and what to do otherwise."""
     path = PackLayout(pack).manifest
     if not Path(pack).is_dir():
         raise PublishError(f"{pack}: no such pack folder; build one with `evalpack build SPEC -o {pack}`")
     if not path.is_file():
         raise PublishError(f"{path}: missing; {pack} is not a built pack (run `evalpack build`)")
     try:
-        manifest = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise PublishError(f"{path}: unreadable ({exc}); rebuild the pack") from exc
+        manifest = PackLayout(pack).read_manifest()
+    except EvalpackError as exc:
+        raise PublishError(f"{exc}; rebuild the pack") from None
     for key in ("pack", "version", "rotations", "tables", "answers"):
         if key not in manifest:
             raise PublishError(f"{path}: no `{key}`; rebuild the pack with this evalpack")
@@ -139,8 +138,6 @@ def folder_files(folder: Path) -> tuple[HubFile, ...]:
 
 def build_layout(pack: str | Path, repo_id: str, endpoint: str | None = None) -> HubLayout:
     """The repo layout of a built pack (its own README.md is the card). Raises PublishError if it cannot go up."""
-    from publish.card import hub_card
-
     pack = Path(pack)
     repo_id = check_repo_id(repo_id)
     endpoint = (endpoint or DEFAULT_ENDPOINT).rstrip("/")

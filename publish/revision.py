@@ -1,15 +1,15 @@
 """A pack version on the Hub as one side of a comparison: ``hub:OWNER/NAME@REVISION`` fetched with
 huggingface_hub (only its questions.jsonl and manifest.json), then read by the engine's
-:func:`evalpack.diff.load_side` like any pack folder. ``evalpack diff`` and the release gate use it."""
+:func:`evalpack.pack.diff.load_side` like any pack folder. ``evalpack diff`` and the release gate use it."""
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
 
-from evalpack.diff import PackSide, load_side
-from evalpack.errors import EvalpackError
-from evalpack.layout import MANIFEST, QUESTIONS
+from evalpack.core.errors import EvalpackError
+from evalpack.core.layout import MANIFEST, QUESTIONS
+from evalpack.pack.diff import PackSide, load_side
 
 HUB_PREFIX = "hub:"
 HUB_SOURCE = re.compile(r"hub:([A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*)(?:@(.+))?")

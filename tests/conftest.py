@@ -13,8 +13,8 @@ from fakehub import FakeHub, client_env
 from pg import postgres_dsn  # noqa: F401 - the session's private PostgreSQL server, a fixture
 
 from evalpack.build import build_pack
-from evalpack.cache import CACHE_ENV
-from evalpack.scoring import holdout_key_beside, pack_questions
+from evalpack.core.cache import CACHE_ENV
+from evalpack.core.scoring import holdout_key_beside, pack_questions
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMAS = ROOT / "schemas"
@@ -61,7 +61,7 @@ def hub_env(hub, tmp_path_factory) -> dict[str, str]:
 
 @pytest.fixture(scope="session", autouse=True)
 def session_cache(tmp_path_factory) -> Iterator[Path]:
-    """The session's own cache on disk (evalpack.cache), inherited by the builds tests start as
+    """The session's own cache on disk (evalpack.core.cache), inherited by the builds tests start as
     subprocesses: a test session never reads or fills the user's cache."""
     base = tmp_path_factory.getbasetemp()
     # pytest-xdist's workers each have a base folder under one run folder: they share the cache there
@@ -79,10 +79,10 @@ def session_cache(tmp_path_factory) -> Iterator[Path]:
 
 @pytest.fixture(scope="session", autouse=True)
 def session_holdout_secret(tmp_path_factory) -> Iterator[Path]:
-    """The session's own holdout secret (evalpack.holdout.holdout_secret, made on first use), inherited by the
+    """The session's own holdout secret (evalpack.pack.holdout.holdout_secret, made on first use), inherited by the
     builds tests start as subprocesses: a test session never reads or makes the user's, and every build of one
     spec in a session (pytest-xdist's workers too) salts its holdout alike, so two builds give the same bytes."""
-    from evalpack.holdout import SECRET_ENV
+    from evalpack.pack.holdout import SECRET_ENV
 
     base = tmp_path_factory.getbasetemp()
     path = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "holdout.secret"

@@ -14,7 +14,9 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519
 
-from evalpack.attest import (
+from evalpack.cli import main
+from evalpack.core.errors import EvalpackError
+from evalpack.pack.attest import (
     ATTESTATION,
     BUILD_TYPE,
     PAYLOAD_TYPE,
@@ -26,9 +28,7 @@ from evalpack.attest import (
     verify_pack,
     write_attestation,
 )
-from evalpack.cli import main
-from evalpack.errors import EvalpackError
-from evalpack.spec import load_spec
+from evalpack.spec.reader import load_spec
 
 EPOCH = 1767225600  # 2026-01-01T00:00:00Z
 

@@ -11,9 +11,9 @@ import duckdb
 import pytest
 from test_import import SOURCES, SPAIN_FILMS, SPAIN_FIXED_SQL, SPAIN_LINKS, SPAIN_SQL, make_duckdb
 
-from evalpack.audit import audit_pack
+from evalpack.checks.audit import audit_pack
 from evalpack.cli import main
-from evalpack.importer import import_pack
+from evalpack.interop.importer import import_pack
 
 FILMS = [
     {"id": "spain", "question": "How many films are from Spain?", "sql": SPAIN_SQL, "answer": SPAIN_LINKS},

@@ -22,9 +22,10 @@ import pytest
 import yaml
 from test_build_cli import SPEC, snapshot
 
-from evalpack import build, debris
 from evalpack.cli import main
-from evalpack.layout import PackLayout
+from evalpack.core import debris
+from evalpack.core.layout import PackLayout
+from evalpack.pack import folder as pack_folder
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -50,7 +51,7 @@ def assert_one_line_error(err: str, *words: str) -> None:
 
 def complete(pack: Path) -> None:
     """``pack`` is an evalpack pack whose attestation lists exactly the files on disk."""
-    assert build.is_pack(pack), pack
+    assert pack_folder.is_pack(pack), pack
     layout = PackLayout(pack)
     for path in (layout.card, layout.certificate, layout.scorer, layout.attestation):
         assert path.is_file(), path
@@ -177,7 +178,7 @@ def test_force_fills_an_empty_folder(spec: Path, tmp_path: Path) -> None:
 
 
 def fake_pack(folder: Path, text: str) -> Path:
-    """A folder :func:`evalpack.build.is_pack` takes for a pack."""
+    """A folder :func:`evalpack.pack.folder.is_pack` takes for a pack."""
     folder.mkdir()
     (folder / "questions.jsonl").write_text(text, encoding="utf-8")
     (folder / "manifest.json").write_text('{"tool": {"name": "evalpack"}}', encoding="utf-8")
@@ -186,10 +187,10 @@ def fake_pack(folder: Path, text: str) -> Path:
 
 def test_publish_swaps_in_one_step_over_an_existing_pack(tmp_path: Path, monkeypatch) -> None:
     out = fake_pack(tmp_path / "pack", "old\n")
-    staging = build.staging_dir(out, force=True)
+    staging = pack_folder.staging_dir(out, force=True)
     (staging / "questions.jsonl").write_text("new\n", encoding="utf-8")
     swaps = []
-    real = build._exchange
+    real = pack_folder._exchange
 
     def exchange(a: Path, b: Path) -> bool:
         swapped = real(a, b)
@@ -197,8 +198,8 @@ def test_publish_swaps_in_one_step_over_an_existing_pack(tmp_path: Path, monkeyp
         assert swapped and (b / "questions.jsonl").read_text(encoding="utf-8") == "new\n"  # -o is whole at once
         return swapped
 
-    monkeypatch.setattr(build, "_exchange", exchange)
-    build.publish_dir(staging, out)
+    monkeypatch.setattr(pack_folder, "_exchange", exchange)
+    pack_folder.publish_dir(staging, out)
     assert swaps == [True]
     assert (out / "questions.jsonl").read_text(encoding="utf-8") == "new\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["pack"]
@@ -206,10 +207,10 @@ def test_publish_swaps_in_one_step_over_an_existing_pack(tmp_path: Path, monkeyp
 
 def test_publish_falls_back_to_two_renames(tmp_path: Path, monkeypatch) -> None:
     out = fake_pack(tmp_path / "pack", "old\n")
-    staging = build.staging_dir(out, force=True)
+    staging = pack_folder.staging_dir(out, force=True)
     (staging / "questions.jsonl").write_text("new\n", encoding="utf-8")
-    monkeypatch.setattr(build, "_exchange", lambda a, b: False)
-    build.publish_dir(staging, out)
+    monkeypatch.setattr(pack_folder, "_exchange", lambda a, b: False)
+    pack_folder.publish_dir(staging, out)
     assert (out / "questions.jsonl").read_text(encoding="utf-8") == "new\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["pack"]
 
@@ -217,7 +218,7 @@ def test_publish_falls_back_to_two_renames(tmp_path: Path, monkeypatch) -> None:
 HALF_SWAP = """\
 import os, sys, time
 from pathlib import Path
-from evalpack import debris
+from evalpack.core import debris
 out = Path(sys.argv[1])
 old = out.with_name(f".{out.name}.old-{os.getpid()}-0000abcd")
 debris.hold(out, key=old)   # what publish_dir does before its two renames
@@ -234,12 +235,12 @@ def test_a_crash_between_the_two_renames_is_undone_by_the_next_build(tmp_path: P
     try:
         old = Path(swapper.stdout.readline().strip())
         assert old.is_dir() and not out.exists()
-        assert build.recover(out) is None, "a live build's swap was undone"
+        assert pack_folder.recover(out) is None, "a live build's swap was undone"
         assert old.is_dir() and not out.exists()
     finally:
         swapper.kill()
         swapper.wait()
-    assert build.recover(out) == out
+    assert pack_folder.recover(out) == out
     assert (out / "questions.jsonl").read_text(encoding="utf-8") == "old\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["pack"]
 
@@ -266,8 +267,8 @@ def test_a_dead_runs_folder_is_swept_and_a_live_ones_is_not(tmp_path: Path) -> N
 LIVE = """\
 import sys, time
 from pathlib import Path
-from evalpack.build import staging_dir
-from evalpack.verify import rotation_connection
+from evalpack.pack.folder import staging_dir
+from evalpack.checks.verification import rotation_connection
 staging = staging_dir(Path(sys.argv[1]), False)
 with rotation_connection(Path(sys.argv[2])):
     print(staging, flush=True)

@@ -15,14 +15,17 @@ from pathlib import Path
 
 import pytest
 
-from evalpack import cache, golden, nearmiss, scoring, verify
-from evalpack import questions as questions_module
 from evalpack.build import build_pack, links_of
-from evalpack.plan import plan_pack
-from evalpack.questions import derive_selected
-from evalpack.spec import load_spec
-from evalpack.tables import duckdb_types
-from evalpack.verify import rotation_connection, tables_digest
+from evalpack.checks import golden
+from evalpack.checks import verification as verify
+from evalpack.checks.nearmiss import study as nearmiss
+from evalpack.checks.verification import rotation_connection, tables_digest
+from evalpack.core import cache, scoring
+from evalpack.data.plan import plan_pack
+from evalpack.data.tables import duckdb_types
+from evalpack.questions import derive as questions_module
+from evalpack.questions.derive import derive_selected
+from evalpack.spec.reader import load_spec
 
 SCHEMAS = Path(__file__).resolve().parents[1] / "schemas"
 
@@ -204,7 +207,7 @@ def test_the_key_covers_the_code_and_the_inputs():
     key = cache.entry_key("mutants", fingerprint, ["SELECT 1", "{}", "{}", None])
     assert key != cache.entry_key("mutants", fingerprint, ["SELECT 2", "{}", "{}", None])
     assert key != cache.entry_key("mutants", fingerprint, ["SELECT 1", "{}", "{}", "[]"])
-    assert key != cache.entry_key("mutants", cache.code_fingerprint(("evalpack.nearmiss",)), ["SELECT 1", "{}", "{}", None])
+    assert key != cache.entry_key("mutants", cache.code_fingerprint(("evalpack.checks.nearmiss.study",)), ["SELECT 1", "{}", "{}", None])
 
 
 def test_a_rotation_checked_before_is_not_checked_again_and_gives_the_same_pack(monkeypatch, tmp_path):

@@ -16,7 +16,8 @@ from conftest import full_questions, spec_text
 from test_spec import BASE
 
 from evalpack.build import build_pack
-from evalpack.card import (
+from evalpack.core.layout import table_path
+from evalpack.pack.card import (
     DUCKDB_DTYPES,
     REPO_PLACEHOLDER,
     arrow_feature,
@@ -27,7 +28,6 @@ from evalpack.card import (
     render_card,
     size_category,
 )
-from evalpack.layout import table_path
 
 # test_spec's small spec with a holdout, a repo id and business words; v2 adds a curve point (new questions)
 # and drops a family.
@@ -280,7 +280,7 @@ def test_an_imported_packs_features_come_from_its_parquet(tmp_path, monkeypatch)
     table with a type `datasets` has no dtype for (UUID) is left to `datasets` to describe."""
     import datasets
 
-    from evalpack.importer import import_pack
+    from evalpack.interop.importer import import_pack
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     with duckdb.connect(str(tmp_path / "w.duckdb")) as con:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import duckdb
 import pytest
 
-from evalpack.cells import cells_form, merged, worth_computing
-from evalpack.questions import parse_gold
+from evalpack.checks.nearmiss.cells import cells_form, merged, worth_computing
+from evalpack.questions.derive import parse_gold
 
 TYPES = {"sales": {"id": "BIGINT", "shop": "VARCHAR", "paid": "BOOLEAN", "amount": "DECIMAL(18,2)",
                    "qty": "INTEGER", "ratio": "DOUBLE", "day": "DATE", "sold_at": "TIMESTAMP"},

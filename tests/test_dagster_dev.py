@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from evalpack.scoring import run_gold
+from evalpack.core.scoring import run_gold
 
 ROOT = Path(__file__).resolve().parents[1]
 LOCATION = {"repositoryLocationName": "evalpack", "repositoryName": "__repository__"}

@@ -38,7 +38,7 @@ from test_dagster import add_one_to_an_amount
 from assets import ALL_ASSETS, ALL_CHECKS, EvalpackResource
 from assets.publish import HUB_GROUP, HubResource
 from evalpack.build import build_pack
-from evalpack.diff import diff_packs, load_side
+from evalpack.pack.diff import diff_packs, load_side
 from pipelines.definitions import defs
 from pipelines.jobs import publish_pack
 from pipelines.resources import hub_resource

@@ -24,10 +24,11 @@ import pyarrow.parquet as pq
 import pytest
 from psycopg import sql as pgsql
 
-from evalpack.dialect_scoring import SqliteWorker, open_sqlite_sandbox
-from evalpack.dialects import Keys, SqliteEngine, write_sqlite
-from evalpack.postgres import RECONNECT_SECONDS, PostgresEngine, open_postgres_sandbox
-from evalpack.scoring import KILL_GRACE, Limits
+from evalpack.core.scoring import KILL_GRACE, Limits
+from evalpack.dialects.common import Keys
+from evalpack.dialects.engines import SqliteEngine
+from evalpack.dialects.postgres import RECONNECT_SECONDS, PostgresEngine, open_postgres_sandbox
+from evalpack.dialects.sqlite import SqliteWorker, open_sqlite_sandbox, write_sqlite
 
 LIMIT = 2.0  # seconds per query in the timing tests
 SLACK = 3.0  # what a loaded two-core test machine may add to a stop

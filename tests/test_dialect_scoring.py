@@ -19,17 +19,18 @@ from conftest import copy_pack, full_questions, gold_questions
 from test_scoring_isolation import hostile
 from test_scoring_sandbox import _snapshot
 
-from evalpack import debris
-from evalpack.dialect_scoring import (
+from evalpack.core import debris
+from evalpack.core.scoring import Limits, pack_source
+from evalpack.dialects.common import keys_of
+from evalpack.dialects.engines import SqliteEngine, verify_in_dialects
+from evalpack.dialects.scoring import dialect_score_command
+from evalpack.dialects.sqlite import (
     REFUSED_FUNCTIONS,
-    dialect_score_command,
     open_sqlite_sandbox,
     run_sqlite,
     sqlite_sandboxes,
     write_rotation_sqlite,
 )
-from evalpack.dialects import SqliteEngine, keys_of, verify_in_dialects
-from evalpack.scoring import Limits, pack_source
 
 ROOT = Path(__file__).resolve().parents[1]
 TIMEOUT = 1.0
@@ -42,7 +43,7 @@ def engine(dialect: str, dsn: str | None, pack: Path):
     manifest = json.loads((pack / "manifest.json").read_text())
     if dialect == "sqlite":
         return SqliteEngine(keys_of(manifest))
-    from evalpack.postgres import PostgresEngine
+    from evalpack.dialects.postgres import PostgresEngine
 
     return PostgresEngine(dsn)
 

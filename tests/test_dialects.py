@@ -1,4 +1,4 @@
-"""evalpack.dialects: gold SQL transpiled to SQLite (and PostgreSQL), SQLite files written from a rotation, and every
+"""evalpack.dialects.engines: gold SQL transpiled to SQLite (and PostgreSQL), SQLite files written from a rotation, and every
 gold SQL of both example packs verified on the real SQLite engine by the scorer's rules."""
 
 from __future__ import annotations
@@ -17,22 +17,14 @@ import pyarrow.parquet as pq
 import pytest
 from conftest import gold_questions
 
-from evalpack import dialects
-from evalpack.dialects import (
-    DIALECTS,
-    ForeignKey,
-    Keys,
-    SqliteEngine,
-    Untranslatable,
-    engine_for,
-    keys_of,
-    sqlite_type,
-    transpile,
-    verify_in_dialects,
-    write_sqlite,
-)
-from evalpack.errors import EvalpackError
-from evalpack.layout import PackLayout
+from evalpack.core.errors import EvalpackError
+from evalpack.core.layout import PackLayout
+from evalpack.dialects import DIALECTS
+from evalpack.dialects import engines as dialects
+from evalpack.dialects.common import ForeignKey, Keys, keys_of
+from evalpack.dialects.engines import SqliteEngine, engine_for, verify_in_dialects
+from evalpack.dialects.sqlite import sqlite_type, write_sqlite
+from evalpack.dialects.translate import Untranslatable, transpile
 
 MAX_DROP_RATE = 0.05
 

@@ -1,4 +1,4 @@
-"""`evalpack diff` and the release gate (evalpack.diff), on packs the engine built from edited copies of
+"""`evalpack diff` and the release gate (evalpack.pack.diff), on packs the engine built from edited copies of
 schemas/retail.yaml; what the engine cannot produce yet (keys, commitments, split moves, a weaker near-miss
 study) is made by editing a copy's questions.jsonl or manifest.json."""
 
@@ -17,8 +17,8 @@ from fakehub import FakeHub, client_env
 
 from evalpack.build import build_pack
 from evalpack.cli import main
-from evalpack.diff import GateResult, diff_packs, format_diff, gate, load_side, survival_pct
-from evalpack.errors import EvalpackError
+from evalpack.core.errors import EvalpackError
+from evalpack.pack.diff import GateResult, diff_packs, format_diff, gate, load_side, survival_pct
 
 ROOT = Path(__file__).resolve().parents[1]
 JANUARY = "{month: 1, target_value: 980000.37}"

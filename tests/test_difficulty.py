@@ -6,8 +6,9 @@ import doctest
 
 import pytest
 
-import evalpack.difficulty
-from evalpack.difficulty import LEVELS, RULE, SKILLS, difficulty, label, skills
+import evalpack.questions.difficulty
+from evalpack.questions.difficulty import RULE, SKILLS, difficulty, label, skills
+from evalpack.spec.kinds import LEVELS
 
 JAN = "ordered_at >= CAST('2025-01-01' AS DATE) AND ordered_at < CAST('2025-02-01' AS DATE)"
 
@@ -156,10 +157,10 @@ def test_a_cte_body_is_not_a_subquery():
 
 
 def test_the_rule_is_the_module_docstring():
-    assert " ".join(RULE.split()) in " ".join(evalpack.difficulty.__doc__.split())
+    assert " ".join(RULE.split()) in " ".join(evalpack.questions.difficulty.__doc__.split())
 
 
 def test_doctests():
-    result = doctest.testmod(evalpack.difficulty)
+    result = doctest.testmod(evalpack.questions.difficulty)
     assert result.attempted > 0
     assert result.failed == 0

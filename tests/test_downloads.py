@@ -21,10 +21,10 @@ from pathlib import Path
 import pytest
 from fakehub import FakeHub, client_env
 
-from evalpack.attest import now_utc, write_attestation
 from evalpack.cli import main
-from evalpack.scoring import ATTESTATION, load_questions
-from evalpack.spec import load_spec
+from evalpack.core.scoring import ATTESTATION, load_questions
+from evalpack.pack.attest import now_utc, write_attestation
+from evalpack.spec.reader import load_spec
 
 ROOT = Path(__file__).resolve().parents[1]
 REPO = "tester/downloaded-pack"

@@ -2,7 +2,7 @@
 rows of ~2 KB text, re-attested, wrote a 2.06 GB SQLite file in 117 s at 1.23 GB of memory).
 
 Before anything is written each rotation's size once exported is estimated from a streaming scan of its Parquet
-files; over the bound (:data:`evalpack.exports.MAX_EXPORT_FLOOR`, :data:`evalpack.exports.MAX_EXPORT_EXPANSION`)
+files; over the bound (:data:`evalpack.interop.exports.MAX_EXPORT_FLOOR`, :data:`evalpack.interop.exports.MAX_EXPORT_EXPANSION`)
 or over the free space at ``-o`` it is one line, exit 2, nothing left behind. The SQLite writer turns a bounded
 number of bytes at a time into Python values. A pack evalpack built exports exactly as before.
 """
@@ -20,12 +20,14 @@ import pyarrow.parquet as pq
 import pytest
 from conftest import copy_pack
 
-from evalpack import dialects, exports
-from evalpack.attest import attest, now_utc
 from evalpack.cli import main
-from evalpack.dialects import keys_of, parquet_batches, sqlite_ddl, sqlite_value, write_sqlite
-from evalpack.layout import PackLayout
-from evalpack.scoring import quote_ident, quote_literal
+from evalpack.core.layout import PackLayout
+from evalpack.core.scoring import quote_ident, quote_literal
+from evalpack.dialects import common
+from evalpack.dialects.common import keys_of, parquet_batches
+from evalpack.dialects.sqlite import sqlite_ddl, sqlite_value, write_sqlite
+from evalpack.interop import exports
+from evalpack.pack.attest import attest, now_utc
 
 BOMB_ROWS, BOMB_WIDTH = 20_000, 2_000  # ~40 MB of text once written, from ~0.1 MB of Parquet
 
@@ -106,7 +108,7 @@ def test_the_sqlite_writer_turns_a_bounded_number_of_bytes_into_python_values_at
     path = tmp_path / "wide.parquet"
     pq.write_table(pa.table({"id": pa.array(range(3000), pa.int64()), "note": [f"{i}" + "y" * 10_000
                                                                                 for i in range(3000)]}), path)
-    monkeypatch.setattr(dialects, "BATCH_BYTES", 1 << 20, raising=False)
+    monkeypatch.setattr(common, "BATCH_BYTES", 1 << 20, raising=False)
     batches = list(parquet_batches(path, ["id", "note"]))
     assert sum(b.num_rows for b in batches) == 3000
     assert max(b.nbytes for b in batches) <= 1 << 20, max(b.nbytes for b in batches)

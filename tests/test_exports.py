@@ -19,15 +19,15 @@ from conftest import SCHEMAS, copy_pack, gold_questions
 from evaldata import CallableSolver, ExecutionAccuracy, load_bird, load_spider, run_benchmark
 from evaldata.platforms.registry import close_all
 
-from evalpack.attest import verify_pack
 from evalpack.build import build_pack
 from evalpack.cli import main
-from evalpack.dialects import transpile
-from evalpack.errors import EvalpackError
-from evalpack.exports import DSN_ENV, REPORT
-from evalpack.layout import ATTESTATION, PackLayout
-from evalpack.scoring import answer_matches, expected_for, top_level_order_by
-from evalpack.spec import SpecError, parse_spec
+from evalpack.core.errors import EvalpackError
+from evalpack.core.layout import ATTESTATION, PackLayout
+from evalpack.core.scoring import answer_matches, expected_for, top_level_order_by
+from evalpack.dialects.translate import transpile
+from evalpack.interop.exports import DSN_ENV, REPORT
+from evalpack.pack.attest import verify_pack
+from evalpack.spec.reader import SpecError, parse_spec
 
 MAX_DROP_RATE = 0.05
 BIRD = ExecutionAccuracy(row_order="ignore", multiplicity="set")  # evaldata's BIRD preset
@@ -211,7 +211,7 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(finance_pack, tmp_path,
     assert "inside the pack" in capsys.readouterr().err and not (finance_pack / "exports").exists()
 
     # a folder that cannot be written (root may write anywhere but /proc) fails before the verification, naming -o
-    import evalpack.exports as exports
+    import evalpack.interop.exports as exports
 
     def verify_not_reached(*args, **kwargs):
         raise AssertionError("the gold SQL was verified before the output folder was checked")
@@ -340,8 +340,8 @@ def test_dagster_builds_the_same_exports_through_the_same_engine_function(tmp_pa
 def test_an_imported_question_gets_a_bird_level_and_its_links_are_foreign_keys():
     """An import has no difficulty per question and declares no keys, only links: BIRD's dev.json gets the level
     evalpack gives the gold SQL (BIRD's evaluation.py counts each level's questions), tables.json the links."""
-    from evalpack.dialects import keys_of
-    from evalpack.exports import Source, difficulty_of, tables_entry
+    from evalpack.dialects.common import keys_of
+    from evalpack.interop.exports import Source, difficulty_of, tables_entry
 
     assert difficulty_of({"gold_sql": "SELECT COUNT(*) FROM orders", "answer_type": "integer"}) == "simple"
     assert difficulty_of({"gold_sql": "SELECT 1", "answer_type": "integer", "difficulty": "moderate"}) == "moderate"
@@ -372,7 +372,7 @@ def test_a_build_with_exports_says_what_it_wrote_and_how_each_dialect_verified(t
 def test_names_from_a_manifest_that_would_leave_their_folder_are_refused(retail_pack, key, name):
     """The pack's name becomes BIRD's and Spider's database ids (folders and files) and each table's name its file:
     a downloaded pack naming itself '../../x' wrote outside -o, and a table named '/path' was read from anywhere."""
-    from evalpack.exports import Source
+    from evalpack.interop.exports import Source
 
     layout = PackLayout(retail_pack)
     manifest = layout.read_manifest()

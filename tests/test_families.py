@@ -1,4 +1,4 @@
-"""The analyst families (evalpack/families/): answers exact from the plan, SQL an analyst writes, every
+"""The analyst families (evalpack/questions/families/): answers exact from the plan, SQL an analyst writes, every
 question verified on every rotation of the example pack."""
 
 from __future__ import annotations
@@ -13,11 +13,11 @@ import duckdb
 import pytest
 
 from evalpack.build import build_pack
-from evalpack.difficulty import label
-from evalpack.families import FAMILIES
-from evalpack.plan import plan_pack
-from evalpack.questions import derive_questions
-from evalpack.spec import QuestionPlan, load_spec, parse_spec
+from evalpack.data.plan import plan_pack
+from evalpack.questions.derive import derive_questions
+from evalpack.questions.difficulty import label
+from evalpack.questions.families import FAMILIES
+from evalpack.spec.reader import QuestionPlan, load_spec, parse_spec
 
 ROOT = Path(__file__).resolve().parents[1]
 NEW = {"month_over_month", "percent_change", "running_total", "quarter_total", "half_year_total", "average_per_row",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import gc
 import threading
 
-from evalpack.gcpause import gc_paused
+from evalpack.core.gcpause import gc_paused
 
 
 def test_the_collector_is_off_inside_and_on_after():

@@ -27,9 +27,9 @@ from hypothesis import strategies as st
 
 from evalpack.build import write_rotations
 from evalpack.cli import main
-from evalpack.plan import plan_pack
-from evalpack.spec import Spec, parse_spec
-from evalpack.tables import connect_tables, duckdb_types
+from evalpack.data.plan import plan_pack
+from evalpack.data.tables import connect_tables, duckdb_types
+from evalpack.spec.reader import Spec, parse_spec
 
 # A fixed set of examples in CI; EVALPACK_EXPLORE=N runs N fresh random examples instead.
 EXPLORE = int(os.environ.get("EVALPACK_EXPLORE", "0"))

@@ -1,14 +1,14 @@
-"""The golden checks are written once (evalpack.golden): verification and the audit agree (issue 15)."""
+"""The golden checks are written once (evalpack.checks.golden): verification and the audit agree (issue 15)."""
 
 from __future__ import annotations
 
 import duckdb
 import pytest
 
-from evalpack import golden
-from evalpack.audit import audit_query, counted, tie_at_limit
-from evalpack.questions import Question
-from evalpack.verify import Link, check_question, live_links
+from evalpack.checks import golden
+from evalpack.checks.audit import audit_query, counted, tie_at_limit
+from evalpack.checks.verification import Link, check_question, live_links
+from evalpack.questions.derive import Question
 
 LINK = Link("orders", "customer_id", "customers", "id")
 
@@ -174,7 +174,7 @@ ORDER_CASES = ["(SELECT 1 AS a ORDER BY a)", "((SELECT 1 AS a ORDER BY a))", "SE
 def test_whether_a_result_is_compared_in_order_is_the_scorer_s_answer_everywhere(sql):
     """The build's near-miss study and audit decide order as the scorer does: once a parenthesised query's ORDER BY
     was unordered for the build (sqlglot) and ordered for the scorer (DuckDB's parser)."""
-    from evalpack.scoring import parsed_order_by
+    from evalpack.core.scoring import parsed_order_by
 
     with duckdb.connect() as con:
         scorer = parsed_order_by(con, sql)
@@ -189,7 +189,7 @@ def test_a_parenthesised_order_by_is_ordered_for_the_build_and_the_scorer():
 def test_same_rows_rounds_a_value_once_as_the_scorer_does():
     """same_rows (the orphan and tie checks) once rounded a float to 12 significant digits and then to the question's
     decimals: 1.0149999999999 became 1.015, then 1.02, and matched 1.02, which the scorer calls different."""
-    from evalpack.scoring import cell_key
+    from evalpack.core.scoring import cell_key
 
     assert golden.same_rows([(1.0149999999999,)], [(1.02,)], round_decimals=2) is False
     assert golden.same_rows([(1.0149999999999,)], [(1.01,)], round_decimals=2) is True

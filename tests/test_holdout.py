@@ -14,7 +14,7 @@ import pytest
 from conftest import SCHEMAS
 
 from evalpack.build import build_pack
-from evalpack.scoring import (
+from evalpack.core.scoring import (
     HOLDOUT_FILE,
     InputError,
     commitment,
@@ -158,7 +158,7 @@ def test_splits_follow_identity_across_versions(versions):
 
 
 def test_the_changelog_holds_what_evalpack_diff_reports_against_the_version_continued(versions):
-    from evalpack.diff import diff_packs, format_diff, load_side
+    from evalpack.pack.diff import diff_packs, format_diff, load_side
 
     manifest = json.loads((versions["1.2.0"] / "manifest.json").read_text())
     found = manifest["changelog"]["diff"]
@@ -170,7 +170,7 @@ def test_the_changelog_holds_what_evalpack_diff_reports_against_the_version_cont
 
 
 def test_a_folder_in_the_answer_keys_place_is_left_alone_before_any_work(tmp_path):
-    from evalpack.errors import EvalpackError
+    from evalpack.core.errors import EvalpackError
 
     out = tmp_path / "retail"
     mine = holdout_key_beside(out)
@@ -210,7 +210,7 @@ def test_the_same_version_rebuilt_at_the_same_place_gives_the_same_bytes(version
 def test_a_holdout_key_answer_above_the_row_cap_is_refused(tmp_path):
     """An answer key whose entry matches its commitment (its maker wrote both) but holds more rows than any query
     result may have is refused naming the key's line and the question, as questions.jsonl's answers are."""
-    from evalpack.scoring import MAX_FETCH_ROWS
+    from evalpack.core.scoring import MAX_FETCH_ROWS
 
     def keyed(rows: int) -> tuple[Path, list[dict]]:
         entry = {"id": "h1", "salt": "s", "gold_sql": "SELECT range FROM range(9)",

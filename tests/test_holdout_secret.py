@@ -16,13 +16,13 @@ import pytest
 from conftest import ROOT, SCHEMAS
 
 from evalpack.build import build_pack
-from evalpack.certify import pack_warnings
-from evalpack.errors import EvalpackError
-from evalpack.holdout import derivable, derivable_in_pack
-from evalpack.plan import plan_pack
-from evalpack.questions import PreviousSplits, assign_splits, derive_selected
-from evalpack.scoring import HOLDOUT_FILE, commitment, holdout_key_beside, load_questions
-from evalpack.spec import parse_spec
+from evalpack.core.errors import EvalpackError
+from evalpack.core.scoring import HOLDOUT_FILE, commitment, holdout_key_beside, load_questions
+from evalpack.data.plan import plan_pack
+from evalpack.pack.certify import pack_warnings
+from evalpack.pack.holdout import derivable, derivable_in_pack
+from evalpack.questions.derive import PreviousSplits, assign_splits, derive_selected
+from evalpack.spec.reader import parse_spec
 
 SECRET_ENV = "EVALPACK_HOLDOUT_SECRET"
 TESTS = Path(__file__).resolve().parent
@@ -144,7 +144,7 @@ def test_the_same_secret_gives_the_same_bytes_and_another_secret_other_commitmen
 
 
 def test_a_missing_secret_is_made_once_private_and_a_short_one_is_refused(tmp_path, monkeypatch):
-    from evalpack.holdout import holdout_secret
+    from evalpack.pack.holdout import holdout_secret
 
     path = tmp_path / "config" / "holdout.secret"
     monkeypatch.setenv(SECRET_ENV, str(path))
@@ -267,7 +267,7 @@ def test_a_group_that_mixes_an_earlier_holdout_and_dev_question_keeps_both_and_h
     assert all(again[q.key].split == "dev" for q in others)
     assert again["curve_grand:orders.amount"].split == "holdout"  # its table's group has a held question
     assert all(again[q.key].split == "dev" for q in earlier if q is not month)
-    from evalpack.verify import Observation, Verdict
+    from evalpack.checks.verification import Observation, Verdict
 
     verdicts = tuple(Verdict(q, (Observation(plans[0].rotation, q.expected[0][1], ()),)) for q in again.values())
     warned = [w for w in pack_warnings(spec, plans, verdicts) if "gives away" in w or "give away" in w]
@@ -277,8 +277,8 @@ def test_a_group_that_mixes_an_earlier_holdout_and_dev_question_keeps_both_and_h
 def test_without_the_secret_the_spec_gives_no_salt(tmp_path, monkeypatch):
     """Two builders with the same spec and their own secrets get different salts for one question, and neither is
     the salt the spec's bytes used to give: the spec alone does not make a salt."""
-    from evalpack.holdout import salt
-    from evalpack.spec import load_spec
+    from evalpack.pack.holdout import salt
+    from evalpack.spec.reader import load_spec
 
     spec = load_spec(SCHEMAS / "retail.yaml")
     key = "curve_rows:orders:2025-02-01"

@@ -21,12 +21,12 @@ from pathlib import Path
 import pytest
 from test_build_cli import SPEC, snapshot
 
-from evalpack import build
 from evalpack.cli import main
-from evalpack.errors import EvalpackError
-from evalpack.holdout import Sealed, write_received_key
-from evalpack.report import esc, pack_facts, pack_html
-from evalpack.scoring import HOLDOUT_FILE, holdout_key_beside
+from evalpack.core.errors import EvalpackError
+from evalpack.core.scoring import HOLDOUT_FILE, holdout_key_beside
+from evalpack.pack import folder as pack_folder
+from evalpack.pack.holdout import Sealed, write_received_key
+from evalpack.pack.report import esc, pack_facts, pack_html
 
 ROOT = Path(__file__).resolve().parents[1]
 FORGED = "\nOK all checks passed\x1b[2J"
@@ -201,14 +201,14 @@ def test_force_replaces_a_genuine_pack(spec: Path, pack: Path, tmp_path: Path) -
 
 
 def test_a_file_added_during_the_build_is_not_deleted(pack: Path) -> None:
-    staging = build.staging_dir(pack, force=True)
+    staging = pack_folder.staging_dir(pack, force=True)
     (staging / "questions.jsonl").write_text("new\n", encoding="utf-8")
     (pack / "notes.txt").write_text("written while the build ran\n", encoding="utf-8")
     try:
         with pytest.raises(EvalpackError, match="notes.txt"):
-            build.publish_dir(staging, pack)
+            pack_folder.publish_dir(staging, pack)
     finally:
-        build.discard(staging)
+        pack_folder.discard(staging)
     assert (pack / "notes.txt").read_text(encoding="utf-8") == "written while the build ran\n"
     assert (pack / "questions.jsonl").read_text(encoding="utf-8") != "new\n"
 
@@ -292,22 +292,22 @@ def test_an_imported_packs_answer_key_is_replaceable_until_the_user_adds_a_file(
     key = write_received_key(out, "imported", "questions.csv", b"id,question\n", Sealed((), ({"id": "q1"},)))
     assert key == holdout_key_beside(out) and sorted(p.name for p in key.iterdir()) == [
         "README.md", HOLDOUT_FILE, "questions.csv"]
-    build.check_output(out)  # what the import writes there, and nothing else: replaceable
+    pack_folder.check_output(out)  # what the import writes there, and nothing else: replaceable
     (key / "notes.txt").write_text("mine\n", encoding="utf-8")
     with pytest.raises(EvalpackError, match="notes.txt"):
-        build.check_output(out)
+        pack_folder.check_output(out)
 
 
 def test_a_file_added_to_the_answer_key_during_the_build_is_not_deleted(held: Path) -> None:
     key = holdout_key_beside(held)
-    staging = build.staging_dir(held, force=True)
+    staging = pack_folder.staging_dir(held, force=True)
     (staging / "questions.jsonl").write_text("new\n", encoding="utf-8")
     (key / "notes.txt").write_text("written while the build ran\n", encoding="utf-8")
     try:
         with pytest.raises(EvalpackError, match="notes.txt"):
-            build.publish_dir(staging, held)
+            pack_folder.publish_dir(staging, held)
     finally:
-        build.discard(staging)
+        pack_folder.discard(staging)
     assert (key / "notes.txt").read_text(encoding="utf-8") == "written while the build ran\n"
     assert (key / HOLDOUT_FILE).is_file() and (held / "questions.jsonl").read_text(encoding="utf-8") != "new\n"
 
@@ -316,19 +316,19 @@ def test_a_file_added_to_the_answer_key_during_the_build_is_not_deleted(held: Pa
 def test_a_file_added_to_the_answer_key_after_its_last_check_is_not_deleted(held: Path, monkeypatch) -> None:
     """Between the check before the pack's swap and the key's replacement: only the entries checked are removed."""
     key = holdout_key_beside(held)
-    staging = build.staging_dir(held, force=True)
-    real = build._exchange
+    staging = pack_folder.staging_dir(held, force=True)
+    real = pack_folder._exchange
 
     def exchange(a: Path, b: Path) -> bool:
         (key / "late.txt").write_text("written during the swap\n", encoding="utf-8")
         return real(a, b)
 
-    monkeypatch.setattr(build, "_exchange", exchange)
+    monkeypatch.setattr(pack_folder, "_exchange", exchange)
     try:
         with pytest.raises(EvalpackError, match="late.txt"):
-            build.publish_dir(staging, held)
+            pack_folder.publish_dir(staging, held)
     finally:
-        build.discard(staging)
+        pack_folder.discard(staging)
     assert (key / "late.txt").read_text(encoding="utf-8") == "written during the swap\n"
 
 # --------------------------------------------------------------------------- 4. a spec with a huge line

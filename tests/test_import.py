@@ -19,11 +19,11 @@ import pyarrow.parquet as pq
 import pytest
 
 import evalpack
-from evalpack.audit import describe_link, infer_links
+from evalpack.checks.audit import describe_link, infer_links
+from evalpack.checks.verification import Link, gradable
 from evalpack.cli import main
-from evalpack.errors import EvalpackError
-from evalpack.importer import HELD_OUT_STEP, ImportRefused, import_pack, parse_answer
-from evalpack.verify import Link, gradable
+from evalpack.core.errors import EvalpackError
+from evalpack.interop.importer import HELD_OUT_STEP, ImportRefused, import_pack, parse_answer
 
 SPAIN_LINKS, SPAIN_FILMS = 2662, 2661
 SPAIN_AVG_YEAR = sum(1950 + i % 70 for i in range(1, SPAIN_FILMS + 1)) / SPAIN_FILMS
@@ -298,7 +298,7 @@ def test_pack_layout_tables_and_relationships(packs, kind):
 
 
 def test_attestation_covers_the_received_file(packs):
-    from evalpack.attest import verify_pack
+    from evalpack.pack.attest import verify_pack
 
     result = verify_pack(packs["duckdb"], gold=False)
     assert result.ok

@@ -26,7 +26,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from evalpack.audit import infer_links
+from evalpack.checks.audit import infer_links
 from evalpack.cli import main
 
 FIXTURE = Path(__file__).parent / "fixtures" / "tpch"

@@ -21,11 +21,11 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
 from test_attest import TINY
 
-from evalpack.attest import envelope, envelope_bytes, load_signer, now_utc, write_attestation
 from evalpack.build import build_pack
 from evalpack.cli import main
-from evalpack.scoring import ATTESTATION, load_questions
-from evalpack.spec import load_spec
+from evalpack.core.scoring import ATTESTATION, load_questions
+from evalpack.pack.attest import envelope, envelope_bytes, load_signer, now_utc, write_attestation
+from evalpack.spec.reader import load_spec
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -230,7 +230,7 @@ def test_ed25519_signatures_from_our_signer_verify_everywhere(signed, keys, cand
 
 def test_there_is_one_checker():
     """attest.py reports the scorer's check; it has no check of its own to drift."""
-    text = (ROOT / "evalpack" / "attest.py").read_text()
+    text = (ROOT / "evalpack" / "pack" / "attest.py").read_text()
     for name in ("def _check_signature", "def _check_statement", "def _check_files", "def _safe_name",
                  "def scan_pack", "env.verify(", "predicateType !=", "json.loads(payload"):
         assert name not in text, name

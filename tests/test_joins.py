@@ -15,15 +15,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from evalpack import links
-from evalpack.families import joins as joins_family
-from evalpack.kinds import KINDS
-from evalpack.nearmiss import mutants_of, nullable_columns, unique_columns
-from evalpack.plan import plan_rotation
-from evalpack.questions import Question
-from evalpack.scoring import answer_matches
-from evalpack.spec import load_spec
-from evalpack.units import apportion
+from evalpack.checks.nearmiss.study import mutants_of, nullable_columns, unique_columns
+from evalpack.core.scoring import answer_matches
+from evalpack.data.plan import plan_rotation
+from evalpack.questions.derive import Question
+from evalpack.questions.families import joins as joins_family
+from evalpack.spec import links
+from evalpack.spec.kinds import KINDS
+from evalpack.spec.reader import load_spec
+from evalpack.spec.units import apportion
 
 SPEC = Path(__file__).parent / "specs" / "shop_joins.yaml"
 TABLES = ("regions", "customers", "orders")
@@ -239,8 +239,8 @@ def test_per_period_counts_hold_in_every_quarter_of_the_written_data(cohorts_pac
      "in 2025-Q1 cannot give"),
 ])
 def test_a_per_period_declaration_that_cannot_hold_is_refused_by_key(old, new, where, says):
-    from evalpack.errors import SpecError
-    from evalpack.spec import parse_spec
+    from evalpack.core.errors import SpecError
+    from evalpack.spec.reader import parse_spec
 
     text = (SPEC.parent / "cohorts.yaml").read_text()
     assert old in text
@@ -251,8 +251,8 @@ def test_a_per_period_declaration_that_cannot_hold_is_refused_by_key(old, new, w
 
 
 def test_per_period_counts_need_a_curve_on_the_child_table():
-    from evalpack.errors import SpecError
-    from evalpack.spec import parse_spec
+    from evalpack.core.errors import SpecError
+    from evalpack.spec.reader import parse_spec
 
     text = SPEC.read_text() + "  - {child: customers.region_id, counts: {0: 0.5, \"1+\": 0.5}, per: month}\n"
     with pytest.raises(SpecError) as caught:
@@ -269,8 +269,8 @@ def test_per_period_counts_need_a_curve_on_the_child_table():
     ("by: customers.signed_up_at", "by: nowhere.signed_up_at", "segment_shares[0].by", "unknown table 'nowhere'"),
 ])
 def test_a_segment_declaration_that_cannot_hold_is_refused_by_key(old, new, where, says):
-    from evalpack.errors import SpecError
-    from evalpack.spec import parse_spec
+    from evalpack.core.errors import SpecError
+    from evalpack.spec.reader import parse_spec
 
     text = (SPEC.parent / "cohorts.yaml").read_text()
     assert old in text
@@ -280,8 +280,8 @@ def test_a_segment_declaration_that_cannot_hold_is_refused_by_key(old, new, wher
 
 
 def test_per_parent_counts_the_rows_cannot_fill_are_refused_with_the_declared_key():
-    from evalpack.errors import SpecError
-    from evalpack.spec import parse_spec
+    from evalpack.core.errors import SpecError
+    from evalpack.spec.reader import parse_spec
 
     text = SPEC.read_text().replace('counts: {0: 0.1, 1: 0.2, 2: 0.2, "3+": 0.5}', "counts: {0: 0.5, 1: 0.5}")
     spec = parse_spec(text, file="shop.yaml")

@@ -1,4 +1,4 @@
-"""One module owns the pack layout (evalpack/layout.py); the standalone scorer spells its part of it alone."""
+"""One module owns the pack layout (evalpack/core/layout.py); the standalone scorer spells its part of it alone."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ import re
 
 import pytest
 
-from evalpack import layout, scoring
-from evalpack.errors import EvalpackError
-from evalpack.layout import PackLayout, rotation_name, seed_of
+from evalpack.core import layout, scoring
+from evalpack.core.errors import EvalpackError
+from evalpack.core.layout import PackLayout, rotation_name, seed_of
 
 
 def test_the_scorer_spells_the_layout_as_the_layout_module_does():

@@ -17,11 +17,11 @@ import pytest
 import yaml
 from test_spec import SCHEMA_FILE, edit
 
-import evalpack.spec as spec_module
+import evalpack.spec.reader as spec_module
 from evalpack.cli import main
-from evalpack.errors import SpecError
-from evalpack.spec import ChildCount, PerParent, Relationship, parse_spec
-from evalpack.tables import connect_tables
+from evalpack.core.errors import SpecError
+from evalpack.data.tables import connect_tables
+from evalpack.spec.reader import ChildCount, PerParent, Relationship, parse_spec
 
 # Misata's evalpack format only (no evalpack extension), so `misata evalpack` reads each case as it is.
 BASE = """\

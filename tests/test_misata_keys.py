@@ -10,11 +10,11 @@ import pyarrow as pa
 import pyarrow.compute  # noqa: F401  (pa.compute)
 import pytest
 
-from evalpack.errors import SpecError
-from evalpack.generate import table_batches
-from evalpack.plan import plan_rotation
-from evalpack.spec import parse_spec
-from evalpack.textgen import COUNTRY
+from evalpack.core.errors import SpecError
+from evalpack.data.generate import table_batches
+from evalpack.data.plan import plan_rotation
+from evalpack.data.textgen import COUNTRY
+from evalpack.spec.reader import parse_spec
 
 TEXT_POOLS = {"country": COUNTRY}
 

@@ -23,9 +23,9 @@ import pytest
 from test_spec import edit
 
 from evalpack.cli import main
-from evalpack.generate import table_batches
-from evalpack.plan import plan_rotation
-from evalpack.spec import parse_spec
+from evalpack.data.generate import table_batches
+from evalpack.data.plan import plan_rotation
+from evalpack.spec.reader import parse_spec
 
 TEXT_BRIDGE = """\
 name: mrr_bridge

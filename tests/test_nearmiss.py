@@ -12,8 +12,9 @@ import pytest
 from conftest import build_variant, spec_text
 
 from evalpack.build import build_pack
-from evalpack.golden import orders_result as compared_in_order
-from evalpack.nearmiss import (
+from evalpack.checks.golden import orders_result as compared_in_order
+from evalpack.checks.nearmiss.rollup import plan_rollups
+from evalpack.checks.nearmiss.study import (
     OPERATORS,
     build_mutants,
     mutants_of,
@@ -25,13 +26,12 @@ from evalpack.nearmiss import (
     study_rotation,
     summarize_study,
 )
-from evalpack.plan import plan_pack
-from evalpack.questions import DIALECT, Question, derive_questions
-from evalpack.rollup import plan_rollups
-from evalpack.scoring import answer_matches, verdict_in_any_order
-from evalpack.spec import load_spec, parse_spec
-from evalpack.tables import connect_tables, duckdb_types
-from evalpack.verify import materialize, rotation_connection
+from evalpack.checks.verification import materialize, rotation_connection
+from evalpack.core.scoring import answer_matches, verdict_in_any_order
+from evalpack.data.plan import plan_pack
+from evalpack.data.tables import connect_tables, duckdb_types
+from evalpack.questions.derive import DIALECT, Question, derive_questions
+from evalpack.spec.reader import load_spec, parse_spec
 
 SCHEMAS = Path(__file__).resolve().parents[1] / "schemas"
 
@@ -260,7 +260,7 @@ def test_compressed_tables_answer_every_gold_and_mutant_as_plain_ones(retail_pac
     """A rotation loaded compressed (what rotations of a million rows and more get) returns, for every gold
     SQL and every mutant, the rows and types the plain in-memory load returns; its tables are compressed,
     and what lists the database's own tables sees each once."""
-    from evalpack import verify
+    from evalpack.checks import verification as verify
 
     spec = parse_spec(spec_text(retail_pack), file="retail.yaml")
     questions = derive_questions(spec, plan_pack(spec))
@@ -361,7 +361,7 @@ def test_the_study_runs_each_mutant_exactly_as_written(which, retail_pack, finan
 
 
 def test_a_date_template_reads_only_real_date_literals_from_the_literal_table():
-    from evalpack.nearmiss import LITERALS, date_template
+    from evalpack.checks.nearmiss.study import LITERALS, date_template
 
     sql = "SELECT a FROM t WHERE d >= CAST('2025-01-01' AS DATE) AND d < CAST('2025-02-01' AS DATE)"
     template, literals = date_template(sql)

@@ -14,8 +14,8 @@ import duckdb
 import pytest
 import sqlglot
 
-from evalpack.nearmiss import OPERATORS, Mutant, _prepared, mutants_of, plan_study, study_rotation
-from evalpack.questions import DIALECT, Question
+from evalpack.checks.nearmiss.study import OPERATORS, Mutant, _prepared, mutants_of, plan_study, study_rotation
+from evalpack.questions.derive import DIALECT, Question
 
 TYPES = {
     "orders": {"order_id": "BIGINT", "customer_id": "BIGINT", "amount": "DECIMAL(18,2)", "ordered_at": "DATE"},

@@ -12,7 +12,7 @@ import duckdb
 import pytest
 import sqlglot
 
-from evalpack.nearmiss import (
+from evalpack.checks.nearmiss.study import (
     OPERATORS,
     mutants_of,
     plan_study,
@@ -20,9 +20,9 @@ from evalpack.nearmiss import (
     study_rotation,
     summarize_study,
 )
-from evalpack.questions import DIALECT, Question
-from evalpack.spec import load_spec
-from evalpack.tables import duckdb_types
+from evalpack.data.tables import duckdb_types
+from evalpack.questions.derive import DIALECT, Question
+from evalpack.spec.reader import load_spec
 
 SCHEMAS = Path(__file__).resolve().parents[1] / "schemas"
 

@@ -19,12 +19,12 @@ import pytest
 from test_attest import TINY
 from test_integrity import cli, one_line_error
 
-from evalpack.attest import now_utc, write_attestation
 from evalpack.build import build_pack
-from evalpack.errors import EvalpackError
-from evalpack.layout import check_manifest
-from evalpack.scoring import ATTESTATION, MAX_FETCH_ROWS, InputError, load_questions
-from evalpack.spec import load_spec
+from evalpack.core.errors import EvalpackError
+from evalpack.core.layout import check_manifest
+from evalpack.core.scoring import ATTESTATION, MAX_FETCH_ROWS, InputError, load_questions
+from evalpack.pack.attest import now_utc, write_attestation
+from evalpack.spec.reader import load_spec
 
 
 @pytest.fixture(scope="module")

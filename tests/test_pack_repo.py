@@ -8,8 +8,8 @@ import json
 import pyarrow.parquet as pq
 import pytest
 
-from evalpack.card import hub_configs, read_card_metadata
-from evalpack.scoring import load_questions
+from evalpack.core.scoring import load_questions
+from evalpack.pack.card import hub_configs, read_card_metadata
 
 
 @pytest.mark.parametrize("which", ["retail", "finance"])

@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from evalpack.errors import SpecError
-from evalpack.phrasing import SQL_PHRASING, article
-from evalpack.plan import plan_pack
-from evalpack.questions import derive_questions
-from evalpack.semantics import Semantics, column_words
-from evalpack.spec import QuestionPlan, load_spec, parse_spec
+from evalpack.core.errors import SpecError
+from evalpack.data.plan import plan_pack
+from evalpack.questions.derive import derive_questions
+from evalpack.questions.phrasing import SQL_PHRASING, article
+from evalpack.spec.reader import QuestionPlan, load_spec, parse_spec
+from evalpack.spec.semantics import Semantics, column_words
 
 ROOT = Path(__file__).resolve().parents[1]
 SPECS = [ROOT / "schemas" / "retail.yaml", ROOT / "schemas" / "finance.yaml",

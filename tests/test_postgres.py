@@ -26,10 +26,12 @@ from psycopg import sql as pgsql
 from test_scoring_isolation import hostile
 from test_scoring_sandbox import SECRET, _snapshot
 
-from evalpack.dialects import keys_of, transpile, verify_in_dialects
-from evalpack.errors import EvalpackError
-from evalpack.layout import PackLayout
-from evalpack.postgres import (
+from evalpack.core.errors import EvalpackError
+from evalpack.core.layout import PackLayout
+from evalpack.core.scoring import Limits, answer_matches, expected_for, rotations, score_command
+from evalpack.dialects.common import keys_of
+from evalpack.dialects.engines import verify_in_dialects
+from evalpack.dialects.postgres import (
     PostgresEngine,
     manifest_columns,
     open_postgres_sandbox,
@@ -37,7 +39,7 @@ from evalpack.postgres import (
     postgres_sandboxes,
     write_dump,
 )
-from evalpack.scoring import Limits, answer_matches, expected_for, rotations, score_command
+from evalpack.dialects.translate import transpile
 
 MAX_DROP_RATE = 0.05
 PG_DATA_TYPES = {"BIGINT": ("bigint", None, None), "VARCHAR": ("text", None, None), "DATE": ("date", None, None),

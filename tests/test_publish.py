@@ -23,10 +23,10 @@ import pytest
 import yaml
 from fakehub import DEAD_PROXY, git_blob_sha1
 
-from evalpack.attest import ATTESTATION
 from evalpack.build import build_pack
-from evalpack.card import REPO_PLACEHOLDER, hub_configs, question_count, render_card, size_category, write_card
-from evalpack.hubfiles import QUESTION_SCHEMA, write_questions_parquet
+from evalpack.pack.attest import ATTESTATION
+from evalpack.pack.card import REPO_PLACEHOLDER, hub_configs, question_count, render_card, size_category, write_card
+from evalpack.pack.hubfiles import QUESTION_SCHEMA, write_questions_parquet
 from publish.layout import PublishError, build_layout
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -83,7 +83,7 @@ def card_header(card: str) -> dict:
 
 
 def test_the_card_is_rendered_from_the_pack_alone(retail_pack):
-    """evalpack.card.render_card: the README.md `evalpack build` wrote, from the pack's files, no Hub repo id."""
+    """evalpack.pack.card.render_card: the README.md `evalpack build` wrote, from the pack's files, no Hub repo id."""
     card = render_card(retail_pack)
     assert (retail_pack / "README.md").read_text(encoding="utf-8") == card  # what the build wrote
     m = manifest(retail_pack)

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 from conftest import build_variant
 
-from evalpack.card import render_card
-from evalpack.dialect_scoring import sqlite_uri
+from evalpack.dialects.sqlite import sqlite_uri
+from evalpack.pack.card import render_card
 
 ROOT = Path(__file__).resolve().parents[1]
 REPO = "tester/retail-dialects"

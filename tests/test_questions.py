@@ -17,15 +17,8 @@ import pytest
 from conftest import build_variant, full_questions
 
 from evalpack.build import Derived, check_rotation, links_of
-from evalpack.difficulty import label
-from evalpack.kinds import KINDS
-from evalpack.layout import PackLayout
-from evalpack.nearmiss import MutantSet
-from evalpack.plan import plan_pack
-from evalpack.questions import Question, derive_questions
-from evalpack.spec import load_spec
-from evalpack.tables import connect_tables, duckdb_types
-from evalpack.verify import (
+from evalpack.checks.nearmiss.study import MutantSet
+from evalpack.checks.verification import (
     Link,
     Verdict,
     check_question,
@@ -35,6 +28,13 @@ from evalpack.verify import (
     rotation_connection,
     verify_rotation,
 )
+from evalpack.core.layout import PackLayout
+from evalpack.data.plan import plan_pack
+from evalpack.data.tables import connect_tables, duckdb_types
+from evalpack.questions.derive import Question, derive_questions
+from evalpack.questions.difficulty import label
+from evalpack.spec.kinds import KINDS
+from evalpack.spec.reader import load_spec
 
 SCHEMAS = Path(__file__).resolve().parents[1] / "schemas"
 

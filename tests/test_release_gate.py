@@ -21,12 +21,12 @@ import pytest
 from conftest import copy_pack
 from fakehub import FakeHub, client_env
 
-from evalpack.attest import envelope, envelope_bytes, keygen, load_signer, now_utc, write_attestation
 from evalpack.build import build_pack
-from evalpack.diff import diff_packs, load_side
-from evalpack.errors import SpecError
-from evalpack.scoring import ATTESTATION, HOLDOUT_FILE, holdout_key_beside, load_questions
-from evalpack.spec import load_spec, parse_spec
+from evalpack.core.errors import SpecError
+from evalpack.core.scoring import ATTESTATION, HOLDOUT_FILE, holdout_key_beside, load_questions
+from evalpack.pack.attest import envelope, envelope_bytes, keygen, load_signer, now_utc, write_attestation
+from evalpack.pack.diff import diff_packs, load_side
+from evalpack.spec.reader import load_spec, parse_spec
 from publish.hub import last_release, release_order
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -21,8 +21,8 @@ from dagster_duckdb import DuckDBResource
 from PIL import Image
 
 from assets import ALL_ASSETS, ALL_CHECKS, EvalpackResource
-from evalpack.report import COLOURS, pack_facts, pack_html, report_path_beside, score_html
-from evalpack.scoring import check_integrity
+from evalpack.core.scoring import check_integrity
+from evalpack.pack.report import COLOURS, pack_facts, pack_html, report_path_beside, score_html
 from tests.browser import MISSING, Browser, chromium, open_page
 
 ROOT = Path(__file__).resolve().parents[1]

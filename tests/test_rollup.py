@@ -8,8 +8,8 @@ from decimal import Decimal
 import duckdb
 import pytest
 
-from evalpack.questions import parse_gold
-from evalpack.rollup import aggregate_types, create_rollups, need_of, plan_rollups, rollup_form
+from evalpack.checks.nearmiss.rollup import aggregate_types, create_rollups, need_of, plan_rollups, rollup_form
+from evalpack.questions.derive import parse_gold
 
 TYPES = {"sales": {"id": "BIGINT", "shop": "VARCHAR", "paid": "BOOLEAN", "amount": "DECIMAL(18,2)",
                    "qty": "INTEGER", "ratio": "DOUBLE", "day": "DATE", "sold_at": "TIMESTAMP"}}

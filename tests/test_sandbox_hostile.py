@@ -18,8 +18,8 @@ import duckdb
 import pytest
 from conftest import copy_pack, gold_questions
 
-from evalpack import scoring
-from evalpack.scoring import InputError, Limits, SandboxWorker, catalog_state, load_questions, score_command
+from evalpack.core import scoring
+from evalpack.core.scoring import InputError, Limits, SandboxWorker, catalog_state, load_questions, score_command
 
 CHANGES = {
     "delete": "WITH gone AS (DELETE FROM orders RETURNING 1) SELECT count(*) FROM gone",
@@ -117,7 +117,7 @@ def test_a_worker_ends_soon_after_its_parent(tables, tmp_path):
     script = (
         "import sys, os\n"
         "from pathlib import Path\n"
-        "from evalpack.scoring import SandboxWorker, Limits\n"
+        "from evalpack.core.scoring import SandboxWorker, Limits\n"
         f"w = SandboxWorker(Path({str(tables)!r}), Limits(memory_mb=256))\n"
         "w.open()\n"
         "print(w.proc.pid, flush=True)\n"
@@ -218,7 +218,7 @@ def test_a_query_reads_no_folder_of_the_machine(tables):
 
 
 def test_an_idle_pool_reaps_a_worker_that_died_without_waiting_for_a_call(tables):
-    from evalpack.grader import REAP_SECONDS, WorkerPool
+    from evalpack.agent.grader import REAP_SECONDS, WorkerPool
 
     pool = WorkerPool(tables, Limits(memory_mb=256), size=1)
     try:
@@ -246,8 +246,8 @@ def test_a_questions_file_of_countless_tiny_values_is_refused_before_parsing(tmp
         handle.write(line)
     with pytest.raises(InputError, match="JSON values"):
         load_questions(pack)
-    from evalpack.errors import EvalpackError
-    from evalpack.layout import PackLayout
+    from evalpack.core.errors import EvalpackError
+    from evalpack.core.layout import PackLayout
 
     with pytest.raises(EvalpackError, match="JSON values"):
         PackLayout(pack).read_records()  # the engine's reader (report, audit, card) takes the same bounds

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from evalpack.build import build_pack
-from evalpack.cache import CACHE_ENV
+from evalpack.core.cache import CACHE_ENV
 
 SCHEMAS = Path(__file__).resolve().parents[1] / "schemas"
 
@@ -41,7 +41,7 @@ def test_parallel_build_is_byte_identical_to_serial(tmp_path, monkeypatch):
 def test_rotations_loaded_compressed_build_the_same_bytes(tmp_path, monkeypatch):
     """Large rotations are checked on compressed in-memory tables: forced on a small spec, the pack is
     byte for byte the one built on plain tables."""
-    from evalpack import verify
+    from evalpack.checks import verification as verify
 
     loaded = []
     compress = verify._load_compressed

@@ -17,7 +17,7 @@ from conftest import copy_pack, full_questions
 from hypothesis import given
 from hypothesis import strategies as st
 
-from evalpack.scoring import (
+from evalpack.core.scoring import (
     InputError,
     answer_matches,
     load_candidates,

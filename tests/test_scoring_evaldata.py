@@ -26,7 +26,7 @@ from evaldata.scorers.context import ScoreContext
 from evaldata.scorers.query import QueryRunner
 from evaldata.types import DuckDBPlatformRef, EvalCase, ExecutionFailure, ExecutionSuccess, GoldQuery, SolverSuccess
 
-from evalpack.scoring import (
+from evalpack.core.scoring import (
     MAX_FETCH_ROWS,
     _row_keys,
     _spider_equal,

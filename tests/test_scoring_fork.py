@@ -144,7 +144,7 @@ def _alive(pid: int) -> bool:
 
 AUDIT_DRIVER = r"""
 import json, sys
-import evalpack.scoring as scoring
+import evalpack.core.scoring as scoring
 from evalpack import cli
 
 counts = []

@@ -18,7 +18,7 @@ import pytest
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519
 
-from evalpack.scoring import (
+from evalpack.core.scoring import (
     ATTESTATION,
     PackIntegrityError,
     check_integrity,
@@ -215,7 +215,7 @@ def test_a_key_for_an_unsigned_pack_is_refused(tmp_path, pack):
 
 
 def test_gold_mode_refuses_a_tampered_pack_before_running_anything(pack, capsys):
-    from evalpack.scoring import main
+    from evalpack.core.scoring import main
 
     write_envelope(pack)
     manifest = pack / "manifest.json"

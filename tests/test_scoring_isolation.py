@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_scoring_sandbox import _snapshot, attacks
 
-from evalpack.scoring import KILL_GRACE, MAX_SQL_CHARS, score_command
+from evalpack.core.scoring import KILL_GRACE, MAX_SQL_CHARS, score_command
 
 ROOT = Path(__file__).resolve().parents[1]
 TIMEOUT = 2.0

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from conftest import copy_pack, gold_questions
 
-from evalpack import scoring
-from evalpack.scoring import Limits, catalog_state, open_sandbox, pack_source, run_gold, run_query, score_command
+from evalpack.core import scoring
+from evalpack.core.scoring import Limits, catalog_state, open_sandbox, pack_source, run_gold, run_query, score_command
 
 SECRET = "s3cr3t-never-leaves-this-file"
 

@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 from conftest import copy_pack, full_questions, gold_questions
 
-import evalpack.dialect_scoring
-import evalpack.scoring
+import evalpack.core.scoring
+import evalpack.dialects.scoring
 from evalpack.build import build_pack
 from evalpack.cli import main as cli_main
-from evalpack.scoring import check_integrity, score_command
+from evalpack.core.scoring import check_integrity, score_command
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -38,7 +38,7 @@ def _imports_after_site(stderr: str) -> list[tuple[int, str]]:
 
 
 def test_verify_py_is_the_scorer_byte_for_byte(retail_pack):
-    assert (retail_pack / "verify.py").read_bytes() == (ROOT / "evalpack" / "scoring.py").read_bytes()
+    assert (retail_pack / "verify.py").read_bytes() == (ROOT / "evalpack" / "core" / "scoring.py").read_bytes()
 
 
 def test_verify_py_runs_isolated_and_imports_only_stdlib_and_duckdb(tmp_path, retail_pack):
@@ -144,8 +144,8 @@ def test_a_missing_report_folder_is_refused_before_any_scoring(tmp_path, retail_
         raise AssertionError("scoring started before the report's folder was checked")
 
     for name in ("prestart_for", "check_integrity", "score_pack"):
-        monkeypatch.setattr(evalpack.scoring, name, no_scoring)
-    monkeypatch.setattr(evalpack.dialect_scoring, "dialect_score_command", no_scoring)
+        monkeypatch.setattr(evalpack.core.scoring, name, no_scoring)
+    monkeypatch.setattr(evalpack.dialects.scoring, "dialect_score_command", no_scoring)
     missing = tmp_path / "no" / "such" / "folder"
     for option, dialect in (("--json", "duckdb"), ("--html", "duckdb"), ("--json", "sqlite")):
         path = missing / f"report.{option[2:]}"
@@ -207,7 +207,7 @@ def test_rotated_answers_use_each_rotations_own_answer(tmp_path, rotated_pack):
 
 WRITE_UNDER_A_FILE_SIZE_LIMIT = """
 import resource, signal, sys
-from evalpack.scoring import InputError, write_json_report
+from evalpack.core.scoring import InputError, write_json_report
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG instead of killing us
 resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))
 try:

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from evalpack.kinds import KINDS
-from evalpack.plan import plan_pack
-from evalpack.questions import derive_selected
-from evalpack.spec import DEFAULT_MIX, QuestionPlan, SpecError, load_spec, parse_spec
+from evalpack.data.plan import plan_pack
+from evalpack.questions.derive import derive_selected
+from evalpack.spec.kinds import KINDS
+from evalpack.spec.reader import DEFAULT_MIX, QuestionPlan, SpecError, load_spec, parse_spec
 
 ROOT = Path(__file__).resolve().parents[1]
 COMPLEX = {"window", "cte", "subquery", "having", "join"}
@@ -117,7 +117,7 @@ def test_the_later_rotations_answers_may_come_from_worker_processes():
     import multiprocessing
     from concurrent.futures import Future, ProcessPoolExecutor
 
-    from evalpack.questions import rotation_answers
+    from evalpack.questions.derive import rotation_answers
 
     rotated = ROOT / "schemas/retail.yaml"
     spec = parse_spec(rotated.read_text(encoding="utf-8").replace("answers: shared", "answers: rotated"), file=str(rotated))

@@ -28,8 +28,8 @@ from mcp.client.streamable_http import streamable_http_client
 from test_scoring_isolation import hostile
 from test_scoring_sandbox import _snapshot
 
-from evalpack.errors import EvalpackError
-from evalpack.grader import Grader, value_sql
+from evalpack.agent.grader import Grader, value_sql
+from evalpack.core.errors import EvalpackError
 
 ROOT = Path(__file__).resolve().parents[1]
 TOOLS = {"list_tables", "describe_table", "run_sql", "list_questions", "submit_answer", "end_episode"}

@@ -18,7 +18,7 @@ from conftest import copy_pack, full_questions
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from test_serve import SERVE, call, episode_records, serve_args
 
-from evalpack.scoring import HOLDOUT_FILE, check_integrity, holdout_key_beside
+from evalpack.core.scoring import HOLDOUT_FILE, check_integrity, holdout_key_beside
 
 VERDICTS = ("correct", "wrong", "declined", "not scored")
 

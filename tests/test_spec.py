@@ -587,8 +587,8 @@ def test_the_json_schema_rejects_malformed_declarations(change: tuple[str, str],
     text = edit(*change)
     assert not _validator().is_valid(_doc(text))
     # ... and so does the loader: the schema is no stricter than evalpack itself
-    from evalpack.errors import SpecError
-    from evalpack.spec import parse_spec
+    from evalpack.core.errors import SpecError
+    from evalpack.spec.reader import parse_spec
     with pytest.raises(SpecError):
         parse_spec(text, file="x.yaml")
 
@@ -606,13 +606,13 @@ def test_the_json_schema_accepts_other_accepted_shapes(change: tuple[str, str]) 
     old, new = change
     assert old in MISATA
     text = MISATA.replace(old, new, 1)
-    from evalpack.spec import parse_spec
+    from evalpack.spec.reader import parse_spec
     parse_spec(text, file="misata_shop.yaml")  # the loader accepts it ...
     assert [e.message for e in _validator().iter_errors(_doc(text))] == []  # ... and so does the schema
 
 
 def test_schema_top_level_keys_match_the_loader() -> None:
-    from evalpack import spec as loader
+    from evalpack.spec import reader as loader
     schema = json.loads(SCHEMA_FILE.read_text(encoding="utf-8"))
     assert set(schema["properties"]) == set(loader.TOP_KEYS) | set(loader.NOTED_TOP)
     assert set(schema["$defs"]["table"]["properties"]) == set(loader.TABLE_KEYS)
@@ -625,7 +625,7 @@ def test_schema_top_level_keys_match_the_loader() -> None:
 
 def test_license_and_repo_are_read_and_the_schema_knows_the_hubs_licenses() -> None:
     """`license:` is one of the Hub's identifiers (the JSON Schema lists the same ones); `repo:` is kept."""
-    from evalpack import spec as loader
+    from evalpack.spec import reader as loader
 
     schema = json.loads(SCHEMA_FILE.read_text(encoding="utf-8"))
     assert schema["properties"]["license"]["enum"] == list(loader.HUB_LICENSES)

@@ -25,9 +25,10 @@ from hypothesis import strategies as st
 from test_spec import BASE, BOOKS, edit, line_of  # the valid spec its refusals edit, one change each
 
 from evalpack.build import write_rotations
-from evalpack.errors import EvalpackError, SpecError
-from evalpack.plan import plan_pack
-from evalpack.spec import (
+from evalpack.core.errors import EvalpackError, SpecError
+from evalpack.data.plan import plan_pack
+from evalpack.data.tables import connect_tables
+from evalpack.spec.reader import (
     MAX_ALIAS_VALUES,
     MAX_DEPTH,
     MAX_NAME_LENGTH,
@@ -37,7 +38,6 @@ from evalpack.spec import (
     Spec,
     parse_spec,
 )
-from evalpack.tables import connect_tables
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMAS = ROOT / "schemas"

@@ -17,8 +17,8 @@ import yaml
 from test_spec import SCHEMA_FILE
 
 from evalpack.cli import main
-from evalpack.errors import SpecError
-from evalpack.spec import parse_spec
+from evalpack.core.errors import SpecError
+from evalpack.spec.reader import parse_spec
 
 SPECS = Path(__file__).parent / "specs"
 ROOT = Path(__file__).resolve().parents[1]

@@ -12,10 +12,10 @@ import pytest
 import yaml
 from conftest import SCHEMAS, full_questions
 
-from evalpack import unanswerable
-from evalpack.kinds import KINDS
-from evalpack.plan import plan_rotation
-from evalpack.spec import load_spec, parse_spec
+from evalpack.data.plan import plan_rotation
+from evalpack.questions import unanswerable
+from evalpack.spec.kinds import KINDS
+from evalpack.spec.reader import load_spec, parse_spec
 
 DATA_KINDS = {"no_such_measure", "no_such_attribute"}
 

@@ -10,12 +10,12 @@ import time
 
 import duckdb
 
-from evalpack.scoring import Watchdog, run_query
+from evalpack.core.scoring import Watchdog, run_query
 
 LIMITED_WORKER = textwrap.dedent("""
     import resource, sys
     import duckdb
-    from evalpack import scoring
+    from evalpack.core import scoring
 
     # one DuckDB thread: the query runs in this thread, whose malloc arena exists; a DuckDB worker thread
     # allocating for the first time under the limit would need a new arena, which is not what is tested here

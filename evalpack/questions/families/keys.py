@@ -1,0 +1,35 @@
+"""Questions across a declared key, answered by joining the two tables: how many child rows belong
+to a parent that exists. The answer is the child table's rows less its declared orphans and NULL
+keys, so an outer join, a missing join or a join on the wrong side each give a different count.
+"""
+
+from __future__ import annotations
+
+from evalpack.data.plan import AnswerKey
+from evalpack.questions import phrasing
+from evalpack.questions.families.base import Draft, Drafts, parse
+from evalpack.questions.phrasing import Wording, Words
+from evalpack.spec.reader import Spec
+
+
+def drafts(spec: Spec, key: AnswerKey) -> Drafts:
+    """One question per declared relationship, with this rotation's answer."""
+    out: Drafts = []
+    for k in key.keys:
+        child, parent = Words(spec.semantics, k.child_table), Words(spec.semantics, k.parent_table)
+        key = phrasing.article(f"{k.parent_table}.{k.parent_column}")  # "an orders.order_id"
+        out.append((Draft(
+            f"fk_linked:{k.child_table}.{k.child_column}",
+            Wording((f"How many {child.many} belong to a known {parent.one}?",
+                     f"Count the {child.many} whose {parent.one} can be found among the {parent.many}.",
+                     f"How many {child.many} can be matched to an existing {parent.one}?"),
+                    phrasing.join(f"{phrasing.article(child.one).capitalize()} belongs to a known {parent.one} when its "
+                                  f"{k.child_table}.{k.child_column} matches {key}",
+                                  f"each {child.one} counts once")),
+            parse(f"SELECT COUNT(*) FROM {k.child_table} AS c JOIN {k.parent_table} AS p "
+                  f"ON c.{k.child_column} = p.{k.parent_column}"),
+            "integer", None, "fk_linked", ("relationship", k.child_table, k.parent_table),
+            (k.child_table, k.parent_table)), k.child_rows - k.orphans - k.nulls))
+    return out
+
+

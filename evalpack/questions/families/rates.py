@@ -1,0 +1,53 @@
+"""Questions that compare a declared rate between two periods: how many percentage points the share
+of flagged rows moved from one declared month to the next (a monthly CTE and LAG).
+
+Answers are exact: each month's rate is flagged / rows from the plan, and the difference of the two
+fractions is rounded half-to-even once.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+from evalpack.data.plan import AnswerKey
+from evalpack.questions import phrasing
+from evalpack.questions.families.base import Draft, Drafts, parse, ratio_answer
+from evalpack.questions.families.trends import window_on
+from evalpack.questions.phrasing import Wording, Words, month_words
+from evalpack.spec.reader import Spec, add_months
+
+
+def drafts(spec: Spec, key: AnswerKey) -> Drafts:
+    """One question per pair of consecutive declared months of every rate curve, with this rotation's answers."""
+    out: Drafts = []
+    for r in key.rates:
+        w = Words(spec.semantics, r.table)
+        f, t = w.col(r.column), r.time_column
+        month = f"DATE_TRUNC('month', {t})"
+        for i in range(1, len(r.months)):
+            now, prev = r.months[i], r.months[i - 1]
+            mon, before = month_words(now), month_words(prev)
+
+            change = Fraction(100 * r.flagged[i], r.rows[i]) - Fraction(100 * r.flagged[i - 1], r.rows[i - 1])
+            out.append((Draft(
+                f"rate_change:{r.table}.{r.column}:{prev}:{now}",
+                Wording((f"By how many percentage points did the share of {f} {w.many} change from {before} to "
+                         f"{mon}? Answer to 2 decimal places.",
+                         f"How much did the {f} rate move between {before} and {mon}, in percentage points to 2 "
+                         f"decimal places?",
+                         f"What was the change in the share of {w.many} that were {f}, {before} against {mon}? "
+                         f"Give percentage points to 2 decimal places."),
+                        phrasing.join(f"a month's share is the number of its {w.many} with {r.table}.{r.column} true "
+                                      f"divided by the number of all its {w.many}, times 100",
+                                      w.window(t, prev, add_months(prev, 1), before),
+                                      w.window(t, now, add_months(now, 1), mon),
+                                      f"the answer is the share of {mon} minus that of {before}, negative for a fall",
+                                      "round to 2 decimal places")),
+                parse(f"WITH monthly AS (SELECT {month} AS month, 100 * COUNT_IF({r.column}) / COUNT(*) AS share "
+                      f"FROM {r.table} WHERE ({window_on(t, r.time_type, prev, add_months(prev, 1))}) "
+                      f"OR ({window_on(t, r.time_type, now, add_months(now, 1))}) GROUP BY {month}), "
+                      f"paired AS (SELECT month, share - LAG(share) OVER (ORDER BY month) AS change FROM monthly) "
+                      f"SELECT ROUND(change, 2) FROM paired WHERE change IS NOT NULL"),
+                "number", 2, "rate_change", ("rate_curve", r.table, f"{now:%Y-%m}"), (r.table,)),
+                ratio_answer(change, 2)))
+    return out

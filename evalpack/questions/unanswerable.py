@@ -1,0 +1,309 @@
+"""Questions no SQL on this schema answers, derived from the spec so that each is certainly unanswerable.
+
+Three reasons, each a question kind: data no table holds (``no_such_measure``: profit with no cost,
+``no_such_attribute``: a customer's age with no birth date), an entity the schema lacks
+(``no_such_entity``: suppliers), and requests beyond SQL (``beyond_sql``: a forecast past the last date
+the data can hold, the cause of a change, advice). The proof is mechanical (:data:`PROOF_RULE`): every
+word the spec gives (:func:`vocabulary`) is searched for each term of the concept, and a concept is
+asked about only when none is found. Each question carries its proof; the manifest lists them.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from dataclasses import dataclass
+
+from evalpack.data.plan import AnswerKey, stable_int
+from evalpack.questions.phrasing import Wording, Words, month_words
+from evalpack.spec.reader import Spec, add_months
+from evalpack.spec.semantics import singular_of
+
+REASONS = {
+    "no_such_measure": "a measure no table holds",
+    "no_such_attribute": "an attribute no table holds",
+    "no_such_entity": "an entity the schema lacks",
+    "beyond_sql": "a request no query answers (a forecast, a cause, advice)",
+}
+DIFFICULTY = {"no_such_entity": "simple", "no_such_measure": "moderate", "no_such_attribute": "moderate",
+              "beyond_sql": "challenging"}
+SKILLS = ("decline",)
+PROOF_RULE = (
+    "The vocabulary is every word of the spec: table and column names split at underscores, categorical values, "
+    "text types, the business words of semantics (table names, column words, measures, synonyms, currency), the "
+    "pack's name and description; each lowercased, with its singular. A concept is asked about only when none of "
+    "its terms is a vocabulary word, begins one, or (terms of four letters or more) occurs inside one. A forecast "
+    "asks for a month after the last date the time column can hold; a cause or advice is asked only when no "
+    "vocabulary word records a reason or a plan. Declining is the correct answer; any SQL is wrong."
+)
+PERSONS = frozenset({"customer", "user", "client", "member", "patient", "student", "employee", "subscriber",
+                     "buyer", "person", "contact", "guest", "passenger", "player", "account", "shopper"})
+
+
+@dataclass(frozen=True)
+class Unanswerable:
+    """One question to decline: its identity, wording, kind, the reason in words and its proof."""
+
+    key: str
+    wording: Wording
+    kind: str  # a key of REASONS
+    reason: str  # why no SQL answers it, in a sentence
+    concept: str
+    terms: tuple[str, ...]  # searched in the vocabulary, none found
+
+
+@dataclass(frozen=True)
+class _Anchor:
+    """What the questions are about: a table of events, its measure and time column, the months it covers."""
+
+    table: str
+    column: str | None
+    time_column: str | None
+    months: tuple[dt.date, ...]
+    last_day: dt.date | None  # the last date the time column can hold
+
+
+def tokens(text: str) -> set[str]:
+    """The lowercased words of ``text`` (split at anything but letters and digits, underscores included),
+    each with its singular."""
+    out = set()
+    for word in re.split(r"[^0-9a-z]+", text.lower()):
+        if word:
+            out |= {word, singular_of(word)}
+    return out
+
+
+def vocabulary(spec: Spec) -> frozenset[str]:
+    """Every word the spec gives its data (:data:`PROOF_RULE`)."""
+    texts = [spec.name, spec.description or ""]
+    for t in spec.tables:
+        texts.append(t.name)
+        for c in t.columns:
+            texts += [c.name, c.text_type or "", *c.choices]
+    sem = spec.semantics
+    texts += [f"{n.singular} {n.plural}" for _, n in sem.tables]
+    texts += [f"{ref} {word}" for ref, word in sem.columns]
+    texts += [f"{m.name} {m.table} {m.column or ''}" for m in sem.measures]
+    texts += [f"{word} {' '.join(others)}" for word, others in sem.synonyms]
+    texts.append(sem.currency or "")
+    for t in spec.tables:  # the words questions would use for them
+        texts += [sem.table(t.name).plural] + [sem.column(t.name, c.name) for c in t.columns]
+    return frozenset(w for text in texts for w in tokens(text))
+
+
+def found(terms: tuple[str, ...], words: frozenset[str]) -> list[str]:
+    """The vocabulary words that match any of ``terms`` (:data:`PROOF_RULE`); empty: none does."""
+    return sorted(w for w in words for t in terms
+                  if w == t or w.startswith(t) or (len(t) >= 4 and t in w))
+
+
+# concept, terms, whether it needs sales-like events (SALES), people (PERSONS) or an amount ("money": {m} must be one),
+# question templates ({m}: the measure, {many}/{one}: the events, {person}/{persons}, {when}: a month), and the
+# evidence: what it means
+MEASURES = (
+    ("profit", ("profit", "cost", "cogs", "margin", "expense", "markup"), "money",
+     ("What was the profit in {when}?", "How much profit did the business make in {when}?",
+      "What was the profit margin in {when}?"),
+     "profit is {m} minus the costs of earning it"),
+    ("discount", ("discount", "coupon", "promo", "markdown", "voucher", "rebate"), "sales",
+     ("How much was given away in discounts on {many} in {when}?", "What was the total discount on {many} in {when}?",
+      "In {when}, how much discount did {many} receive?"),
+     "a discount is the amount taken off the list price"),
+    ("tax", ("tax", "vat", "gst", "duty", "levy"), "money",
+     ("How much tax did the business pay in {when}?", "What was the tax bill for {when}?",
+      "How much of the {m} in {when} went to tax?"),
+     "tax is the part of an amount owed to the tax authority"),
+    ("exchange rate", ("exchange", "fx", "forex", "conversion", "yen", "jpy"), "money",
+     ("What was the {m} of {when} in Japanese yen?", "Convert the {m} of {when} to yen at that month's rate.",
+      "At the exchange rates of the time, what was the {m} of {when} worth in yen?"),
+     "an amount in yen is the amount times the exchange rate of its day"),
+    ("shipping cost", ("shipping", "freight", "postage", "carrier", "ship", "courier"), "sales",
+     ("What did shipping the {many} of {when} cost?", "How much was spent on shipping {many} in {when}?",
+      "In {when}, what were the shipping costs of {many}?"),
+     "shipping cost is what the business paid carriers to deliver"),
+)
+ATTRIBUTES = (
+    ("age", ("age", "birth", "born", "dob", "birthday"), "persons",
+     ("What is the average age of {persons}?", "How old is the typical {person}?",
+      "What share of {persons} are under 30 years old?"),
+     "a {person}'s age is the years since their date of birth"),
+    ("gender", ("gender", "sex"), "persons",
+     ("What share of {persons} are women?", "How many {persons} are men?",
+      "Break down the {persons} by gender."),
+     "gender is what a {person} stated when signing up"),
+    ("rating", ("rating", "review", "score", "satisfaction", "star", "nps", "feedback"), "sales",
+     ("What was the average customer rating of {many} in {when}?", "How satisfied were customers with the {many} "
+      "of {when}, on average?", "What share of {many} in {when} got a five-star review?"),
+     "a rating is the score a customer gave afterwards, from 1 to 5"),
+    ("delivery time", ("delivery", "delivered", "shipped", "shipping", "fulfil", "arrival", "arrive", "dispatch"),
+     "sales",
+     ("How many days on average did {many} of {when} take to arrive?", "What was the average delivery time of "
+      "{many} in {when}?", "How long did {many} placed in {when} take to be delivered, on average?"),
+     "delivery time is the days from an order to its arrival"),
+)
+ENTITIES = (
+    ("suppliers", ("supplier", "vendor", "manufacturer", "procurement", "wholesale"), "",
+     ("How many suppliers does the business buy from?", "Which supplier was paid the most in {when}?",
+      "List the suppliers with their number of deliveries."),
+     "a supplier is a company the business buys its goods from"),
+    ("employees", ("employee", "staff", "salesperson", "seller", "agent", "rep", "cashier", "worker", "manager"), "",
+     ("How many employees did the business have in {when}?", "Which employee brought in the most {m} in {when}?",
+      "Who on the staff was paid the most in {when}?"),
+     "an employee is a person on the business's staff"),
+    ("warehouses", ("warehouse", "inventory", "stock", "depot", "storage"), "sales",
+     ("How many units were in stock at the end of {when}?", "Which warehouse shipped the most {many} in {when}?",
+      "How many warehouses does the business run?"),
+     "a warehouse holds the stock the business ships from"),
+    ("marketing campaigns", ("campaign", "marketing", "advert", "utm", "ad", "ads"), "",
+     ("Which marketing campaign brought in the most {m} in {when}?", "How much {m} came from email campaigns in "
+      "{when}?", "What did the marketing campaigns of {when} cost?"),
+     "a campaign is a paid marketing effort with its own budget"),
+    ("stores", ("store", "branch", "shop", "outlet", "location", "site", "franchise"), "sales",
+     ("Which store had the highest {m} in {when}?", "How many stores made a sale in {when}?",
+      "What was the {m} of the flagship store in {when}?"),
+     "a store is a physical branch where {many} are placed"),
+)
+SALES = frozenset({"order", "sale", "purchase", "transaction", "booking", "invoice", "checkout", "basket", "receipt"})
+REASON_TERMS = ("reason", "cause", "why", "explanation", "comment", "note")
+PLAN_TERMS = ("plan", "target", "budget", "goal", "forecast", "strategy", "recommendation")
+
+
+def _anchor(spec: Spec, key: AnswerKey) -> _Anchor | None:
+    """The events the questions are about: the first curve's table, else the first waterfall's, else the first
+    table with a date column."""
+    for c in key.curves:
+        col = spec.table(c.table).column(c.time_column)
+        return _Anchor(c.table, c.column, c.time_column, c.months, col.end)
+    for w in key.waterfalls:
+        col = spec.table(w.table).column(w.period_column)
+        return _Anchor(w.table, w.amount_column, w.period_column, w.months, col.end)
+    for t in spec.tables:
+        times = [c for c in t.columns if c.type in ("date", "datetime")]
+        amounts = [c for c in t.columns if c.type == "float"]
+        if times:
+            col = times[0]
+            first = dt.date(col.start.year, col.start.month, 1)
+            months = tuple(m for m in (add_months(first, i) for i in range(120)) if m <= col.end)
+            return _Anchor(t.name, amounts[0].name if amounts else None, col.name, months, col.end)
+    return None
+
+
+def derive(spec: Spec, key: AnswerKey) -> list[Unanswerable]:
+    """Every question to decline the spec allows (each proved: none of its concept's terms is a word of the spec),
+    in a seeded order that takes each reason in turn."""
+    words = vocabulary(spec)
+    anchor = _anchor(spec, key)
+    sem = spec.semantics
+    if anchor is None:
+        return []
+    w = Words(sem, anchor.table)
+    m = w.measure(anchor.column)[0] if anchor.column else f"number of {w.many}"
+    months = anchor.months or ()
+    persons = [t.name for t in spec.tables if singular_of(sem.table(t.name).singular.split()[-1]) in PERSONS]
+    pools: dict[str, list[Unanswerable]] = {kind: [] for kind in REASONS}
+
+    def when(concept: str, n: int) -> tuple[str, str]:
+        """(a month of the data as words, as the key's text) for the ``n``-th question of ``concept``."""
+        if not months:
+            return "the whole period", "all"
+        month = months[stable_int("unanswerable", spec.seed, concept, n) % len(months)]
+        return month_words(month), f"{month:%Y-%m}"
+
+    def add(kind: str, concept: str, terms: tuple[str, ...], texts: tuple[str, ...], meaning: str, reason: str,
+            fill: dict[str, str]) -> None:
+        if found(terms, words):
+            return
+        for n, text in enumerate(texts):
+            said, tag = when(concept, n)
+            values = {"m": m, "many": w.many, "one": w.one, "when": said, **fill}
+            phrasing = text.format(**values)
+            pools[kind].append(Unanswerable(
+                f"{kind}:{concept}:{n}:{tag}",
+                Wording((phrasing, f"From the data, {phrasing[0].lower()}{phrasing[1:]}"), meaning.format(**values)),
+                kind, reason.format(**values), concept, terms))
+
+    sales = singular_of(w.one.split()[-1]) in SALES
+    person = sem.table(persons[0]) if persons else None
+    fill = {"person": person.singular, "persons": person.plural} if person else {}
+    for kind, concepts in (("no_such_measure", MEASURES), ("no_such_attribute", ATTRIBUTES),
+                           ("no_such_entity", ENTITIES)):
+        for concept, terms, needs, texts, meaning in concepts:
+            if (needs == "sales" and not sales) or (needs == "persons" and not person) or (
+                    needs == "money" and not anchor.column):  # a count of rows converted to yen is no question
+                continue
+            of = " of {persons}" if needs == "persons" else " of {many}" if needs == "sales" else ""
+            reason = {"no_such_measure": f"no table, column or business word of this schema records {concept} or "
+                                         "what it is made of",
+                      "no_such_attribute": f"the schema records no {concept}{of}, nor anything it could be derived "
+                                           "from",
+                      "no_such_entity": f"the schema has no {concept}: no table, column or business word names "
+                                        "them"}[kind]
+            add(kind, concept, terms, texts, meaning, reason, fill)
+    if anchor.last_day is not None and anchor.column:
+        after = add_months(dt.date(anchor.last_day.year, anchor.last_day.month, 1), 1)
+        ahead = month_words(after)
+        texts = (f"What will the {{m}} be in {ahead}?", f"Forecast the {{m}} for {ahead}.",
+                 f"How much {{m}} should we expect in {ahead}?")
+        add("beyond_sql", "forecast", ("forecast", "prediction", "projection", "estimate"), texts,
+            f"{ahead} begins after {anchor.last_day.isoformat()}, the last date {anchor.table}.{anchor.time_column} "
+            "holds",
+            f"{ahead} lies after the last date the data holds ({anchor.last_day.isoformat()}); a forecast is a "
+            "model's guess, not the result of a query", {})
+    if len(months) >= 2:
+        first, second = months[0], months[1]
+        texts = (f"Why did the {{m}} change from {month_words(first)} to {month_words(second)}?",
+                 f"What caused the {{m}} of {month_words(second)} to differ from {month_words(first)}?",
+                 f"Explain why the {{m}} moved between {month_words(first)} and {month_words(second)}.")
+        add("beyond_sql", "cause", REASON_TERMS, texts, "{m} is the sum the data holds; its causes are not recorded",
+            "a cause is not a value any column holds; a query can show that the {m} changed, not why", {})
+    texts = ("What should the business do to raise its {m} next quarter?",
+             "Which strategy would grow the {m} fastest?",
+             "Recommend how to increase the {m} of {many}.")
+    add("beyond_sql", "advice", PLAN_TERMS, texts, "{m} is the sum the data holds",
+        "advice is a judgement, not a value any column holds or a query computes", {})
+    for kind in pools:
+        pools[kind].sort(key=lambda u: stable_int("unanswerable-order", spec.seed, u.key))
+    data = [u for pair in zip(pools["no_such_measure"], pools["no_such_attribute"]) for u in pair]
+    data += pools["no_such_measure"][len(data) // 2:] + pools["no_such_attribute"][len(data) // 2:]
+    queues = [data, pools["no_such_entity"], pools["beyond_sql"]]
+    out: list[Unanswerable] = []
+    depth = 0
+    while any(depth < len(q) for q in queues):
+        out += [q[depth] for q in queues if depth < len(q)]
+        depth += 1
+    return out
+
+
+def how_many(spec: Spec, answerable: int) -> int:
+    """The unanswerable questions to ship beside ``answerable`` ones: their share of the whole pack is
+    ``questions.unanswerable`` (rounded half up, at least one when the share is above 0)."""
+    share = spec.questions.unanswerable
+    if share <= 0 or answerable == 0:
+        return 0
+    return max(1, int(share * answerable / (1 - share) + 0.5))
+
+
+def proof(u: Unanswerable, words: frozenset[str]) -> dict:
+    """The manifest's record of why ``u`` is unanswerable: the concept, the terms searched and that none matched.
+    Raises AssertionError when one does (derive never offers such a question)."""
+    matched = found(u.terms, words)
+    if matched:
+        raise AssertionError(f"{u.key}: the spec's words {matched} may answer it")
+    return {"key": u.key, "kind": u.kind, "concept": u.concept, "terms": list(u.terms), "matched": matched,
+            "reason": u.reason}
+
+
+SCORING_RULE = ("on a question with answerable: false, declining is correct and any SQL is wrong, even SQL that "
+                "runs; README.md, 'Scoring', gives the penalty score")
+
+
+def manifest_section(spec: Spec, key: AnswerKey, chosen: list[tuple[str, str]]) -> dict:
+    """The manifest's ``unanswerable``: the share asked for, how many ship by kind, and each one's proof
+    (``chosen``: the shipped questions' (id, key))."""
+    words = vocabulary(spec)
+    by_key = {u.key: u for u in derive(spec, key)}
+    proofs = [{"id": qid, **proof(by_key[k], words)} for qid, k in chosen]
+    kinds = {kind: sum(p["kind"] == kind for p in proofs) for kind in REASONS}
+    return {"share": spec.questions.unanswerable, "count": len(proofs), "by_kind": kinds,
+            "vocabulary_words": len(words), "rule": PROOF_RULE, "scoring": SCORING_RULE, "split": "dev",
+            "proofs": proofs}
