@@ -18,7 +18,7 @@ from assets.common import CODE_VERSION, GROUP, PACKS, EvalpackResource, pack_che
 from assets.spec import spec as spec_asset
 from evalpack.core.layout import PackLayout
 from evalpack.pack import attest
-from evalpack.spec.reader import Spec
+from evalpack.spec.model import Spec
 
 
 def build_started(context: AssetExecutionContext) -> dt.datetime:

@@ -17,7 +17,7 @@ from evalpack.build import Checked, Derived, pack_findings, write_pack_files
 from evalpack.core import layout
 from evalpack.core.scoring import run_gold
 from evalpack.pack.report import report_path_beside, write_pack_report
-from evalpack.spec.reader import Spec
+from evalpack.spec.model import Spec
 
 PACK_FILES = (layout.QUESTIONS, layout.CERTIFICATE, layout.MANIFEST, layout.CARD, layout.SCORER)
 #: The report is written before the attestation asset runs: its page says so instead of "unattested".

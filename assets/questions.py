@@ -9,7 +9,7 @@ from dagster import AssetExecutionContext, MetadataValue, Output, asset
 from assets.common import CODE_VERSION, GROUP, PACKS, EvalpackResource
 from evalpack.build import Derived, continued_splits, derive
 from evalpack.data.plan import plan_pack
-from evalpack.spec.reader import Spec
+from evalpack.spec.model import Spec
 
 
 def counts_markdown(title: str, counts: dict[str, int]) -> str:

@@ -30,7 +30,7 @@ from evalpack.build import Derived, RotationCheck, check_rotation
 from evalpack.core.layout import ROTATIONS, PackLayout, rotation_name
 from evalpack.data.generate import arrow_schema
 from evalpack.data.tables import write_rotation
-from evalpack.spec.reader import Spec
+from evalpack.spec.model import Spec
 
 Rows = dict[str, dict[str, int]]  # rotation folder (seed_42) -> table -> rows written
 

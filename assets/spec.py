@@ -8,7 +8,8 @@ from pydantic import Field
 
 from assets.common import CODE_VERSION, GROUP, PACKS, EvalpackResource
 from evalpack.core.errors import EvalpackError
-from evalpack.spec.reader import Spec, load_spec
+from evalpack.spec.model import Spec
+from evalpack.spec.reader import load_spec
 
 
 class SpecConfig(Config):

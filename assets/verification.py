@@ -10,7 +10,7 @@ from evalpack.build import Checked, Derived, combine_rotations
 from evalpack.checks.nearmiss.study import study_markdown
 from evalpack.checks.verification import Verdict
 from evalpack.pack.report import report_path_beside
-from evalpack.spec.reader import Spec
+from evalpack.spec.model import Spec
 
 MAX_ROWS_SHOWN = 50
 

@@ -51,7 +51,8 @@ from evalpack.questions.derive import (
     derive_selected,
     rotation_answers,
 )
-from evalpack.spec.reader import Spec, load_spec
+from evalpack.spec.model import Spec
+from evalpack.spec.reader import load_spec
 
 Progress = Callable[[int, str, int], None]
 # below this many rows a rotation is small: written in this process unless the caller's worker processes are

@@ -21,13 +21,13 @@ from evaldata.platforms.registry import close_all
 
 from evalpack.build import build_pack
 from evalpack.cli import main
-from evalpack.core.errors import EvalpackError
+from evalpack.core.errors import EvalpackError, SpecError
 from evalpack.core.layout import ATTESTATION, PackLayout
 from evalpack.core.scoring import answer_matches, expected_for, top_level_order_by
 from evalpack.dialects.translate import transpile
 from evalpack.interop.exports import DSN_ENV, REPORT
 from evalpack.pack.attest import verify_pack
-from evalpack.spec.reader import SpecError, parse_spec
+from evalpack.spec.reader import parse_spec
 
 MAX_DROP_RATE = 0.05
 BIRD = ExecutionAccuracy(row_order="ignore", multiplicity="set")  # evaldata's BIRD preset

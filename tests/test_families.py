@@ -17,7 +17,8 @@ from evalpack.data.plan import plan_pack
 from evalpack.questions.derive import derive_questions
 from evalpack.questions.difficulty import label
 from evalpack.questions.families import FAMILIES
-from evalpack.spec.reader import QuestionPlan, load_spec, parse_spec
+from evalpack.spec.model import QuestionPlan
+from evalpack.spec.reader import load_spec, parse_spec
 
 ROOT = Path(__file__).resolve().parents[1]
 NEW = {"month_over_month", "percent_change", "running_total", "quarter_total", "half_year_total", "average_per_row",

@@ -29,7 +29,8 @@ from evalpack.build import write_rotations
 from evalpack.cli import main
 from evalpack.data.plan import plan_pack
 from evalpack.data.tables import connect_tables, duckdb_types
-from evalpack.spec.reader import Spec, parse_spec
+from evalpack.spec.model import Spec
+from evalpack.spec.reader import parse_spec
 
 # A fixed set of examples in CI; EVALPACK_EXPLORE=N runs N fresh random examples instead.
 EXPLORE = int(os.environ.get("EVALPACK_EXPLORE", "0"))

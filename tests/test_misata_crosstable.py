@@ -21,7 +21,8 @@ import evalpack.spec.reader as spec_module
 from evalpack.cli import main
 from evalpack.core.errors import SpecError
 from evalpack.data.tables import connect_tables
-from evalpack.spec.reader import ChildCount, PerParent, Relationship, parse_spec
+from evalpack.spec.model import ChildCount, PerParent, Relationship
+from evalpack.spec.reader import parse_spec
 
 # Misata's evalpack format only (no evalpack extension), so `misata evalpack` reads each case as it is.
 BASE = """\

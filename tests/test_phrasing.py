@@ -16,7 +16,8 @@ from evalpack.core.errors import SpecError
 from evalpack.data.plan import plan_pack
 from evalpack.questions.derive import derive_questions
 from evalpack.questions.phrasing import SQL_PHRASING, article
-from evalpack.spec.reader import QuestionPlan, load_spec, parse_spec
+from evalpack.spec.model import QuestionPlan
+from evalpack.spec.reader import load_spec, parse_spec
 from evalpack.spec.semantics import Semantics, column_words
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -10,10 +10,12 @@ from pathlib import Path
 
 import pytest
 
+from evalpack.core.errors import SpecError
 from evalpack.data.plan import plan_pack
 from evalpack.questions.derive import derive_selected
 from evalpack.spec.kinds import KINDS
-from evalpack.spec.reader import DEFAULT_MIX, QuestionPlan, SpecError, load_spec, parse_spec
+from evalpack.spec.model import DEFAULT_MIX, QuestionPlan
+from evalpack.spec.reader import load_spec, parse_spec
 
 ROOT = Path(__file__).resolve().parents[1]
 COMPLEX = {"window", "cte", "subquery", "having", "join"}

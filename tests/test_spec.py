@@ -612,7 +612,7 @@ def test_the_json_schema_accepts_other_accepted_shapes(change: tuple[str, str]) 
 
 
 def test_schema_top_level_keys_match_the_loader() -> None:
-    from evalpack.spec import reader as loader
+    from evalpack.spec import grammar as loader
     schema = json.loads(SCHEMA_FILE.read_text(encoding="utf-8"))
     assert set(schema["properties"]) == set(loader.TOP_KEYS) | set(loader.NOTED_TOP)
     assert set(schema["$defs"]["table"]["properties"]) == set(loader.TABLE_KEYS)
@@ -625,14 +625,15 @@ def test_schema_top_level_keys_match_the_loader() -> None:
 
 def test_license_and_repo_are_read_and_the_schema_knows_the_hubs_licenses() -> None:
     """`license:` is one of the Hub's identifiers (the JSON Schema lists the same ones); `repo:` is kept."""
-    from evalpack.spec import reader as loader
+    from evalpack.spec import grammar as loader
+    from evalpack.spec.reader import parse_spec
 
     schema = json.loads(SCHEMA_FILE.read_text(encoding="utf-8"))
     assert schema["properties"]["license"]["enum"] == list(loader.HUB_LICENSES)
     assert {"apache-2.0", "cc-by-4.0", "mit", "other", "unknown"} <= set(loader.HUB_LICENSES)
     text = edit("seed: 11", "license: apache-2.0\nrepo: acme/shop.evalpack_v1\nseed: 11")
-    parsed = loader.parse_spec(text, file="shop.yaml")
+    parsed = parse_spec(text, file="shop.yaml")
     assert (parsed.license, parsed.repo) == ("apache-2.0", "acme/shop.evalpack_v1")
     assert [e.message for e in _validator().iter_errors(_doc(text))] == []
-    default = loader.parse_spec(BASE, file="shop.yaml")
+    default = parse_spec(BASE, file="shop.yaml")
     assert (default.license, default.repo) == ("cc-by-4.0", None)

@@ -28,16 +28,16 @@ from evalpack.build import write_rotations
 from evalpack.core.errors import EvalpackError, SpecError
 from evalpack.data.plan import plan_pack
 from evalpack.data.tables import connect_tables
-from evalpack.spec.reader import (
+from evalpack.spec.grammar import (
     MAX_ALIAS_VALUES,
     MAX_DEPTH,
     MAX_NAME_LENGTH,
     MAX_ROTATION_ROWS,
     MAX_SPEC_BYTES,
     MAX_TABLE_ROWS,
-    Spec,
-    parse_spec,
 )
+from evalpack.spec.model import Spec
+from evalpack.spec.reader import parse_spec
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMAS = ROOT / "schemas"

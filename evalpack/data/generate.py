@@ -32,7 +32,7 @@ from evalpack.data.plan import (
 )
 from evalpack.data.textgen import text_values
 from evalpack.spec.links import NO_PARENT, ORPHAN, periods
-from evalpack.spec.reader import Branch, Column, Distribution, Spec, Table, add_months
+from evalpack.spec.model import Branch, Column, Distribution, Spec, Table, add_months
 from evalpack.spec.units import allocate, from_units, to_units
 
 EPOCH = dt.date(1970, 1, 1)

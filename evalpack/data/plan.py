@@ -20,17 +20,8 @@ import numpy as np
 from evalpack.core.errors import SpecError
 from evalpack.core.layout import rotation_name
 from evalpack.spec import links
-from evalpack.spec.reader import (
-    Column,
-    PerParent,
-    Relationship,
-    SegmentShares,
-    Spec,
-    Table,
-    add_months,
-    segment_labels,
-    segment_path,
-)
+from evalpack.spec.crosschecks import segment_labels, segment_path
+from evalpack.spec.model import Column, PerParent, Relationship, SegmentShares, Spec, Table, add_months
 from evalpack.spec.units import apportion, round_fraction, to_units
 
 BLOCK_ROWS = 1_000_000

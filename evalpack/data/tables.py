@@ -16,7 +16,7 @@ from evalpack.core.layout import DAMAGED, PackLayout
 from evalpack.core.scoring import first_line, quote_ident, quote_literal
 from evalpack.data.generate import arrow_schema, table_batches
 from evalpack.data.plan import RotationPlan
-from evalpack.spec.reader import Spec
+from evalpack.spec.model import Spec
 
 # Dictionary pages only for text (numbers and dates rarely repeat enough to pay for them);
 # decimals of up to 18 digits stored as INT64, which is smaller and faster to write and read;

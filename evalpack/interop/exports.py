@@ -63,7 +63,7 @@ from evalpack.dialects.engines import DialectEngine, DialectResult, engine_for, 
 from evalpack.dialects.postgres import DSN_ENV, dsn_from
 from evalpack.dialects.sqlite import sqlite_type, write_sqlite
 from evalpack.pack.certify import dumps
-from evalpack.spec.reader import EXPORT_FORMATS
+from evalpack.spec.grammar import EXPORT_FORMATS
 
 FORMATS = EXPORT_FORMATS
 DIALECT_OF = {"sqlite": "sqlite", "bird": "sqlite", "spider": "sqlite", "postgres": "postgres"}

@@ -20,7 +20,7 @@ from evalpack.questions.derive import SPLIT_RULE, PreviousSplits, Question, fixe
 from evalpack.questions.difficulty import RULE
 from evalpack.questions.phrasing import article
 from evalpack.spec.kinds import LEVELS
-from evalpack.spec.reader import Column, Spec, Table
+from evalpack.spec.model import Column, Spec, Table
 
 HASHES = {
     "spec_sha256": "SHA-256 (hex) of the spec file's bytes exactly as read, before any parsing; "

@@ -48,7 +48,7 @@ from evalpack.core.scoring import (
     with_holdout_key,
 )
 from evalpack.questions.derive import PreviousSplits, measure_of
-from evalpack.spec.reader import Spec
+from evalpack.spec.model import Spec
 
 SECRET_ENV = "EVALPACK_HOLDOUT_SECRET"  # the file holding the builder's holdout secret, when not the default one
 SECRET_FILE = "holdout.secret"  # the default one: in $XDG_CONFIG_HOME/evalpack, else ~/.config/evalpack

@@ -30,7 +30,7 @@ from evalpack.questions.difficulty import label
 from evalpack.questions.families import FAMILIES
 from evalpack.questions.families.base import DIALECT, Draft, Drafts, money
 from evalpack.spec.kinds import LEVELS
-from evalpack.spec.reader import Spec, add_months
+from evalpack.spec.model import Spec, add_months
 from evalpack.spec.units import from_units, round_fraction
 
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from evalpack.data.plan import AnswerKey, stable_int
 from evalpack.questions.phrasing import Wording, Words, month_words
-from evalpack.spec.reader import Spec, add_months
+from evalpack.spec.model import Spec, add_months
 from evalpack.spec.semantics import singular_of
 
 REASONS = {

@@ -55,7 +55,7 @@ from evalpack.checks.verification import map_on_cursors
 from evalpack.core import cache
 from evalpack.core.scoring import answer_matches, verdict_in_any_order
 from evalpack.questions.derive import DIALECT, Question, lean, parse_gold
-from evalpack.spec.reader import Spec
+from evalpack.spec.model import Spec
 
 # one dialect object for the thousands of mutants printed: naming the dialect made a new one for every print
 PRINTER = Dialect.get_or_raise(DIALECT)

@@ -9,7 +9,7 @@ from evalpack.data.plan import AnswerKey
 from evalpack.questions import phrasing
 from evalpack.questions.families.base import Draft, Drafts, parse
 from evalpack.questions.phrasing import Wording, Words
-from evalpack.spec.reader import Spec
+from evalpack.spec.model import Spec
 
 
 def drafts(spec: Spec, key: AnswerKey) -> Drafts:

@@ -19,7 +19,7 @@ from evalpack.questions import phrasing
 from evalpack.questions.families.base import Draft, Drafts, money, parse, ratio_answer
 from evalpack.questions.families.trends import month_start, month_text, quarters, window_sql
 from evalpack.questions.phrasing import Wording, Words, month_words, span_words
-from evalpack.spec.reader import Spec, add_months
+from evalpack.spec.model import Spec, add_months
 
 
 def period_label(run: tuple[dt.date, ...]) -> str:

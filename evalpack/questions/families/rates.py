@@ -14,7 +14,7 @@ from evalpack.questions import phrasing
 from evalpack.questions.families.base import Draft, Drafts, parse, ratio_answer
 from evalpack.questions.families.trends import window_on
 from evalpack.questions.phrasing import Wording, Words, month_words
-from evalpack.spec.reader import Spec, add_months
+from evalpack.spec.model import Spec, add_months
 
 
 def drafts(spec: Spec, key: AnswerKey) -> Drafts:

@@ -17,7 +17,7 @@ from evalpack.questions.families.base import Draft, Drafts, money, parse
 from evalpack.questions.families.periods import period_label
 from evalpack.questions.families.trends import month_start, month_text, quarters, window_sql
 from evalpack.questions.phrasing import Wording, Words, month_words
-from evalpack.spec.reader import Spec, add_months
+from evalpack.spec.model import Spec, add_months
 
 
 def _monthly(c: CurveFacts, first: dt.date, end: dt.date, text: bool = False) -> str:

@@ -18,7 +18,7 @@ from evalpack.questions.families.base import Draft, Drafts, money, parse, quote
 from evalpack.questions.families.periods import period_label
 from evalpack.questions.families.trends import quarters, window_sql
 from evalpack.questions.phrasing import Wording, Words, month_words
-from evalpack.spec.reader import Spec, add_months
+from evalpack.spec.model import Spec, add_months
 from evalpack.spec.semantics import plural_of
 from evalpack.spec.units import from_units
 

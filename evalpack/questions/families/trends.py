@@ -19,7 +19,7 @@ from evalpack.data.plan import AnswerKey, CurveFacts
 from evalpack.questions import phrasing
 from evalpack.questions.families.base import Draft, Drafts, money, parse, ratio_answer
 from evalpack.questions.phrasing import Wording, Words, month_words, span_words
-from evalpack.spec.reader import Spec, add_months
+from evalpack.spec.model import Spec, add_months
 
 
 def time_literal(day: dt.date, time_type: str) -> str:
