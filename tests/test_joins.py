@@ -15,7 +15,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from evalpack.checks.nearmiss.study import mutants_of, nullable_columns, unique_columns
+from evalpack.checks.nearmiss.operators import mutants_of
+from evalpack.checks.nearmiss.study import nullable_columns, unique_columns
 from evalpack.core.scoring import answer_matches
 from evalpack.data.plan import plan_rotation
 from evalpack.questions.derive import Question

@@ -13,11 +13,10 @@ from conftest import build_variant, spec_text
 
 from evalpack.build import build_pack
 from evalpack.checks.golden import orders_result as compared_in_order
+from evalpack.checks.nearmiss.operators import OPERATORS, mutants_of
 from evalpack.checks.nearmiss.rollup import plan_rollups
 from evalpack.checks.nearmiss.study import (
-    OPERATORS,
     build_mutants,
-    mutants_of,
     plan_runs,
     plan_study,
     prepare_mutants,

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from evalpack.checks.nearmiss.study import OPERATORS, PRINTER, mutants_of
+from evalpack.checks.nearmiss.operators import OPERATORS, mutants_of
+from evalpack.checks.nearmiss.study import PRINTER
 from evalpack.questions.derive import Question, lean, parse_gold
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "nearmiss"

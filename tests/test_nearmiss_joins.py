@@ -14,7 +14,8 @@ import duckdb
 import pytest
 import sqlglot
 
-from evalpack.checks.nearmiss.study import OPERATORS, Mutant, _prepared, mutants_of, plan_study, study_rotation
+from evalpack.checks.nearmiss.operators import OPERATORS, mutants_of
+from evalpack.checks.nearmiss.study import Mutant, _prepared, plan_study, study_rotation
 from evalpack.questions.derive import DIALECT, Question
 
 TYPES = {

@@ -12,14 +12,8 @@ import duckdb
 import pytest
 import sqlglot
 
-from evalpack.checks.nearmiss.study import (
-    OPERATORS,
-    mutants_of,
-    plan_study,
-    prepare_mutants,
-    study_rotation,
-    summarize_study,
-)
+from evalpack.checks.nearmiss.operators import OPERATORS, mutants_of
+from evalpack.checks.nearmiss.study import plan_study, prepare_mutants, study_rotation, summarize_study
 from evalpack.data.tables import duckdb_types
 from evalpack.questions.derive import DIALECT, Question
 from evalpack.spec.reader import load_spec

@@ -1,7 +1,8 @@
 """The near-miss study: plausible mistakes applied to each gold SQL, and which would pass.
 
-Takes the questions and a rotation; gives each mutant's outcome (:mod:`.study`), run many to a scan over per-
-rotation aggregates (:mod:`.cells`, :mod:`.rollup`).
+Takes the questions and a rotation; gives each mutant's outcome (:mod:`.study`), the mutants made by the operators
+of one registry (:mod:`.operators`), run many to a scan over per-rotation aggregates (:mod:`.cells`,
+:mod:`.rollup`).
 """
 
 from evalpack.core.reexport import lazy_exports
