@@ -47,7 +47,7 @@ def test_damaged_pack_files_are_one_clear_error(tmp_path):
     with pytest.raises(EvalpackError, match=re.escape(f"{pack.manifest}: not a JSON object")):
         pack.read_manifest()
     pack.questions.write_text('{"id": "q1"}\n\n[1]\n')
-    with pytest.raises(EvalpackError, match="line 3: not a question record"):
+    with pytest.raises(EvalpackError, match="questions.jsonl:3: a question record needs an id"):
         pack.read_records()
 
 
@@ -72,10 +72,22 @@ def test_a_pack_file_nested_too_deeply_or_not_utf8_is_one_clear_error(tmp_path):
     with pytest.raises(EvalpackError, match="manifest.json: JSON nested too deeply"):
         pack.read_manifest()
     pack.questions.write_text('{"id": "q1"}\n{"id": "q2", "x": ' + deep + "}\n")
-    with pytest.raises(EvalpackError, match="line 2: JSON nested too deeply"):
+    with pytest.raises(EvalpackError, match="questions.jsonl:2: not valid JSON: nested too deeply"):
         pack.read_records()
     with pytest.raises(scoring.InputError, match=r"questions.jsonl:2: not valid JSON: nested too deeply"):
         scoring.load_questions(tmp_path)
     pack.questions.write_bytes(b'{"id": "q1", "question": "\xff"}\n')
     with pytest.raises(scoring.InputError, match="not UTF-8 text"):
         scoring.load_questions(tmp_path)
+
+
+def test_every_reader_of_questions_jsonl_is_the_scorer_s(tmp_path):
+    """One reader (issue 51): PackLayout.read_records once took a repeated id that the scorer refuses."""
+    from evalpack.core.scoring import InputError, load_questions
+
+    (tmp_path / "questions.jsonl").write_text('{"id": "q1"}\n{"id": "q1"}\n', encoding="utf-8")
+    with pytest.raises(InputError, match="duplicate question id") as scorer:
+        load_questions(tmp_path)
+    with pytest.raises(EvalpackError, match="duplicate question id") as layout:
+        PackLayout(tmp_path).read_records()
+    assert str(layout.value).startswith(str(scorer.value))

@@ -13,7 +13,10 @@ __getattr__, __dir__, __all__ = lazy_exports(__name__, {
         "Finding", "audit_command", "audit_pack", "audit_rotation", "describe_link", "in_question_order",
         "infer_links", "link_of", "matches_answer", "run_query", "seal_findings", "worker_runner"
     ),
-    ".golden": ("Runner", "empty_text", "first_difference", "in_order", "shown", "typed"),
+    ".golden": (
+        "CHECKS", "MATCHES", "MEANINGS", "Runner", "empty_text", "first_difference", "in_order", "shown",
+        "typed"
+    ),
     ".nearmiss.study": (
         "Mutant", "MutantSet", "prepare_mutants", "still_studied", "study_markdown", "study_outcomes",
         "summarize_study"

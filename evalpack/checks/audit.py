@@ -49,7 +49,7 @@ from typing import Any
 import duckdb
 
 from evalpack.checks import golden as golden_rules
-from evalpack.checks.golden import Golden, Link, LinkCount, OrphanEffect, Run, Runner, count_orphans, counted, jsonable
+from evalpack.checks.golden import Golden, Link, LinkCount, OrphanEffect, Run, Runner, count_orphans, counted, read_back
 from evalpack.checks.verification import rotation_connection
 from evalpack.core.layout import PackLayout
 from evalpack.core.scoring import (
@@ -70,7 +70,7 @@ from evalpack.core.scoring import (
 from evalpack.core.scoring import run_query as run_untrusted
 
 # the golden rules live in evalpack.checks.golden; these eight are re-exported for callers that import them from here
-__all__ = ["Golden", "Link", "LinkCount", "OrphanEffect", "Run", "count_orphans", "counted", "jsonable",
+__all__ = ["Golden", "Link", "LinkCount", "OrphanEffect", "Run", "count_orphans", "counted", "read_back",
            "Finding", "audit_pack", "audit_rotation", "audit_query", "audit_command", "golden", "tie_at_limit",
            "orphan_effect", "same_rows", "run_query", "matches_answer", "infer_links", "link_of", "pack_links",
            "seal_findings", "in_question_order", "summary", "as_received_findings"]
@@ -377,8 +377,8 @@ def audit_query(con: duckdb.DuckDBPyConnection, r: dict, rotation: str, links: t
     # with a tie at the LIMIT, which tied row comes back varies from run to run: the tie is the
     # finding, and a different value from the recorded or expected one says nothing more
     steady = checks.tie is None
-    if steady and recorded is not NOT_RECORDED and not golden_rules.same_record(jsonable(recorded), now) \
-            and jsonable(recorded) != legacy:
+    if steady and recorded is not NOT_RECORDED and not golden_rules.same_record(read_back(recorded), now) \
+            and read_back(recorded) != legacy:
         also = "" if matches is None else (" (it equals the expected answer)" if matches else
                                            f" (the expected answer is {_short(expected)})")
         out.append(Finding(qid, "drift", rotation,

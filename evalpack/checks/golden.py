@@ -43,14 +43,15 @@ import sqlglot
 from sqlglot import exp
 
 from evalpack.core import cache
-from evalpack.core.scoring import ROWS_TYPE, cell_key, kept_order, parsed_order_by, quote_ident
+from evalpack.core.scoring import ROWS_TYPE, cell_key, first_line, kept_order, parsed_order_by, quote_ident
 from evalpack.questions.derive import DIALECT, parse_gold
 
 # --------------------------------------------------------------------------- results
 
 
-def jsonable(value: Any) -> Any:
-    """``value`` as it reads back from JSON (for comparing with values recorded in pack files)."""
+def read_back(value: Any) -> Any:
+    """``value`` as it reads back from a pack file's JSON (for comparing with values recorded there); not
+    :func:`evalpack.core.scoring.jsonable`, which makes a value JSON-safe for a report."""
     return json.loads(json.dumps(value, default=str))
 
 
@@ -150,7 +151,7 @@ def run_trusted(con: duckdb.DuckDBPyConnection, sql: str) -> Run:
     try:
         return Run(con.execute(sql).fetchall())
     except duckdb.Error as exc:
-        return Run(None, str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+        return Run(None, first_line(exc))
 
 
 def is_empty(rows: list[tuple]) -> bool:
@@ -677,6 +678,23 @@ def find_tie(con: duckdb.DuckDBPyConnection, sql: str, round_decimals: int | Non
 # --------------------------------------------------------------------------- all checks
 
 
+# --------------------------------------------------------------------------- the checks' names, once
+
+MATCHES, NON_EMPTY, ORPHAN_INDEPENDENT, DETERMINISTIC = "matches", "non_empty", "orphan_independent", "deterministic"
+CHECKS = (MATCHES, NON_EMPTY, ORPHAN_INDEPENDENT, DETERMINISTIC)  # in the order a drop reason lists them
+# the drop reason a failed check gives a question (manifest.json -> drops), and what each check means in a built pack
+# (certificate.json -> golden_checks; an import's certificate says what it means there)
+DROP_REASONS = {MATCHES: "mismatch", NON_EMPTY: "empty_result", ORPHAN_INDEPENDENT: "depends_on_orphans",
+                DETERMINISTIC: "tie_at_limit"}
+MEANINGS = {
+    MATCHES: "the gold SQL returns exactly the expected answer",
+    NON_EMPTY: "the result is not empty and not NULL",
+    ORPHAN_INDEPENDENT: "rewritten to exclude child rows whose parent is missing, the gold SQL still returns the "
+                        "expected answer (not applied to questions about orphans)",
+    DETERMINISTIC: "no tie at an ORDER BY ... LIMIT boundary",
+}
+
+
 @dataclass(frozen=True)
 class Golden:
     """The golden checks of one query that ran. ``orphans``/``tie``: the failure, None when it
@@ -689,15 +707,15 @@ class Golden:
     tie_applies: bool = False
 
     def failed(self) -> list[str]:
-        """The names of the failed checks (as in evalpack.checks.verification.CHECKS)."""
-        return [name for name, bad in (("non_empty", self.empty), ("orphan_independent", self.orphans),
-                                       ("deterministic", self.tie)) if bad]
+        """The names of the failed checks (of :data:`CHECKS`)."""
+        return [name for name, bad in ((NON_EMPTY, self.empty), (ORPHAN_INDEPENDENT, self.orphans),
+                                       (DETERMINISTIC, self.tie)) if bad]
 
     def checks(self) -> dict[str, bool | None]:
         """non_empty, orphan_independent, deterministic: True passed, False failed, None did not apply."""
-        return {"non_empty": not self.empty,
-                "orphan_independent": (self.orphans is None) if self.orphans_apply else None,
-                "deterministic": (self.tie is None) if self.tie_applies else None}
+        return {NON_EMPTY: not self.empty,
+                ORPHAN_INDEPENDENT: (self.orphans is None) if self.orphans_apply else None,
+                DETERMINISTIC: (self.tie is None) if self.tie_applies else None}
 
 
 def check(con: duckdb.DuckDBPyConnection, sql: str, run: Run, links: Iterable[Link | LinkCount] = (),

@@ -26,6 +26,9 @@ import duckdb
 
 from evalpack.checks import golden
 from evalpack.checks.golden import (
+    CHECKS,
+    DROP_REASONS,
+    MATCHES,
     Link,
     exclude_orphans,
     live_links,
@@ -37,7 +40,7 @@ from evalpack.checks.golden import (
 from evalpack.core import cache
 from evalpack.core.errors import EvalpackError
 from evalpack.core.layout import DAMAGED
-from evalpack.core.scoring import ROWS_TYPE, answer_matches, first_line, observed, sha256_files
+from evalpack.core.scoring import ROWS_TYPE, answer_matches, first_line, observed, quote_ident, sha256_files
 from evalpack.core.scoring import _decode_value as decode_value  # the sandbox's reply encoding: it keeps every
 from evalpack.core.scoring import _encode_value as encode_value  # type of value DuckDB returns
 from evalpack.data.tables import connect_tables
@@ -50,7 +53,6 @@ __all__ = ["Link", "exclude_orphans", "live_links", "orphan_key_tables", "orphan
 
 T = TypeVar("T")
 R = TypeVar("R")
-CHECKS = ("matches", "non_empty", "orphan_independent", "deterministic")
 
 
 @dataclass(frozen=True)
@@ -88,8 +90,7 @@ class Verdict:
                 reasons.append("error")
             reasons += o.failed_checks()
         order = ("error",) + CHECKS
-        named = {"matches": "mismatch", "non_empty": "empty_result", "orphan_independent": "depends_on_orphans",
-                 "deterministic": "tie_at_limit", "error": "error"}
+        named = {**DROP_REASONS, "error": "error"}
         return ", ".join(named[r] for r in order if r in reasons)
 
 
@@ -111,7 +112,7 @@ def check_question(con: duckdb.DuckDBPyConnection, q: Question, rotation: str, e
     about = golden.counts_orphans(q.kind, about_orphans, q.orphan_rows)
     g = golden.check(con, q.gold_sql, run, links, key_tables, about_orphans=about,
                      expected_empty=expected_empty, round_decimals=q.round_decimals, ordered=ordered, explain=False)
-    checks = (("matches", matches), *g.checks().items())
+    checks = ((MATCHES, matches), *g.checks().items())
     return Observation(rotation, observed(rows, ordered or q.answer_type != ROWS_TYPE), checks, rows=tuple(rows))
 
 
@@ -159,12 +160,12 @@ def materialize(con: duckdb.DuckDBPyConnection, max_rows: int = MATERIALIZE_ROWS
     From :data:`COMPRESS_MIN_ROWS` rows on, the tables are stored compressed (:func:`_load_compressed`)."""
     con.execute("SET enable_progress_bar = false")  # DuckDB draws a bar on a terminal for long loads
     views = [name for (name,) in con.execute("SELECT view_name FROM duckdb_views() WHERE NOT internal").fetchall()]
-    quoted = {name: '"' + name.replace('"', '""') + '"' for name in views}
+    quoted = {name: quote_ident(name) for name in views}
     total = sum(con.execute(f"SELECT COUNT(*) FROM {quoted[name]}").fetchone()[0] for name in views)
     if total > max_rows or (total >= COMPRESS_MIN_ROWS and _load_compressed(con, list(quoted.values()))):
         return con
     for name in views:
-        staged = '"__load_' + name.replace('"', '""') + '"'
+        staged = quote_ident("__load_" + name)
         con.execute(f"CREATE TABLE {staged} AS SELECT * FROM {quoted[name]}")
         con.execute(f"DROP VIEW {quoted[name]}")
         con.execute(f"ALTER TABLE {staged} RENAME TO {quoted[name]}")

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from evalpack.core.errors import EvalpackError
-from evalpack.core.scoring import MAX_QUESTIONS_BYTES, InputError, questions_text, read_bounded
+from evalpack.core.scoring import MAX_QUESTIONS_BYTES, InputError, load_questions, read_bounded
 
 CARD = "README.md"
 QUESTIONS = "questions.jsonl"
@@ -144,29 +144,15 @@ class PackLayout:
         return self.read_json(self.certificate)
 
     def read_records(self) -> list[dict]:
-        """The question records (built or imported; records without a gold query included)."""
-        path = self.questions
-        if not path.exists():
-            raise EvalpackError(f"{path}: not found; is {self.root} a pack (built or imported)?")
+        """The question records (built or imported; records without a gold query included), read by the scorer's
+        own reader (:func:`evalpack.core.scoring.load_questions`: bounded, a repeated id or a malformed record
+        refused), so that every command reads a pack's questions as its users' scores read them."""
+        if not self.questions.exists():
+            raise EvalpackError(f"{self.questions}: not found; is {self.root} a pack (built or imported)?")
         try:
-            text = questions_text(path)  # the scorer's bounds
+            return load_questions(self.root)
         except InputError as exc:
-            raise EvalpackError(str(exc)) from None
-        records = []
-        # JSON Lines: split at newlines only (a JSON string may hold U+2028, where str.splitlines splits too)
-        for number, line in enumerate(text.split("\n"), 1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise EvalpackError(f"{path}: line {number}: not JSON ({exc.msg}); the pack is damaged") from None
-            except RecursionError:
-                raise EvalpackError(f"{path}: line {number}: JSON nested too deeply; the pack is damaged") from None
-            if not isinstance(record, dict) or "id" not in record:
-                raise EvalpackError(f"{path}: line {number}: not a question record (an object with an id)")
-            records.append(record)
-        return records
+            raise EvalpackError(f"{exc}; the pack is damaged") from None
 
 
 # --------------------------------------------------------------------------- manifest.json's shape

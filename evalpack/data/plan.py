@@ -19,6 +19,7 @@ import numpy as np
 
 from evalpack.core.errors import SpecError
 from evalpack.core.layout import rotation_name
+from evalpack.core.scoring import quote_literal
 from evalpack.spec import links
 from evalpack.spec.crosschecks import segment_labels, segment_path
 from evalpack.spec.model import Column, PerParent, Relationship, SegmentShares, Spec, Table, add_months
@@ -107,7 +108,7 @@ class WaterfallFacts:
         """A row's signed movement as SQL: the amount, or (positive amounts) minus it for an outflow type."""
         if self.signed:
             return self.amount_column
-        listed = ", ".join("'" + t.replace("'", "''") + "'" for t in self.inflows)
+        listed = ", ".join(quote_literal(t) for t in self.inflows)
         return f"CASE WHEN {self.type_column} IN ({listed}) THEN {self.amount_column} ELSE -{self.amount_column} END"
 
     def stored(self, total: int) -> int:

@@ -110,7 +110,7 @@ from evalpack.checks.audit import (
     run_query,
     worker_runner,
 )
-from evalpack.checks.golden import Runner, empty_text, first_difference, in_order, shown, typed
+from evalpack.checks.golden import CHECKS, MATCHES, Runner, empty_text, first_difference, in_order, shown, typed
 from evalpack.checks.verification import Link, rotation_connection
 from evalpack.core.errors import EvalpackError
 from evalpack.core.layout import QUESTIONS, PackLayout, rotation_name
@@ -130,6 +130,7 @@ from evalpack.core.scoring import (
     out_of_memory,
     printable,
     quote_ident,
+    quote_literal,
     scorable,
     sha256_file,
     sweep_scratch,
@@ -609,10 +610,6 @@ class Source:
     warnings: list[str] = field(default_factory=list)
 
 
-def _literal(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
-
-
 def _safe_table_name(name: str) -> bool:
     return bool(name) and "/" not in name and "\\" not in name and not name.startswith(".")
 
@@ -620,12 +617,12 @@ def _safe_table_name(name: str) -> bool:
 def _write(con: duckdb.DuckDBPyConnection, select: str, name: str, out: Path, source: Source, origin: str) -> None:
     """Write one table as Parquet and CSV and record its columns and rows."""
     parquet, csv_path = out / f"{name}.parquet", out / f"{name}.csv"
-    con.execute(f"COPY ({select}) TO {_literal(str(parquet))} (FORMAT parquet, COMPRESSION zstd)").fetchall()
-    con.execute(f"COPY (SELECT * FROM read_parquet({_literal(str(parquet))})) TO {_literal(str(csv_path))} "
+    con.execute(f"COPY ({select}) TO {quote_literal(str(parquet))} (FORMAT parquet, COMPRESSION zstd)").fetchall()
+    con.execute(f"COPY (SELECT * FROM read_parquet({quote_literal(str(parquet))})) TO {quote_literal(str(csv_path))} "
                 "(FORMAT csv, HEADER true)").fetchall()
-    columns = {c: t for c, t, *_ in con.execute(f"DESCRIBE SELECT * FROM read_parquet({_literal(str(parquet))})")
+    columns = {c: t for c, t, *_ in con.execute(f"DESCRIBE SELECT * FROM read_parquet({quote_literal(str(parquet))})")
                .fetchall()}
-    rows = con.execute(f"SELECT COUNT(*) FROM read_parquet({_literal(str(parquet))})").fetchall()[0][0]
+    rows = con.execute(f"SELECT COUNT(*) FROM read_parquet({quote_literal(str(parquet))})").fetchall()[0][0]
     source.tables[name] = {"columns": columns, "rows": {ROTATION: int(rows)}, "from": origin}
 
 
@@ -837,7 +834,7 @@ class _SourceSession:
             with contextlib.suppress(duckdb.Error):  # a setting this DuckDB version does not have
                 con.execute(f"SET {setting}")
         try:
-            con.execute(f"ATTACH {_literal(str(self.path))} AS src (READ_ONLY)")
+            con.execute(f"ATTACH {quote_literal(str(self.path))} AS src (READ_ONLY)")
         except duckdb.Error as exc:
             raise _Stop("open", first_line(exc)) from None
         for setting in LOCKED_DOWN:
@@ -1366,9 +1363,9 @@ def _from_folder(path: Path, out: Path, source: Source) -> None:
             reader = "read_parquet" if suffix == ".parquet" else "read_csv"
             options = "" if suffix == ".parquet" else ", header = true"
             try:
-                _write(con, f"SELECT * FROM {reader}({_literal(str(file))}{options})", name, out, source, file.name)
+                _write(con, f"SELECT * FROM {reader}({quote_literal(str(file))}{options})", name, out, source, file.name)
             except duckdb.Error as exc:
-                raise EvalpackError(f"{file}: cannot read the table ({str(exc).splitlines()[0]})") from None
+                raise EvalpackError(f"{file}: cannot read the table ({first_line(exc)})") from None
             source.digests[file.name] = sha256_file(file)
     finally:
         con.close()
@@ -1460,7 +1457,7 @@ def classify(con: duckdb.DuckDBPyConnection, case: Case, links: tuple[LinkCount,
     record["failed_checks"] = g.failed()
     problems = _problems(g, run)
     matches = None if case.expected is None else matches_answer(record, case.expected, run.rows)
-    checks = {"matches": matches, **g.checks()}
+    checks = {MATCHES: matches, **g.checks()}
     observed_text = run.describe()
     if not answered:
         step = (f"its query returns {observed_text}; nothing to compare it with yet: add the expected answer, derived "
@@ -1628,23 +1625,16 @@ def certificate(classified: list[Classified], held: Collection[str] = ()) -> dic
         "duckdb_version": duckdb.__version__,
         "comparison": COMPARISON_RULE,
         "rotations": [ROTATION],
-        "golden_checks": {
-            "matches": "the gold SQL returns exactly the authored answer (null: no usable answer arrived)",
-            "non_empty": "the result is not empty and not NULL, unless the question is marked expected_empty",
-            "orphan_independent": "rewritten to exclude child rows whose parent is missing, the gold SQL returns "
-                                  "the same answer (null: the question is marked about_orphans, or reads no "
-                                  "child table with orphan rows)",
-            "deterministic": "no tie at an ORDER BY ... LIMIT boundary (null: no ORDER BY ... LIMIT)",
-        },
+        "golden_checks": IMPORT_MEANINGS,
         "questions": [
             {"id": c.record["id"], "status": c.record["status"],
              "results": {ROTATION: {**({} if c.record["id"] in held else {
                  "observed": c.run.value if c.run.error is None else None, "error": c.run.error}),
-                 "match": bool(c.checks and c.checks["matches"]), "checks": c.checks}}}
+                 "match": bool(c.checks and c.checks[MATCHES]), "checks": c.checks}}}
             for c in scored
         ],
         "scorable": len(scorable),
-        "all_match": bool(scorable) and all(c.checks and c.checks["matches"] for c in scorable),
+        "all_match": bool(scorable) and all(c.checks and c.checks[MATCHES] for c in scorable),
     }
 
 
@@ -1783,6 +1773,16 @@ def check_machine_paths(questions: Path, classified: list[Classified], needles: 
                 f"a path of this machine ({printable(needle.decode(errors='replace'))}); a query may read only "
                 "the pack's tables, not the settings or files of the machine that imports it: fix it and import "
                 "again")
+
+
+# what each golden check (evalpack.checks.golden.CHECKS, in that order) means for an imported question
+IMPORT_MEANINGS = dict(zip(CHECKS, (
+    "the gold SQL returns exactly the authored answer (null: no usable answer arrived)",
+    "the result is not empty and not NULL, unless the question is marked expected_empty",
+    "rewritten to exclude child rows whose parent is missing, the gold SQL returns the same answer (null: the "
+    "question is marked about_orphans, or reads no child table with orphan rows)",
+    "no tie at an ORDER BY ... LIMIT boundary (null: no ORDER BY ... LIMIT)",
+), strict=True))
 
 
 def _manifest(name: str, file_name: str, received: Received, file_sha: str, size: int, source: Source,

@@ -11,6 +11,7 @@ import duckdb
 import pyarrow
 
 from evalpack import __version__
+from evalpack.checks.golden import MEANINGS
 from evalpack.checks.verification import Verdict
 from evalpack.core.scoring import COMMITMENT_RULE, COMPARISON_RULE
 from evalpack.data.plan import RotationPlan
@@ -45,13 +46,7 @@ def certificate(verdicts: tuple[Verdict, ...], rotations: list[str]) -> dict:
         "duckdb_version": duckdb.__version__,
         "comparison": COMPARISON_RULE,
         "rotations": rotations,
-        "golden_checks": {
-            "matches": "the gold SQL returns exactly the expected answer",
-            "non_empty": "the result is not empty and not NULL",
-            "orphan_independent": "rewritten to exclude child rows whose parent is missing, the gold SQL still "
-                                  "returns the expected answer (not applied to questions about orphans)",
-            "deterministic": "no tie at an ORDER BY ... LIMIT boundary",
-        },
+        "golden_checks": dict(MEANINGS),
         "questions": [
             {
                 "id": v.question.id,

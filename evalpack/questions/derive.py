@@ -28,7 +28,8 @@ from evalpack.data.plan import AnswerKey, RotationPlan, stable_int
 from evalpack.questions import phrasing, unanswerable
 from evalpack.questions.difficulty import label
 from evalpack.questions.families import FAMILIES
-from evalpack.questions.families.base import DIALECT, Draft, Drafts, money
+from evalpack.questions.families.base import Draft, Drafts, money
+from evalpack.questions.sqltext import DIALECT, parse_sql
 from evalpack.spec.kinds import LEVELS
 from evalpack.spec.model import Spec, add_months
 from evalpack.spec.units import from_units, round_fraction
@@ -660,8 +661,9 @@ def public_numbers(plans: Sequence[RotationPlan]) -> dict[str, frozenset[str]]:
 
 @functools.lru_cache(maxsize=4096)
 def parse_gold(sql: str) -> exp.Expression:
-    """The gold SQL as an AST (DuckDB dialect)."""
-    return sqlglot.parse_one(sql, read=DIALECT)
+    """The gold SQL as an AST (:func:`~evalpack.questions.sqltext.parse_sql`), one tree per text kept: a caller
+    copies it before changing it."""
+    return parse_sql(sql)
 
 
 POSITIONS = ("line", "col", "start", "end")  # where the parser found a node, kept in its meta

@@ -32,8 +32,9 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterator
 
-import sqlglot
 from sqlglot import exp
+
+from evalpack.questions.sqltext import DIALECT, parse_sql
 
 SKILLS = (
     "aggregation", "cte", "date_arithmetic", "group_by", "having", "join", "null_handling", "order_limit", "ratio",
@@ -56,7 +57,6 @@ RULE = (
     "GROUP BY with an ORDER BY make it challenging."
 )
 
-_DIALECT = "duckdb"  # gold SQL's dialect (evalpack.questions.derive.DIALECT); not imported, so this module stays a leaf
 # points of a component that counts once per query; joins, subqueries and extra predicates count per occurrence
 _ONCE = {"cte": 5, "window": 5, "set_operation": 3, "having": 3, "group_by": 1, "order_by": 1, "case": 1,
          "date_function": 1, "ratio": 1, "rows_answer": 1}
@@ -89,7 +89,7 @@ def skills(sql: str, answer_type: str) -> tuple[str, ...]:
     >>> skills("SELECT g, SUM(a) FROM t GROUP BY g ORDER BY 2 DESC LIMIT 1", "rows")
     ('aggregation', 'group_by', 'order_limit', 'rows_answer')
     """
-    return _skills(_Nodes(_parse(sql)), answer_type)
+    return _skills(_Nodes(parse_sql(sql)), answer_type)
 
 
 def difficulty(sql: str, answer_type: str) -> str:
@@ -100,7 +100,7 @@ def difficulty(sql: str, answer_type: str) -> str:
     >>> difficulty("SELECT SUM(a) FROM t WHERE g = 'web' AND d >= DATE '2025-01-01'", "number")
     'moderate'
     """
-    return _level(_score(_Nodes(_parse(sql)), answer_type))
+    return _level(_score(_Nodes(parse_sql(sql)), answer_type))
 
 
 def label(sql: str, answer_type: str) -> tuple[str, tuple[str, ...]]:
@@ -109,12 +109,8 @@ def label(sql: str, answer_type: str) -> tuple[str, tuple[str, ...]]:
     >>> label("WITH m AS (SELECT 1 AS x) SELECT x FROM m", "integer")
     ('challenging', ('cte',))
     """
-    nodes = _Nodes(_parse(sql))
+    nodes = _Nodes(parse_sql(sql))
     return _level(_score(nodes, answer_type)), _skills(nodes, answer_type)
-
-
-def _parse(sql: str) -> exp.Expression:
-    return sqlglot.parse_one(sql, read=_DIALECT)
 
 
 class _Nodes:
@@ -270,5 +266,5 @@ def _bound(node: exp.Expression) -> tuple[str, str] | None:
         if operand.find(exp.Column) is not None and not isinstance(operand, exp.Literal):
             other = node.args[upper_side if side == lower_side else lower_side]
             if other.find(exp.Column) is None:
-                return operand.sql(dialect=_DIALECT), direction
+                return operand.sql(dialect=DIALECT), direction
     return None

@@ -8,13 +8,10 @@ from decimal import Decimal
 from fractions import Fraction
 from typing import Any
 
-import sqlglot
 from sqlglot import exp
 
 from evalpack.questions.phrasing import Wording
 from evalpack.spec.units import from_units, round_fraction
-
-DIALECT = "duckdb"
 
 
 @dataclass(frozen=True)
@@ -34,11 +31,6 @@ class Draft:
 Drafts = list[tuple[Draft, Any]]
 
 
-def parse(sql: str) -> exp.Expression:
-    """Gold SQL written as text, as an AST (DuckDB dialect): the near-miss study transforms the tree."""
-    return sqlglot.parse_one(sql, read=DIALECT)
-
-
 def money(units: int, decimals: int) -> float | int:
     """An amount of integer units (cents) as the answer: a number with ``decimals`` places, or an int."""
     value = from_units(units, decimals)
@@ -50,6 +42,3 @@ def ratio_answer(value: Fraction, decimals: int) -> float:
     return float(Decimal(round_fraction(value * 10 ** decimals)).scaleb(-decimals))
 
 
-def quote(text: str) -> str:
-    """A string as a SQL literal."""
-    return "'" + text.replace("'", "''") + "'"

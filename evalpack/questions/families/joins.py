@@ -14,12 +14,14 @@ from __future__ import annotations
 import datetime as dt
 from fractions import Fraction
 
+from evalpack.core.scoring import quote_literal
 from evalpack.data.plan import REPEAT, AnswerKey, ParentFacts, SegmentFacts
 from evalpack.questions import phrasing
-from evalpack.questions.families.base import Draft, Drafts, money, parse, quote, ratio_answer
+from evalpack.questions.families.base import Draft, Drafts, money, ratio_answer
 from evalpack.questions.families.periods import period_label, the_period
 from evalpack.questions.families.trends import quarters, window_on
 from evalpack.questions.phrasing import Wording, Words, month_words
+from evalpack.questions.sqltext import parse_sql
 from evalpack.spec.model import PerParent, Spec, add_months
 from evalpack.spec.semantics import plural_of
 from evalpack.spec.units import from_units
@@ -97,7 +99,7 @@ def segment_drafts(spec: Spec, s: SegmentFacts) -> Drafts:
         return window_on(f"t.{s.time_column}", s.time_type, start, end)
 
     for j, label in enumerate(s.labels):
-        literal = f"{names[label]} means the label {quote(label)}"
+        literal = f"{names[label]} means the label {quote_literal(label)}"
         for i, month in enumerate(s.months):
             nxt, mon = add_months(month, 1), month_words(month)
             out.append((Draft(
@@ -107,7 +109,7 @@ def segment_drafts(spec: Spec, s: SegmentFacts) -> Drafts:
                          f"In {mon}, what {m} came from {names[label]}?{tail}"),
                         phrasing.join(defined, joined, literal, w.window(s.time_column, month, nxt, mon),
                                       w.rounding_evidence(d))),
-                parse(f"SELECT ROUND(SUM(t.{s.column}), {d}) FROM {frm} WHERE {attr} = {quote(label)} "
+                parse_sql(f"SELECT ROUND(SUM(t.{s.column}), {d}) FROM {frm} WHERE {attr} = {quote_literal(label)} "
                       f"AND {window(month, nxt)}"),
                 "number", d, "segment_month", tag + (label, f"{month:%Y-%m}"), tables), money(s.totals[i][j], d)))
         first, end = s.months[0], add_months(s.months[-1], 1)
@@ -119,7 +121,7 @@ def segment_drafts(spec: Spec, s: SegmentFacts) -> Drafts:
                      f"Taking every month {span} together, what {m} did {names[label]} bring in?{tail}"),
                     phrasing.join(defined, joined, literal, w.window(s.time_column, first, end, "the period"),
                                   w.rounding_evidence(d))),
-            parse(f"SELECT ROUND(SUM(t.{s.column}), {d}) FROM {frm} WHERE {attr} = {quote(label)} "
+            parse_sql(f"SELECT ROUND(SUM(t.{s.column}), {d}) FROM {frm} WHERE {attr} = {quote_literal(label)} "
                   f"AND {window(first, end)}"),
             "number", d, "segment_total", tag + (label,), tables), money(sum(row[j] for row in s.totals), d)))
     index = {month: i for i, month in enumerate(s.months)}
@@ -147,7 +149,7 @@ def segment_drafts(spec: Spec, s: SegmentFacts) -> Drafts:
                          f"them with their totals, from the highest down.{tail}"),
                         phrasing.join(defined, joined, period, f"one answer line per {group}: its value in "
                                       f"{s.by_table}.{s.by_column}, then its total", w.rounding_evidence(d))),
-                parse(f"SELECT {attr}, ROUND(SUM(t.{s.column}), {d}) AS total FROM {frm} "
+                parse_sql(f"SELECT {attr}, ROUND(SUM(t.{s.column}), {d}) AS total FROM {frm} "
                       f"WHERE {window(run[0], nxt)} GROUP BY {attr} ORDER BY total DESC"),
                 "rows", d, "segment_ranking", tag + (f"{run[0]:%Y-%m}",), tables),
                 [[s.labels[j], money(sums[j], d)] for j in ranked]))
@@ -165,7 +167,7 @@ def segment_drafts(spec: Spec, s: SegmentFacts) -> Drafts:
                          f"with its total.{tail}"),
                         phrasing.join(defined, joined, period, f"one answer line per {group}: its value, then "
                                       "its total, in any order", w.rounding_evidence(d))),
-                parse(f"SELECT {attr}, ROUND(SUM(t.{s.column}), {d}) AS total FROM {frm} "
+                parse_sql(f"SELECT {attr}, ROUND(SUM(t.{s.column}), {d}) AS total FROM {frm} "
                       f"WHERE {window(run[0], nxt)} GROUP BY {attr} HAVING SUM(t.{s.column}) >= {from_units(bar, d)}"),
                 "rows", d, "segment_threshold", tag + (f"{run[0]:%Y-%m}",), tables),
                 [[s.labels[j], money(sums[j], d)] for j in kept]))
@@ -180,7 +182,7 @@ def segment_drafts(spec: Spec, s: SegmentFacts) -> Drafts:
                     phrasing.join(defined, f"{phrasing.article(w.one)} without a known {parent.one} has a "
                                   f"{s.table}.{column} that is empty or matches no {parent_table}.{key}", period,
                                   w.rounding_evidence(d))),
-            parse(f"SELECT ROUND(SUM(t.{s.column}), {d}) FROM {s.table} AS t LEFT JOIN {parent_table} AS p "
+            parse_sql(f"SELECT ROUND(SUM(t.{s.column}), {d}) FROM {s.table} AS t LEFT JOIN {parent_table} AS p "
                   f"ON t.{column} = p.{key} WHERE p.{key} IS NULL AND {window(run[0], nxt)}"),
             "number", d, "segment_unlinked", tag + (f"{run[0]:%Y-%m}",), (s.table, parent_table)),
             money(sum(s.unlinked[index[x]] for x in run), d)))
@@ -215,7 +217,7 @@ def parent_drafts(spec: Spec, f: ParentFacts) -> Drafts:
                      f"Count the {parent.many} with {n} or more {child.many}.",
                      f"How many {parent.many} placed {n} {child.many if n > 1 else child.one} or more?"),
                     phrasing.join(link, f"count each {parent.one} once, by its {child.many} of any date")),
-            parse(f"SELECT COUNT(*) FROM (SELECT p.{f.parent_column} FROM {f.parent_table} AS p JOIN "
+            parse_sql(f"SELECT COUNT(*) FROM (SELECT p.{f.parent_column} FROM {f.parent_table} AS p JOIN "
                   f"{f.child_table} AS c ON {on} GROUP BY p.{f.parent_column} HAVING COUNT(*) >= {n}) AS busy"),
             "integer", None, "parents_at_least", tag + (str(n),), tables), reached))
     out.append((Draft(
@@ -224,7 +226,7 @@ def parent_drafts(spec: Spec, f: ParentFacts) -> Drafts:
                  f"Count the {parent.many} that never had {phrasing.article(child.one)}.",
                  f"How many {parent.many} are there without a single {child.one}?"),
                 phrasing.join(link, f"{child.many} of any date count")),
-        parse(f"SELECT COUNT(*) FROM {f.parent_table} AS p WHERE NOT EXISTS "
+        parse_sql(f"SELECT COUNT(*) FROM {f.parent_table} AS p WHERE NOT EXISTS "
               f"(SELECT * FROM {f.child_table} AS c WHERE {on})"),
         "integer", None, "parents_without", tag, tables), counts.get(0, 0)))
     out.append((Draft(
@@ -235,7 +237,7 @@ def parent_drafts(spec: Spec, f: ParentFacts) -> Drafts:
                  f"How many {child.many} per {parent.one} are there on average? Answer to 2 decimal places."),
                 phrasing.join(link, f"average over every {parent.one}, those without {child.many} included; "
                               f"{child.many} without a known {parent.one} do not count", "round to 2 decimal places")),
-        parse(f"SELECT ROUND(CAST(COUNT(c.{f.child_column}) AS DOUBLE) / COUNT(DISTINCT p.{f.parent_column}), 2) "
+        parse_sql(f"SELECT ROUND(CAST(COUNT(c.{f.child_column}) AS DOUBLE) / COUNT(DISTINCT p.{f.parent_column}), 2) "
               f"FROM {f.parent_table} AS p LEFT JOIN {f.child_table} AS c ON {on}"),
         "number", 2, "children_per_parent", tag, tables), ratio_answer(Fraction(f.linked, f.parents), 2)))
     # per month only on a date column: on a datetime one a window a moment off moves the few rows at midnight,
@@ -251,7 +253,7 @@ def parent_drafts(spec: Spec, f: ParentFacts) -> Drafts:
                     phrasing.join(link, child.window(f.time_column, month, nxt, mon),
                                   f"count each {parent.one} once; {child.many} without a known {parent.one} "
                                   "do not count")),
-            parse(f"SELECT COUNT(DISTINCT p.{f.parent_column}) FROM {f.child_table} AS c JOIN {f.parent_table} AS p "
+            parse_sql(f"SELECT COUNT(DISTINCT p.{f.parent_column}) FROM {f.child_table} AS c JOIN {f.parent_table} AS p "
                   f"ON {on} WHERE {window}"),
             "integer", None, "active_parents", tag + (f"{month:%Y-%m}",), tables), active))
         out.append((Draft(
@@ -261,7 +263,7 @@ def parent_drafts(spec: Spec, f: ParentFacts) -> Drafts:
                      f"Count the {parent.many} with {REPEAT} {child.many} or more in {mon}."),
                     phrasing.join(link, child.window(f.time_column, month, nxt, mon),
                                   f"count each {parent.one} once, by its {child.many} of {mon} only")),
-            parse(f"SELECT COUNT(*) FROM (SELECT p.{f.parent_column} FROM {f.parent_table} AS p JOIN {f.child_table} "
+            parse_sql(f"SELECT COUNT(*) FROM (SELECT p.{f.parent_column} FROM {f.parent_table} AS p JOIN {f.child_table} "
                   f"AS c ON {on} WHERE {window} "
                   f"GROUP BY p.{f.parent_column} HAVING COUNT(*) >= {REPEAT}) AS repeat_{f.parent_table}"),
             "integer", None, "repeat_parents", tag + (f"{month:%Y-%m}",), tables), repeat))
@@ -277,7 +279,7 @@ def parent_drafts(spec: Spec, f: ParentFacts) -> Drafts:
                      "has, from the most down."),
                     phrasing.join(link, f"one answer line per {parent.one}: its {f.parent_table}.{f.parent_column}, "
                                   f"then its number of {child.many} of any date")),
-            parse(f"SELECT p.{f.parent_column}, COUNT(*) AS placed FROM {f.parent_table} AS p JOIN {f.child_table} "
+            parse_sql(f"SELECT p.{f.parent_column}, COUNT(*) AS placed FROM {f.parent_table} AS p JOIN {f.child_table} "
                   f"AS c ON {on} GROUP BY p.{f.parent_column} ORDER BY placed DESC LIMIT {n}"),
             "rows", None, "top_parents", tag, tables), [[key, count] for key, count in f.top]))
     return out
@@ -303,7 +305,7 @@ def period_drafts(spec: Spec, f: ParentFacts) -> Drafts:
                          f"Count the {parent.many} with {n} or more {things} in {when}."),
                         phrasing.join(link, scope, f"count each {parent.one} once, by its {child.many} of {when} "
                                       "only")),
-                parse(f"SELECT COUNT(*) FROM (SELECT p.{f.parent_column} FROM {f.parent_table} AS p JOIN "
+                parse_sql(f"SELECT COUNT(*) FROM (SELECT p.{f.parent_column} FROM {f.parent_table} AS p JOIN "
                       f"{f.child_table} AS c ON {on} WHERE {window} GROUP BY p.{f.parent_column} "
                       f"HAVING COUNT(*) >= {n}) AS busy"),
                 "integer", None, "period_parents_at_least", tag + (str(n),), tables),
@@ -315,7 +317,7 @@ def period_drafts(spec: Spec, f: ParentFacts) -> Drafts:
                      f"In {when}, how many {parent.many} did not have any {child.many}?"),
                     phrasing.join(link, scope, f"every {parent.one} counts, those with {child.many} only in other "
                                   "periods included")),
-            parse(f"SELECT COUNT(*) FROM {f.parent_table} AS p WHERE NOT EXISTS (SELECT * FROM {f.child_table} "
+            parse_sql(f"SELECT COUNT(*) FROM {f.parent_table} AS p WHERE NOT EXISTS (SELECT * FROM {f.child_table} "
                   f"AS c WHERE {on} AND {window})"),
             "integer", None, "period_parents_without", tag, tables), dict(period.children).get(0, 0)))
     return out

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 from evalpack.data.plan import AnswerKey
 from evalpack.questions import phrasing
-from evalpack.questions.families.base import Draft, Drafts, parse
+from evalpack.questions.families.base import Draft, Drafts
 from evalpack.questions.phrasing import Wording, Words
+from evalpack.questions.sqltext import parse_sql
 from evalpack.spec.model import Spec
 
 
@@ -26,7 +27,7 @@ def drafts(spec: Spec, key: AnswerKey) -> Drafts:
                     phrasing.join(f"{phrasing.article(child.one).capitalize()} belongs to a known {parent.one} when its "
                                   f"{k.child_table}.{k.child_column} matches {key}",
                                   f"each {child.one} counts once")),
-            parse(f"SELECT COUNT(*) FROM {k.child_table} AS c JOIN {k.parent_table} AS p "
+            parse_sql(f"SELECT COUNT(*) FROM {k.child_table} AS c JOIN {k.parent_table} AS p "
                   f"ON c.{k.child_column} = p.{k.parent_column}"),
             "integer", None, "fk_linked", ("relationship", k.child_table, k.parent_table),
             (k.child_table, k.parent_table)), k.child_rows - k.orphans - k.nulls))

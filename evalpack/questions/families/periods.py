@@ -16,9 +16,10 @@ from fractions import Fraction
 
 from evalpack.data.plan import AnswerKey, CurveFacts
 from evalpack.questions import phrasing
-from evalpack.questions.families.base import Draft, Drafts, money, parse, ratio_answer
+from evalpack.questions.families.base import Draft, Drafts, money, ratio_answer
 from evalpack.questions.families.trends import month_start, month_text, quarters, window_sql
 from evalpack.questions.phrasing import Wording, Words, month_words, span_words
+from evalpack.questions.sqltext import parse_sql
 from evalpack.spec.model import Spec, add_months
 
 
@@ -60,7 +61,7 @@ def _share(w: Words, c: CurveFacts, month: dt.date, run: tuple[dt.date, ...], ki
                               w.window(c.time_column, run[0], end, the_whole),
                               f"the share is 100 times the {m} of {mon} divided by that of {the_whole}",
                               "round to 2 decimal places")),
-        parse(f"SELECT ROUND(100 * SUM({c.column}) / (SELECT SUM({c.column}) FROM {c.table} "
+        parse_sql(f"SELECT ROUND(100 * SUM({c.column}) / (SELECT SUM({c.column}) FROM {c.table} "
               f"WHERE {window_sql(c, run[0], end)}), 2) FROM {c.table} "
               f"WHERE {window_sql(c, month, add_months(month, 1))}"),
         "number", 2, kind, ("outcome_curve", c.table, f"{month:%Y-%m}"), (c.table,))
@@ -90,7 +91,7 @@ def versus_average(w: Words, c: CurveFacts, m: str, defined: str, source: str = 
                                   f"the average month is the {m} of {the_span} divided by its {n} months; "
                                   f"the answer is {mon} minus that average, negative when below",
                                   w.rounding_evidence(d))),
-            parse(f"SELECT ROUND(SUM({summed}) - (SELECT SUM({summed}) / {n} FROM {c.table} "
+            parse_sql(f"SELECT ROUND(SUM({summed}) - (SELECT SUM({summed}) / {n} FROM {c.table} "
                   f"WHERE {window_sql(c, whole[0], end)}), {d}) FROM {c.table} "
                   f"WHERE {window_sql(c, month, add_months(month, 1))}"),
             "number", d, "versus_average", (source, c.table, f"{month:%Y-%m}"), (c.table,)),
@@ -121,7 +122,7 @@ def month_ranking(w: Words, c: CurveFacts, m: str, defined: str, kind: str = "mo
                     phrasing.join(defined, w.window(c.time_column, run[0], end, named, c.time_type),
                                   "a month is a calendar month; one answer line per month: the month as YYYY-MM, "
                                   "then its total", w.rounding_evidence(d))),
-            parse(f"WITH monthly AS (SELECT {month_text(c.time_column, c.time_type)} AS month, "
+            parse_sql(f"WITH monthly AS (SELECT {month_text(c.time_column, c.time_type)} AS month, "
                   f"SUM({measure_sql or c.column}) AS total FROM {c.table} WHERE {window_sql(c, run[0], end)} "
                   f"GROUP BY {month_start(c.time_column, c.time_type)}) "
                   f"SELECT month, ROUND(total, {d}) AS total FROM monthly ORDER BY total DESC"),
@@ -149,7 +150,7 @@ def drafts(spec: Spec, key: AnswerKey) -> Drafts:
                          f"Count the {w.many} {during}."),
                         phrasing.join(w.window(c.time_column, run[0], end, the_period(run)),
                                       f"each {w.one} counts once, whatever its other values")),
-                parse(f"SELECT COUNT(*) FROM {c.table} WHERE {window_sql(c, run[0], end)}"),
+                parse_sql(f"SELECT COUNT(*) FROM {c.table} WHERE {window_sql(c, run[0], end)}"),
                 "integer", None, kind, ("outcome_curve", c.table, f"{run[0]:%Y-%m}", f"{len(run)} months"), (c.table,)),
                 sum(rows[x] for x in run)))
         whole = c.months

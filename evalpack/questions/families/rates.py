@@ -11,9 +11,10 @@ from fractions import Fraction
 
 from evalpack.data.plan import AnswerKey
 from evalpack.questions import phrasing
-from evalpack.questions.families.base import Draft, Drafts, parse, ratio_answer
+from evalpack.questions.families.base import Draft, Drafts, ratio_answer
 from evalpack.questions.families.trends import window_on
 from evalpack.questions.phrasing import Wording, Words, month_words
+from evalpack.questions.sqltext import parse_sql
 from evalpack.spec.model import Spec, add_months
 
 
@@ -43,7 +44,7 @@ def drafts(spec: Spec, key: AnswerKey) -> Drafts:
                                       w.window(t, now, add_months(now, 1), mon),
                                       f"the answer is the share of {mon} minus that of {before}, negative for a fall",
                                       "round to 2 decimal places")),
-                parse(f"WITH monthly AS (SELECT {month} AS month, 100 * COUNT_IF({r.column}) / COUNT(*) AS share "
+                parse_sql(f"WITH monthly AS (SELECT {month} AS month, 100 * COUNT_IF({r.column}) / COUNT(*) AS share "
                       f"FROM {r.table} WHERE ({window_on(t, r.time_type, prev, add_months(prev, 1))}) "
                       f"OR ({window_on(t, r.time_type, now, add_months(now, 1))}) GROUP BY {month}), "
                       f"paired AS (SELECT month, share - LAG(share) OVER (ORDER BY month) AS change FROM monthly) "

@@ -13,10 +13,11 @@ import datetime as dt
 
 from evalpack.data.plan import AnswerKey, CurveFacts
 from evalpack.questions import phrasing
-from evalpack.questions.families.base import Draft, Drafts, money, parse
+from evalpack.questions.families.base import Draft, Drafts, money
 from evalpack.questions.families.periods import period_label
 from evalpack.questions.families.trends import month_start, month_text, quarters, window_sql
 from evalpack.questions.phrasing import Wording, Words, month_words
+from evalpack.questions.sqltext import parse_sql
 from evalpack.spec.model import Spec, add_months
 
 
@@ -62,7 +63,7 @@ def drafts(spec: Spec, key: AnswerKey) -> Drafts:
                                       f"one answer line per {g} and month of {label}: the {g}, the month as YYYY-MM, "
                                       f"then the total from {month_words(start)} through that month, in any order",
                                       w.rounding_evidence(d))),
-                parse(f"{_monthly(c, start, end, text=True)}, running AS (SELECT {gc}, month, SUM(total) OVER (PARTITION BY "
+                parse_sql(f"{_monthly(c, start, end, text=True)}, running AS (SELECT {gc}, month, SUM(total) OVER (PARTITION BY "
                       f"{gc} ORDER BY month ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS running_total "
                       f"FROM monthly) SELECT {gc}, month, ROUND(running_total, {d}) AS running_total FROM running "
                       f"WHERE month >= '{run[0]:%Y-%m}'"),
@@ -81,7 +82,7 @@ def drafts(spec: Spec, key: AnswerKey) -> Drafts:
                                       w.window(t, prev, add_months(now, 1), f"{before} and {mon} together"),
                                       f"one answer line per {g}: its value, then its {m} of {mon} minus that of "
                                       f"{before} (negative for a fall), in any order", w.rounding_evidence(d))),
-                parse(f"{_monthly(c, prev, add_months(now, 1))}, changes AS (SELECT {gc}, month, total - LAG(total) "
+                parse_sql(f"{_monthly(c, prev, add_months(now, 1))}, changes AS (SELECT {gc}, month, total - LAG(total) "
                       f"OVER (PARTITION BY {gc} ORDER BY month) AS change FROM monthly) "
                       f"SELECT {gc}, ROUND(change, {d}) AS change FROM changes WHERE change IS NOT NULL"),
                 "rows", d, "group_change", ("group_shares", c.table, f"{now:%Y-%m}"), (c.table,)), lines))

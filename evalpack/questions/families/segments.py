@@ -12,12 +12,14 @@ every near-miss mutant of those would pass.
 
 from __future__ import annotations
 
+from evalpack.core.scoring import quote_literal
 from evalpack.data.plan import AnswerKey
 from evalpack.questions import phrasing
-from evalpack.questions.families.base import Draft, Drafts, money, parse, quote
+from evalpack.questions.families.base import Draft, Drafts, money
 from evalpack.questions.families.periods import period_label
 from evalpack.questions.families.trends import quarters, window_sql
 from evalpack.questions.phrasing import Wording, Words, month_words
+from evalpack.questions.sqltext import parse_sql
 from evalpack.spec.model import Spec, add_months
 from evalpack.spec.semantics import plural_of
 from evalpack.spec.units import from_units
@@ -53,8 +55,8 @@ def drafts(spec: Spec, key: AnswerKey) -> Drafts:
                          f"By how much did {names[a]} exceed {names[b]} in {m} in {mon}?{tail}"),
                         phrasing.join(defined, literal[a], literal[b], window, "negative when the second is larger",
                                       w.rounding_evidence(d))),
-                parse(f"SELECT ROUND(SUM({c.column}) FILTER (WHERE {gc} = {quote(a)}) - SUM({c.column}) "
-                      f"FILTER (WHERE {gc} = {quote(b)}), {d}) FROM {c.table} WHERE {window_sql(c, month, nxt)}"),
+                parse_sql(f"SELECT ROUND(SUM({c.column}) FILTER (WHERE {gc} = {quote_literal(a)}) - SUM({c.column}) "
+                      f"FILTER (WHERE {gc} = {quote_literal(b)}), {d}) FROM {c.table} WHERE {window_sql(c, month, nxt)}"),
                 "number", d, "group_gap", tag + (a, b), (c.table,)), money(totals[ia] - totals[ib], d)))
         runs = [(month,) for month in c.months] + quarters(c.months, 3)
         for run in runs:
@@ -72,7 +74,7 @@ def drafts(spec: Spec, key: AnswerKey) -> Drafts:
                          f"What was the {m} of every {g} in {label}? List them from the highest down.{tail}"),
                         phrasing.join(period, f"one answer line per {g}: its value in {c.table}.{gc}, then its total",
                                       w.rounding_evidence(d))),
-                parse(f"SELECT {gc}, ROUND(SUM({c.column}), {d}) AS total FROM {c.table} "
+                parse_sql(f"SELECT {gc}, ROUND(SUM({c.column}), {d}) AS total FROM {c.table} "
                       f"WHERE {where} GROUP BY {gc} ORDER BY total DESC"),
                 "rows", d, "group_ranking", tag, (c.table,)),
                 [[c.groups[j], money(sums[j], d)] for j in order]))
@@ -91,7 +93,7 @@ def drafts(spec: Spec, key: AnswerKey) -> Drafts:
                          f"List the {plural_g} whose {m} in {label} was {amount} or more, with their totals.{tail}"),
                         phrasing.join(period, f"a {g} is one value of {c.table}.{gc}; one answer line per {g}: "
                                       f"its value, then its total, in any order", w.rounding_evidence(d))),
-                parse(f"SELECT {gc}, ROUND(SUM({c.column}), {d}) AS total FROM {c.table} WHERE {where} "
+                parse_sql(f"SELECT {gc}, ROUND(SUM({c.column}), {d}) AS total FROM {c.table} WHERE {where} "
                       f"GROUP BY {gc} HAVING SUM({c.column}) >= {from_units(bar, d)}"),
                 "rows", d, "group_threshold", tag, (c.table,)),
                 [[c.groups[j], money(sums[j], d)] for j in kept]))

@@ -17,8 +17,9 @@ from fractions import Fraction
 
 from evalpack.data.plan import AnswerKey, CurveFacts
 from evalpack.questions import phrasing
-from evalpack.questions.families.base import Draft, Drafts, money, parse, ratio_answer
+from evalpack.questions.families.base import Draft, Drafts, money, ratio_answer
 from evalpack.questions.phrasing import Wording, Words, month_words, span_words
+from evalpack.questions.sqltext import parse_sql
 from evalpack.spec.model import Spec, add_months
 
 
@@ -99,7 +100,7 @@ def drafts(spec: Spec, key: AnswerKey) -> Drafts:
                          f"How much higher or lower was the {m} in {mon} than in {before}?{tail}"),
                         phrasing.join(base, f"the change is the {m} of {mon} minus that of {before}, negative for a "
                                       f"fall", w.rounding_evidence(d))),
-                parse(f"{pair}, changes AS (SELECT month, total - LAG(total) OVER (ORDER BY month) AS change "
+                parse_sql(f"{pair}, changes AS (SELECT month, total - LAG(total) OVER (ORDER BY month) AS change "
                       f"FROM monthly) SELECT ROUND(change, {d}) FROM changes WHERE change IS NOT NULL"),
                 "number", d, "month_over_month", _tag(c, month), (c.table,)), money(change, d)))
             if c.totals[i - 1] != 0:
@@ -112,7 +113,7 @@ def drafts(spec: Spec, key: AnswerKey) -> Drafts:
                              f"percentage to 2 decimal places."),
                             phrasing.join(base, f"the percent change is 100 times ({mon} minus {before}) divided by "
                                           f"{before}, negative for a fall", "round to 2 decimal places")),
-                    parse(f"{pair}, paired AS (SELECT month, total, LAG(total) OVER (ORDER BY month) AS prev "
+                    parse_sql(f"{pair}, paired AS (SELECT month, total, LAG(total) OVER (ORDER BY month) AS prev "
                           f"FROM monthly) SELECT ROUND(100 * (total - prev) / prev, 2) FROM paired "
                           f"WHERE prev IS NOT NULL"),
                     "number", 2, "percent_change", _tag(c, month), (c.table,)),
@@ -125,7 +126,7 @@ def drafts(spec: Spec, key: AnswerKey) -> Drafts:
                          f"How much {m} had built up by the end of {mon}, counting from {month_words(first)}?{tail}"),
                         phrasing.join(base, f"the running total adds up the {m} of every month from "
                                       f"{month_words(first)} through {mon}", w.rounding_evidence(d))),
-                parse(f"{_monthly(c, first, add_months(month, 1))}, running AS (SELECT month, SUM(total) OVER "
+                parse_sql(f"{_monthly(c, first, add_months(month, 1))}, running AS (SELECT month, SUM(total) OVER "
                       f"(ORDER BY month ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS running_total "
                       f"FROM monthly) SELECT ROUND(running_total, {d}) FROM running ORDER BY month DESC LIMIT 1"),
                 "number", d, "running_total", _tag(c, month), (c.table,)), money(sum(c.totals[:i + 1]), d)))
@@ -142,7 +143,7 @@ def drafts(spec: Spec, key: AnswerKey) -> Drafts:
                              f"How much {m} was there in {label}, {span}?{tail}"),
                             phrasing.join(defined, w.window(c.time_column, run[0], nxt, label),
                                           w.rounding_evidence(d))),
-                    parse(f"SELECT ROUND(SUM({c.column}), {d}) FROM {c.table} WHERE {window_sql(c, run[0], nxt)}"),
+                    parse_sql(f"SELECT ROUND(SUM({c.column}), {d}) FROM {c.table} WHERE {window_sql(c, run[0], nxt)}"),
                     "number", d, kind, _tag(c, run[0]), (c.table,)),
                     money(sum(c.totals[index[x]] for x in run), d)))
         amount = w.col(c.column)
@@ -162,7 +163,7 @@ def drafts(spec: Spec, key: AnswerKey) -> Drafts:
                                           f"{w.many}, every {w.one} counting (one without {phrasing.article(amount)} "
                                           f"adds nothing to the sum)", w.window(c.time_column, month, nxt, mon),
                                           w.rounding_evidence(d))),
-                    parse(f"SELECT ROUND(SUM({c.column}) / COUNT(*), {d}) FROM {c.table} "
+                    parse_sql(f"SELECT ROUND(SUM({c.column}) / COUNT(*), {d}) FROM {c.table} "
                           f"WHERE {window_sql(c, month, nxt)}"),
                     "number", d, "average_per_row", _tag(c, month), (c.table,)),
                     ratio_answer(Fraction(c.totals[i], c.rows[i] * 10 ** d), d)))
@@ -177,7 +178,7 @@ def drafts(spec: Spec, key: AnswerKey) -> Drafts:
                         phrasing.join(defined, w.window(c.time_column, run[0], nxt, label),
                                       "one row per month: the month as YYYY-MM, then its total",
                                       w.rounding_evidence(d))),
-                parse(f"SELECT {month_text(c.time_column)} AS month, ROUND(SUM({c.column}), {d}) AS total "
+                parse_sql(f"SELECT {month_text(c.time_column)} AS month, ROUND(SUM({c.column}), {d}) AS total "
                       f"FROM {c.table} WHERE {window_sql(c, run[0], nxt)} GROUP BY {month_start(c.time_column)} "
                       f"ORDER BY month"),
                 "rows", d, "monthly_series", _tag(c, run[0]), (c.table,)),

@@ -13,10 +13,11 @@ import datetime as dt
 
 from evalpack.data.plan import AnswerKey, CurveFacts, WaterfallFacts
 from evalpack.questions import phrasing
-from evalpack.questions.families.base import Draft, Drafts, money, parse
+from evalpack.questions.families.base import Draft, Drafts, money
 from evalpack.questions.families.periods import month_ranking, the_period, versus_average
 from evalpack.questions.families.trends import month_start, month_text, quarters, window_on
 from evalpack.questions.phrasing import Wording, Words, month_words
+from evalpack.questions.sqltext import parse_sql
 from evalpack.spec.model import Spec, add_months
 from evalpack.spec.units import from_units
 
@@ -64,7 +65,7 @@ def drafts(spec: Spec, key: AnswerKey) -> Drafts:
                                       sign, w.window(p, first, end, "the months read", f.period_type),
                                       "one answer line per month of the quarter: the month as YYYY-MM, then its "
                                       "closing balance", w.rounding_evidence(d))),
-                parse(f"{_monthly(f, first, end, text=True)}, balances AS (SELECT month, {opening} + SUM(net) OVER (ORDER "
+                parse_sql(f"{_monthly(f, first, end, text=True)}, balances AS (SELECT month, {opening} + SUM(net) OVER (ORDER "
                       f"BY month ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS balance FROM monthly) "
                       f"SELECT month, ROUND(balance, {d}) AS balance FROM balances WHERE month >= '{run[0]:%Y-%m}' "
                       f"ORDER BY month"),
@@ -82,7 +83,7 @@ def drafts(spec: Spec, key: AnswerKey) -> Drafts:
                                       f"{w.many}", sign,
                                       w.window(p, prev, add_months(now, 1), f"{before} and {mon}", f.period_type),
                                       f"the answer is {mon}'s net minus {before}'s", w.rounding_evidence(d))),
-                parse(f"{_monthly(f, prev, add_months(now, 1))}, paired AS (SELECT month, net - LAG(net) OVER "
+                parse_sql(f"{_monthly(f, prev, add_months(now, 1))}, paired AS (SELECT month, net - LAG(net) OVER "
                       f"(ORDER BY month) AS change FROM monthly) SELECT ROUND(change, {d}) FROM paired "
                       f"WHERE change IS NOT NULL"),
                 "number", d, "net_change", ("waterfall", f.table, f"{now:%Y-%m}"), (f.table,)),
@@ -113,7 +114,7 @@ def drafts(spec: Spec, key: AnswerKey) -> Drafts:
                                       w.window(p, start, end, "the months read", f.period_type),
                                       f"one answer line per {kind_word} and month of {label}: the {kind_word}, the "
                                       f"month as YYYY-MM, then the total, in any order", w.rounding_evidence(d))),
-                parse(f"{_monthly(f, start, end, text=True, by_type=True)}, running AS (SELECT {tc}, month, SUM(net) "
+                parse_sql(f"{_monthly(f, start, end, text=True, by_type=True)}, running AS (SELECT {tc}, month, SUM(net) "
                       f"OVER (PARTITION BY {tc} ORDER BY month ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS "
                       f"total FROM monthly) SELECT {tc}, month, ROUND(total, {d}) AS total FROM running "
                       f"WHERE month >= '{run[0]:%Y-%m}'"),
