@@ -13,10 +13,18 @@ import re
 import warnings
 from pathlib import Path
 
-from dagster import ConfigurableResource, DynamicPartitionsDefinition, Failure, PreviewWarning, asset_check
-from pydantic import Field
+from dagster import (
+    ConfigurableResource,
+    DynamicPartitionsDefinition,
+    Failure,
+    InitResourceContext,
+    PreviewWarning,
+    asset_check,
+)
+from pydantic import Field, PrivateAttr
 
 from evalpack import __version__
+from evalpack.build import RotationsChecked
 
 REPO = Path(__file__).resolve().parents[1]
 GROUP = "evalpack"
@@ -55,6 +63,16 @@ class EvalpackResource(ConfigurableResource):
                                     description="Private key (PEM) signing attestations; default $EVALPACK_SIGNING_KEY")
     public_key: str | None = Field(default=None,
                                    description="Public key (PEM) the attestation check demands; unset: not checked")
+
+    # the rotations each pack's run has checked in this process (Dagster sets a resource up once per run and process)
+    _checked: dict[str, RotationsChecked] = PrivateAttr(default_factory=dict)
+
+    def setup_for_execution(self, context: InitResourceContext) -> None:
+        self._checked = {}
+
+    def rotations_checked(self, pack: str) -> RotationsChecked:
+        """What this run has checked of ``pack``'s rotations in this process (:class:`evalpack.build.RotationsChecked`)."""
+        return self._checked.setdefault(pack, RotationsChecked())
 
     def spec_path(self, pack: str) -> Path:
         return Path(self.schemas_dir) / f"{checked_key(pack)}.yaml"

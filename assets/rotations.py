@@ -2,7 +2,7 @@
 
 ``rotations`` is a graph-backed asset: ``rotation_seeds`` opens a fresh working folder and fans out
 one dynamic step per seed of the spec; ``check_rotation`` writes that rotation's tables and runs
-``evalpack.build.check_rotation`` on them (verification's golden checks, the audit's checks, the
+``evalpack.build.check_rotation`` on them (through ``evalpack.build.RotationsChecked``) (verification's golden checks, the audit's checks, the
 near-miss mutants, on one connection), exactly what ``evalpack build`` runs per rotation; and
 ``collect_rotations`` gathers the results in seed order. The number of rotations comes from the
 spec (or the run's override), so it cannot be a static partition dimension; a dynamic fan-out
@@ -26,19 +26,13 @@ from dagster import (
 from dagster_duckdb import DuckDBResource
 
 from assets.common import CODE_VERSION, GROUP, PACKS, EvalpackResource
-from evalpack.build import Derived, RotationCheck, check_rotation
+from evalpack.build import Derived, RotationCheck
 from evalpack.core.layout import ROTATIONS, PackLayout, rotation_name
 from evalpack.data.generate import arrow_schema
 from evalpack.data.tables import write_rotation
 from evalpack.spec.model import Spec
 
 Rows = dict[str, dict[str, int]]  # rotation folder (seed_42) -> table -> rows written
-
-# the checks of the rotations done so far in this process, per (run, pack): with the in-process executor the
-# steps run one after another in seed order, and each studies only the mutants that matched on every rotation
-# before it, as `evalpack build` does; steps in processes of their own (or ahead of an earlier seed) study all
-_CHECKED: dict[tuple[str, str], dict[int, RotationCheck]] = {}
-
 
 @dataclass(frozen=True)
 class Rotation:
@@ -94,30 +88,18 @@ def rotation_step(context: OpExecutionContext, spec: Spec, questions: Derived, s
         context.log.warning(f"{plan.rotation}: {warning}")
     rows = write_rotation(spec, plan, work)
     context.log.info(f"{plan.rotation}: " + ", ".join(f"{t} {n:,} rows" for t, n in rows.items()))
-    run = (context.run_id, context.partition_key)
     with duckdb.get_connection() as con:  # the engine loads the rotation into it, with its own limits
-        checked = check_rotation(spec, questions, work, seed, con=con, earlier=earlier_checks(run, seed, spec.seeds()))
-    _CHECKED.setdefault(run, {})[seed] = checked
+        # which earlier rotations' checks this one builds on is the engine's decision (RotationsChecked)
+        checked = evalpack.rotations_checked(context.partition_key).check(spec, questions, work, seed, con=con)
     passed = sum(o.passed for o in checked.observations)
     context.log.info(f"{plan.rotation}: {passed}/{len(checked.observations)} questions pass the golden checks; "
                      f"{len(checked.outcomes)} near-miss mutants run")
     return Rotation(rows, checked)
 
 
-def earlier_checks(run: tuple[str, str], seed: int, seeds: tuple[int, ...]) -> tuple[RotationCheck, ...] | None:
-    """The checks of every rotation before ``seed`` (in seed order) that this process has done in ``run``, or None
-    when one of them is not done here: then every mutant is studied (``evalpack.build.check_rotation``)."""
-    for other in [key for key in _CHECKED if key != run]:  # runs that ended: their checks are not needed again
-        del _CHECKED[other]
-    done = _CHECKED.get(run, {})
-    before = seeds[:seeds.index(seed)]
-    return tuple(done[s] for s in before) if all(s in done for s in before) else None
-
-
 @op(description="Every rotation's result in seed order, with the rows written and the tables' schema.")
 def collect_rotations(context: OpExecutionContext, spec: Spec, results: list,
                       evalpack: EvalpackResource) -> Output[list]:
-    _CHECKED.pop((context.run_id, context.partition_key), None)
     by_rotation = {r.check.rotation: r for r in results}
     ordered = [by_rotation[name] for name in spec.rotation_names()]
     rows: Rows = {r.check.rotation: r.rows for r in ordered}

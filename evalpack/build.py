@@ -17,7 +17,7 @@ import sys
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import duckdb
@@ -280,6 +280,28 @@ def check_rotation(spec: Spec, derived: Derived, pack_dir: Path, seed: int,
     with OnDemand(files, con=con) as con:
         verified = verify_and_audit(spec, derived.questions, rotation_name(seed), con, digest)
         return study_verified(spec, derived, seed, con, verified, earlier, mutants, digest)
+
+
+@dataclass
+class RotationsChecked:
+    """The checks of the rotations one run has done so far in one process, for a run that checks its rotations one
+    step at a time (Dagster's): which earlier checks a rotation may build on is decided here. All the rotations
+    before it in seed order, when every one is done here: then only the mutants that matched on all of them are
+    studied (as :func:`check_rotations` does); else none, and every mutant is studied (a step run in a process of
+    its own, or ahead of an earlier seed). The study's summary is the same either way."""
+
+    done: dict[int, RotationCheck] = field(default_factory=dict)
+
+    def earlier(self, seed: int, seeds: Sequence[int]) -> tuple[RotationCheck, ...] | None:
+        before = list(seeds)[:list(seeds).index(seed)]
+        return tuple(self.done[s] for s in before) if all(s in self.done for s in before) else None
+
+    def check(self, spec: Spec, derived: Derived, pack_dir: Path, seed: int,
+              con: duckdb.DuckDBPyConnection | None = None) -> RotationCheck:
+        """:func:`check_rotation` of ``seed``, building on what :meth:`earlier` allows; kept for the next."""
+        checked = check_rotation(spec, derived, pack_dir, seed, con=con, earlier=self.earlier(seed, spec.seeds()))
+        self.done[seed] = checked
+        return checked
 
 
 def check_rotations(spec: Spec, derived: Derived, pack_dir: Path, seeds: Iterable[int],

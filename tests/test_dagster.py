@@ -34,6 +34,7 @@ from dagster._core.storage.defs_state.base import DefsStateStorage
 from dagster_duckdb import DuckDBResource
 
 from assets import ALL_ASSETS, ALL_CHECKS, EvalpackResource
+from evalpack.build import RotationsChecked
 from pipelines.definitions import defs
 from pipelines.executors import executor
 from pipelines.schedules import weekly_rebuild
@@ -179,12 +180,19 @@ def test_materialising_every_asset_gives_the_pack_evalpack_build_gives(instance,
     cli = subprocess.Popen([sys.executable, "-m", "evalpack.cli", "build", str(SCHEMAS / "retail.yaml"), "-o",
                             str(cli_out), "--seed", "42", "--rotations", "3"], cwd=ROOT, stdout=subprocess.PIPE,
                            stderr=subprocess.STDOUT, text=True)
+    built_on = []  # what each rotation's step built on: the engine decides, the run's resource keeps the checks
+    earlier = RotationsChecked.earlier
+    monkeypatch.setattr(RotationsChecked, "earlier",
+                        lambda self, seed, seeds: built_on.append((seed, r := earlier(self, seed, seeds))) or r)
     try:
         result = build(instance, tmp_path, seed=42, rotations=3)
     finally:
         output, _ = cli.communicate(timeout=300)
     assert cli.returncode == 0, output
     assert result.success
+    # in-process steps, one after another in seed order: each studies only what the rotations before it left
+    assert [(seed, None if r is None else [c.rotation for c in r]) for seed, r in built_on] == [
+        (42, []), (43, ["seed_42"]), (44, ["seed_42", "seed_43"])]
     done = materialized(result)
     assert sorted(done) == sorted(STAGES)
     assert all(c.passed for c in checks(result).values()), checks(result)

@@ -184,3 +184,40 @@ def test_a_stage_re_exports_what_other_stages_import_from_it(stage):
         assert getattr(package, name) is not None, name
     with pytest.raises(AttributeError):
         package.no_such_name  # noqa: B018
+
+
+def module_state(path: Path) -> list[str]:
+    """Module-level names of ``path`` bound to a mutable container (a dict, list or set, displayed or built), but
+    ``__all__`` and UPPER_CASE constants."""
+    found = []
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        if isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            value = node.value
+            mutable = isinstance(value, (ast.Dict, ast.List, ast.Set, ast.DictComp, ast.ListComp, ast.SetComp)) or (
+                isinstance(value, ast.Call) and getattr(value.func, "id", None) in ("dict", "list", "set", "defaultdict"))
+            for target in targets:
+                if mutable and isinstance(target, ast.Name) and target.id != "__all__" and not (
+                        target.id.isupper() and not target.id.startswith("_")):
+                    found.append(f"{path.relative_to(ROOT).as_posix()}:{node.lineno} {target.id}")
+    return found
+
+
+def test_assets_hold_no_state():
+    """Which earlier rotations' results a step may reuse is the engine's decision (evalpack.build.RotationsChecked,
+    held by the run's resource); an asset module keeps nothing between steps (it once kept a module-level dict)."""
+    assert [s for p in sources("assets", "pipelines") for s in module_state(p)] == []
+
+
+def test_the_state_check_sees_a_module_level_dict(tmp_path, monkeypatch):
+    monkeypatch.setattr(__import__(__name__), "ROOT", tmp_path)
+    (tmp_path / "m.py").write_text("_CHECKED: dict[str, int] = {}\nLIMITS = {'a': 1}\n__all__ = ['x']\n")
+    assert module_state(tmp_path / "m.py") == ["m.py:1 _CHECKED"]
+
+
+def test_a_rotation_builds_on_every_earlier_rotation_checked_here_or_on_none():
+    from evalpack.build import RotationsChecked
+
+    checked = RotationsChecked({7: "c7", 8: "c8"})
+    assert checked.earlier(7, (7, 8, 9)) == () and checked.earlier(9, (7, 8, 9)) == ("c7", "c8")
+    assert RotationsChecked({8: "c8"}).earlier(9, (7, 8, 9)) is None  # seed 7 ran in another process
