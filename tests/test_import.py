@@ -23,7 +23,8 @@ from evalpack.checks.audit import describe_link, infer_links
 from evalpack.checks.verification import Link, gradable
 from evalpack.cli import main
 from evalpack.core.errors import EvalpackError
-from evalpack.interop.importer import HELD_OUT_STEP, ImportRefused, import_pack, parse_answer
+from evalpack.interop.importer import HELD_OUT_STEP, ImportRefused, import_pack
+from evalpack.interop.received import parse_answer
 
 SPAIN_LINKS, SPAIN_FILMS = 2662, 2661
 SPAIN_AVG_YEAR = sum(1950 + i % 70 for i in range(1, SPAIN_FILMS + 1)) / SPAIN_FILMS

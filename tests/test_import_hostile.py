@@ -138,9 +138,9 @@ def test_a_duckdb_string_agg_view_is_refused_within_bounded_memory(tmp_path):
 def test_a_view_too_large_for_the_row_bound_is_refused_before_it_is_written(tmp_path, monkeypatch):
     """The bound on rows (and bytes) per table or view is what keeps a view from filling the disk: lowered here
     so that the test stays small."""
-    import evalpack.interop.importer as importer
+    import evalpack.interop.sources as sources
 
-    monkeypatch.setattr(importer, "MAX_TABLE_ROWS", 1000)
+    monkeypatch.setattr(sources, "MAX_TABLE_ROWS", 1000)
     data = duckdb_with(tmp_path / "huge.duckdb",
                        "CREATE VIEW huge AS SELECT range AS i, repeat('x', 100) AS s FROM range(100000000)")
     pack = tmp_path / "pack"
@@ -209,7 +209,7 @@ def test_a_view_over_the_machine_s_catalogue_puts_no_machine_path_in_the_pack(tm
 
 
 def test_names_that_read_the_machine_are_found_however_they_are_written():
-    from evalpack.interop.importer import machine_name
+    from evalpack.interop.sources import machine_name
 
     names = {"duckdb_settings", "duckdb_databases", "pragma_database_list"}
     for sql, found in [
@@ -392,7 +392,7 @@ def test_the_connection_reading_a_database_file_knows_no_path_of_the_machine(tmp
     the refusal by name, straight from the worker."""
     import pyarrow as pa
 
-    from evalpack.interop.importer import SourceWorker
+    from evalpack.interop.sources import SourceWorker
 
     if kind == "sqlite":
         data = sqlite_with_view(tmp_path / "machine.sqlite", "CREATE VIEW v AS SELECT x FROM t")
@@ -454,9 +454,9 @@ def test_a_question_whose_sql_reads_the_sandbox_s_scratch_path_puts_none_in_the_
 def test_a_file_of_too_many_tables_is_refused_before_any_is_read(tmp_path, monkeypatch, kind):
     """The bound on the tables and views of one file (what keeps 2,000 empty tables from taking half a minute and
     writing 4,000 files): lowered here so that the test stays small."""
-    import evalpack.interop.importer as importer
+    import evalpack.interop.sources as sources
 
-    monkeypatch.setattr(importer, "MAX_SOURCE_OBJECTS", 5)
+    monkeypatch.setattr(sources, "MAX_SOURCE_OBJECTS", 5)
     tables = [f"CREATE TABLE t{i} (x INTEGER)" for i in range(4)] + ["CREATE VIEW v1 AS SELECT 1 AS x",
                                                                      "CREATE VIEW v2 AS SELECT 2 AS x"]
     if kind == "sqlite":
@@ -479,9 +479,9 @@ SLOW_VIEWS = [f"CREATE VIEW slow{i} AS SELECT sum(hash(range)) AS s FROM range(2
 def test_a_file_that_takes_too_long_in_all_is_refused(tmp_path, monkeypatch):
     """Each view keeps under the time limit of a batch of rows, and of a view (each takes seconds); the time for
     reading the whole file is bounded too: lowered here so that the test stays fast."""
-    import evalpack.interop.importer as importer
+    import evalpack.interop.sources as sources
 
-    monkeypatch.setattr(importer, "MAX_SOURCE_SECONDS", 2.0)
+    monkeypatch.setattr(sources, "MAX_SOURCE_SECONDS", 2.0)
     data = duckdb_with(tmp_path / "slow.duckdb", *SLOW_VIEWS)
     pack = tmp_path / "pack"
     with pytest.raises(EvalpackError) as refused:

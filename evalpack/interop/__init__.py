@@ -1,7 +1,8 @@
 """Packs in from elsewhere, packs out to other formats.
 
-Takes questions and a database someone else wrote (:mod:`.importer`) or a finished pack (:mod:`.exports`); gives a
-pack, or its SQLite, PostgreSQL, BIRD and Spider forms.
+Takes questions and a database someone else wrote (:mod:`.importer`: the questions file read by :mod:`.received`,
+the database by :mod:`.sources`) or a finished pack (:mod:`.exports`); gives a pack, or its SQLite, PostgreSQL, BIRD
+and Spider forms.
 """
 
 from evalpack.core.reexport import lazy_exports
