@@ -8,7 +8,6 @@ column, the period's first and excluded last day, a category's literal) and the 
 
 from __future__ import annotations
 
-import datetime as dt
 import functools
 import hashlib
 import json
@@ -19,20 +18,18 @@ from decimal import ROUND_HALF_EVEN, Decimal
 from fractions import Fraction
 from typing import Any
 
-import sqlglot
 from sqlglot import exp
 
 from evalpack.core import cache
 from evalpack.core.errors import SpecError
 from evalpack.data.plan import AnswerKey, RotationPlan, stable_int
-from evalpack.questions import phrasing, unanswerable
+from evalpack.questions import unanswerable
 from evalpack.questions.difficulty import label
 from evalpack.questions.families import FAMILIES
-from evalpack.questions.families.base import Draft, Drafts, money
+from evalpack.questions.families.base import Draft, Drafts
 from evalpack.questions.sqltext import DIALECT, parse_sql
 from evalpack.spec.kinds import LEVELS
-from evalpack.spec.model import Spec, add_months
-from evalpack.spec.units import from_units, round_fraction
+from evalpack.spec.model import Spec
 
 
 @dataclass(frozen=True)
@@ -94,205 +91,13 @@ class Question:
 # --------------------------------------------------------------------------- SQL pieces
 
 
-def _lit_time(day: dt.date, time_type: str) -> exp.Expression:
-    if time_type == "text":  # a text period column of 'YYYY-MM' labels, which sort as their months do
-        return exp.Literal.string(f"{day:%Y-%m}")
-    if time_type == "date":
-        return exp.cast(exp.Literal.string(day.isoformat()), exp.DataType.build("DATE"))
-    return exp.cast(exp.Literal.string(f"{day.isoformat()} 00:00:00"), exp.DataType.build("TIMESTAMP"))
-
-
-def window(column: str, start: dt.date, end: dt.date, time_type: str) -> exp.Expression:
-    """``column >= start AND column < end`` as an AST."""
-    return exp.and_(
-        exp.GTE(this=exp.column(column), expression=_lit_time(start, time_type)),
-        exp.LT(this=exp.column(column), expression=_lit_time(end, time_type)),
-    )
-
-
-def _round(e: exp.Expression, decimals: int) -> exp.Expression:
-    return exp.func("ROUND", e, exp.Literal.number(decimals))
-
-
-def _sum(column: str) -> exp.Expression:
-    return exp.func("SUM", exp.column(column))
-
-
-def _count_star() -> exp.Expression:
-    return exp.Count(this=exp.Star())
-
-
-def _eq_str(column: str, value: str) -> exp.Expression:
-    return exp.EQ(this=exp.column(column), expression=exp.Literal.string(value))
-
-
-def _select(projection: exp.Expression, table: str, where: exp.Expression | None = None) -> exp.Select:
-    q = exp.select(projection).from_(table)
-    return q.where(where) if where is not None else q
-
-
-def _rate(flagged: int, rows: int) -> float:
-    """flagged / rows rounded half-even to 4 decimals, computed exactly."""
-    scaled = Fraction(flagged * 10_000, rows)
-    return float(Decimal(round_fraction(scaled)).scaleb(-4))
-
-
-def _month_label(month: dt.date) -> str:
-    return f"{month:%Y-%m}"
-
-
 # --------------------------------------------------------------------------- families
 
 
 def _drafts(spec: Spec, key: AnswerKey) -> Drafts:
-    """Every question the answer key of one rotation yields, with that rotation's answer."""
-    out: Drafts = []
-
-    def add(draft: Draft, answer: Any) -> None:
-        out.append((draft, answer))
-
-    sem = spec.semantics
-    for c in key.curves:
-        d = c.decimals
-        words = phrasing.Words(sem, c.table)
-        first, end = c.months[0], add_months(c.months[-1], 1)
-        for month, total, rows in zip(c.months, c.totals, c.rows):
-            nxt = add_months(month, 1)
-            w = window(c.time_column, month, nxt, c.time_type)
-            tag = ("outcome_curve", c.table, _month_label(month))
-            add(Draft(f"curve_total:{c.table}.{c.column}:{month}",
-                       phrasing.period_total(words, c.column, c.time_column, month, nxt, d),
-                       _select(_round(_sum(c.column), d), c.table, w), "number", d, "period_total", tag, (c.table,)),
-                money(total, d))
-            add(Draft(f"curve_rows:{c.table}:{month}",
-                       phrasing.period_rows(words, c.time_column, month, nxt),
-                       _select(_count_star(), c.table, w), "integer", None, "period_rows", tag, (c.table,)), rows)
-        w_all = window(c.time_column, first, end, c.time_type)
-        add(Draft(f"curve_grand:{c.table}.{c.column}",
-                   phrasing.grand_total(words, c.column, c.time_column, first, c.months[-1], end, d),
-                   _select(_round(_sum(c.column), d), c.table, w_all), "number", d, "grand_total",
-                   ("outcome_curve", c.table), (c.table,)), money(sum(c.totals), d))
-        best = max(c.totals)
-        if sum(1 for t in c.totals if t == best) == 1 and len(c.months) > 1:
-            # asked over the whole table: the rows outside the declared months are too few to compete
-            peak = c.months[c.totals.index(best)]
-            year, month = exp.Year(this=exp.column(c.time_column)), exp.Month(this=exp.column(c.time_column))
-            label = exp.func("PRINTF", exp.Literal.string("%04d-%02d"), year, month)
-            # grouped by YEAR/MONTH and formatted once per group: a per-row STRFTIME is ten times slower
-            sql = (exp.select(exp.alias_(label, "month")).from_(c.table)
-                   .group_by(year.copy(), month.copy()).order_by(exp.Ordered(this=_sum(c.column), desc=True)).limit(1))
-            add(Draft(f"curve_peak:{c.table}.{c.column}",
-                       phrasing.peak_period(words, c.column, c.time_column),
-                       sql, "string", None, "peak_period", ("outcome_curve", c.table), (c.table,)),
-                _month_label(peak))
-        if c.group_column:
-            for g, label in enumerate(c.groups):
-                for m, month in enumerate(c.months):
-                    nxt = add_months(month, 1)
-                    w = exp.and_(_eq_str(c.group_column, label), window(c.time_column, month, nxt, c.time_type))
-                    add(Draft(f"group_month:{c.table}.{c.column}:{label}:{month}",
-                               phrasing.group_period_total(words, c.column, c.time_column, c.group_column, label,
-                                                           month, nxt, d),
-                               _select(_round(_sum(c.column), d), c.table, w), "number", d, "group_period_total",
-                               ("group_shares", c.table, label, _month_label(month)), (c.table,)),
-                        money(c.group_totals[m][g], d))
-                w = exp.and_(_eq_str(c.group_column, label), w_all)
-                add(Draft(f"group_total:{c.table}.{c.column}:{label}",
-                           phrasing.group_total(words, c.column, c.time_column, c.group_column, label, first,
-                                                c.months[-1], end, d),
-                           _select(_round(_sum(c.column), d), c.table, w), "number", d, "group_total",
-                           ("group_shares", c.table, label), (c.table,)),
-                    money(sum(row[g] for row in c.group_totals), d))
-
-    for r in key.rates:
-        words = phrasing.Words(sem, r.table)
-        for month, flagged, rows in zip(r.months, r.flagged, r.rows):
-            nxt = add_months(month, 1)
-            w = window(r.time_column, month, nxt, r.time_type)
-            ratio = exp.Div(
-                this=exp.cast(exp.func("COUNT_IF", exp.column(r.column)), exp.DataType.build("DOUBLE")),
-                expression=_count_star(),
-            )
-            tag = ("rate_curve", r.table, _month_label(month))
-            add(Draft(f"rate:{r.table}.{r.column}:{month}",
-                       phrasing.rate(words, r.column, r.time_column, month, nxt),
-                       _select(_round(ratio, 4), r.table, w), "number", 4, "rate", tag, (r.table,)),
-                _rate(flagged, rows))
-            add(Draft(f"flagged:{r.table}.{r.column}:{month}",
-                       phrasing.flagged_count(words, r.column, r.time_column, month, nxt),
-                       _select(_count_star(), r.table, exp.and_(w, exp.column(r.column))), "integer", None,
-                       "flagged_count", tag, (r.table,)), flagged)
-
-    for led in key.ledgers:
-        words = phrasing.Words(sem, led.table)
-        inner = (exp.select(exp.column(led.group_column)).from_(led.table).group_by(exp.column(led.group_column))
-                 .having(exp.NEQ(this=_sum(led.debit_column), expression=_sum(led.credit_column))))
-        add(Draft(f"ledger_unbalanced:{led.table}",
-                   phrasing.ledger_balance(words, led.group_column, led.debit_column, led.credit_column),
-                   exp.select(_count_star()).from_(inner.subquery("unbalanced")), "integer", None,
-                   "ledger_balance", ("balanced_ledger", led.table), (led.table,)), 0)
-        diff = exp.Sub(this=_sum(led.debit_column), expression=_sum(led.credit_column))
-        add(Draft(f"ledger_trial:{led.table}",
-                   phrasing.trial_balance(words, led.debit_column, led.credit_column, led.decimals),
-                   _select(_round(diff, led.decimals), led.table), "number", led.decimals, "trial_balance",
-                   ("balanced_ledger", led.table), (led.table,)), money(0, led.decimals))
-
-    for f in key.waterfalls:
-        d = f.decimals
-        words = phrasing.Words(sem, f.table)
-        start_text = from_units(f.starting, d)
-        first = f.months[0]
-        components = dict(f.components)
-        # the signed movement: the amount, or (every amount stored positive) minus it for an outflow type
-        movement = _sum(f.amount_column) if f.signed else exp.func("SUM", sqlglot.parse_one(f.movement_sql(),
-                                                                                            read=DIALECT))
-        inflows = None if f.signed else f.inflows
-        for m, month in enumerate(f.months):
-            nxt = add_months(month, 1)
-            w = window(f.period_column, month, nxt, f.period_type)
-            prev = f.starting if m == 0 else f.endings[m - 1]
-            tag = ("waterfall", f.table, _month_label(month))
-            add(Draft(f"wf_net:{f.table}:{month}",
-                       phrasing.waterfall_net(words, f.amount_column, f.period_column, month, nxt, d, f.type_column,
-                                              inflows, f.period_type),
-                       _select(_round(movement.copy(), d), f.table, w), "number", d, "waterfall_net", tag,
-                       (f.table,)), money(f.endings[m] - prev, d))
-            for mtype, values in components.items():
-                add(Draft(f"wf_component:{f.table}:{mtype}:{month}",
-                           phrasing.waterfall_component(words, f.amount_column, f.period_column, f.type_column, mtype,
-                                                        month, nxt, d, f.signed, f.period_type),
-                           _select(_round(_sum(f.amount_column), d), f.table,
-                                   exp.and_(_eq_str(f.type_column, mtype), w)),
-                           "number", d, "waterfall_component", tag + (mtype,), (f.table,)),
-                    money(f.stored(values[m]), d))
-            balance = exp.Add(this=exp.Literal.number(str(start_text)), expression=movement.copy())
-            add(Draft(f"wf_ending:{f.table}:{month}",
-                       phrasing.waterfall_ending(words, f.amount_column, f.period_column, str(start_text), first,
-                                                 month, nxt, d, f.type_column, inflows, f.period_type),
-                       _select(_round(balance, d), f.table, window(f.period_column, first, nxt, f.period_type)),
-                       "number", d, "waterfall_ending", tag, (f.table,)), money(f.endings[m], d))
-
-    for k in key.keys:
-        child = exp.column(k.child_column, table="c")
-        parent = exp.column(k.parent_column, table="p")
-        orphan_sql = (exp.select(_count_star()).from_(exp.alias_(exp.to_table(k.child_table), "c", table=True))
-                      .join(exp.alias_(exp.to_table(k.parent_table), "p", table=True),
-                            on=exp.EQ(this=child, expression=parent), join_type="left")
-                      .where(exp.and_(exp.Not(this=exp.Is(this=child.copy(), expression=exp.Null())),
-                                      exp.Is(this=parent.copy(), expression=exp.Null()))))
-        tag = ("relationship", k.child_table, k.parent_table)
-        child, parent = phrasing.Words(sem, k.child_table), phrasing.Words(sem, k.parent_table)
-        add(Draft(f"fk_orphans:{k.child_table}.{k.child_column}",
-                   phrasing.fk_orphans(child, parent, k.child_column, k.parent_column),
-                   orphan_sql, "integer", None, "fk_orphans", tag + ("orphans",), (k.child_table, k.parent_table)),
-            k.orphans)
-        add(Draft(f"fk_nulls:{k.child_table}.{k.child_column}",
-                   phrasing.fk_nulls(child, parent, k.child_column),
-                   _select(_count_star(), k.child_table, exp.Is(this=exp.column(k.child_column), expression=exp.Null())),
-                   "integer", None, "fk_nulls", tag, (k.child_table,)), k.nulls)
-    for family in FAMILIES:
-        out += family(spec, key)
-    return out
+    """Every question the answer key of one rotation yields, with that rotation's answer: each family's drafts, in
+    the order of :data:`~evalpack.questions.families.FAMILIES`."""
+    return [draft for family in FAMILIES for draft in family(spec, key)]
 
 
 @dataclass(frozen=True)
