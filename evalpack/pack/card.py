@@ -472,9 +472,42 @@ EXPORT_FILES = {
 }
 
 
-def render_card(pack_dir: Path) -> str:
-    """The dataset card of the pack in ``pack_dir``, from its manifest.json, questions.jsonl, certificate.json
-    and the first rows of its tables. Never reads the attestation (the card is written before it)."""
+@dataclass(frozen=True)
+class _Card:
+    """What the sections of a pack's card read, worked out once from its files (:func:`_card`)."""
+
+    pack_dir: Any
+    layout: Any
+    manifest: Any
+    questions: Any
+    cert: Any
+    name: Any
+    version: Any
+    tag: Any
+    rotations: Any
+    configs: Any
+    questions_cfg: Any
+    tables: Any
+    rotated: Any
+    qinfo: Any
+    shipped: Any
+    by_kind: Any
+    by_split: Any
+    by_type: Any
+    tool: Any
+    duckdb_version: Any
+    built_with: Any
+    first_table: Any
+    local: Any
+    repo: Any
+    repo_id: Any
+    source: Any
+    header: Any
+    answers: Any
+
+
+def _card(pack_dir: Path) -> _Card:
+
     layout = PackLayout(pack_dir)
     manifest = layout.read_manifest()
     questions = layout.read_records() if layout.questions.is_file() else []
@@ -506,7 +539,16 @@ def render_card(pack_dir: Path) -> str:
 
     answers = ("rotated (each rotation has its own expected answers; the questions config has one split per "
                "rotation)" if rotated else "shared (the same on every rotation)")
-    out = [f"---\n{header}---\n"]
+    return _Card(pack_dir, layout, manifest, questions, cert, name, version, tag, rotations, configs, questions_cfg, tables, rotated, qinfo, shipped, by_kind, by_split, by_type, tool, duckdb_version, built_with, first_table, local, repo, repo_id, source, header, answers)
+
+
+def _introduction(c: _Card) -> list[str]:
+    """The card's header, title and what the pack is."""
+    (manifest, questions, name, tag, rotations, tables, shipped, duckdb_version, built_with, first_table, source,
+        header, answers) = (c.manifest, c.questions, c.name, c.tag, c.rotations, c.tables, c.shipped,
+        c.duckdb_version, c.built_with, c.first_table, c.source, c.header, c.answers)
+    out: list[str] = []
+    out.append(f"---\n{header}---\n")
     out.append(f"# {name} evalpack ({tag})\n")
     if manifest.get("description"):
         out.append(f"{manifest['description'].strip()}\n")
@@ -543,7 +585,14 @@ def render_card(pack_dir: Path) -> str:
         f"dropped and why), `certificate.json` (every question's observed value on every rotation; a holdout "
         f"question's value is not published), `verify.py` and `attestation.intoto.json`; `rotations/` holds "
         f"the Parquet and CSV tables.\n")
+    return out
 
+
+def _how_to_load(c: _Card) -> list[str]:
+    """The card's section "How to load"."""
+    (tag, rotations, questions_cfg, tables, first_table, repo, repo_id) = (c.tag, c.rotations, c.questions_cfg,
+        c.tables, c.first_table, c.repo, c.repo_id)
+    out: list[str] = []
     out.append("## How to load\n")
     if repo:
         out.append(f"This dataset is `{repo}` on the Hub. Pin the version tag: a tag is never moved once published.\n")
@@ -579,7 +628,13 @@ def render_card(pack_dir: Path) -> str:
                "private answer key be checked when it is revealed).\n")
     out.append("Column types survive the trip: decimal amounts load as `decimal.Decimal`, dates as "
                "`datetime.date`, timestamps as `datetime.datetime`.\n")
+    return out
 
+
+def _how_to_score(c: _Card) -> list[str]:
+    """The card's section "How to score"."""
+    manifest, cert, tag, rotations, local, repo_id = c.manifest, c.cert, c.tag, c.rotations, c.local, c.repo_id
+    out: list[str] = []
     out.append("## How to score\n")
     out.append("Download the tagged snapshot: it is the pack exactly as built (this card included), and it "
                "verifies as it is, in the Hub cache or in a folder of your own. Then run its `verify.py`, which "
@@ -608,7 +663,13 @@ def render_card(pack_dir: Path) -> str:
                    + "\n".join(f"- `{k}`: {v}" for k, v in checks.items()) + "\n")
 
     out.append(exports_markdown(manifest, local, repo_id, tag))
+    return out
 
+
+def _tables(c: _Card) -> list[str]:
+    """The card's section "Tables"."""
+    pack_dir, manifest, rotations, configs, tables = c.pack_dir, c.manifest, c.rotations, c.configs, c.tables
+    out: list[str] = []
     out.append("## Tables\n")
     out.append(_table(["table", "columns", *rotations],
                       [[f"`{t.name}`", len((manifest["tables"][t.name] or {}).get("columns") or {}),
@@ -635,7 +696,14 @@ def render_card(pack_dir: Path) -> str:
             out.append(f"The first {len(rows)} rows of `{rotations[0]}`:\n\n"
                        + _table([f"`{c}`" for c in names], [[_cell(v) for v in r] for r in rows],
                                 align="l" * len(names)) + "\n")
+    return out
 
+
+def _questions(c: _Card) -> list[str]:
+    """The card's section "Questions"."""
+    (manifest, questions, rotations, qinfo, shipped, by_kind, by_split, by_type) = (c.manifest, c.questions,
+        c.rotations, c.qinfo, c.shipped, c.by_kind, c.by_split, c.by_type)
+    out: list[str] = []
     out.append("## Questions\n")
     study = (manifest.get("near_miss_study") or {}).get("families") or {}
 
@@ -690,13 +758,25 @@ def render_card(pack_dir: Path) -> str:
             lines.append(f"- answer: {_answer_text(q, rotations)}")
             out.append("\n".join(lines) + "\n")
             out.append(f"```sql\n{q['gold_sql'].strip()}\n```\n")
+    return out
 
+
+def _near_misses(c: _Card) -> list[str]:
+    """The card's section "Near misses"."""
+    manifest = c.manifest
+    out: list[str] = []
     out.append("## Near misses\n")
     out.append("Each gold SQL was mutated into plausible wrong queries (an off-by-one date bound, a swapped "
                "aggregate, a dropped filter, ...) and every mutant was rerun on every rotation. A mutant that "
                "still matches on all rotations would let a wrong query pass; the fewer, the sharper the pack.\n")
     out.append(near_miss_markdown(manifest.get("near_miss_study")) + "\n")
+    return out
 
+
+def _intended_use(c: _Card) -> list[str]:
+    """The card's section "Intended use"."""
+    rotations = c.rotations
+    out: list[str] = []
     out.append("## Intended use\n")
     out.append("- Scoring text-to-SQL systems and data agents: each question has one verified answer"
                + (", and a candidate counts only when it matches on every rotation, so a memorised or constant answer "
@@ -706,6 +786,13 @@ def render_card(pack_dir: Path) -> str:
                "two pack versions).\n"
                "- Not for training a model you then score here (it would learn the answers, not the skill), and not "
                "as a source of facts about real businesses.\n")
+    return out
+
+
+def _limitations(c: _Card) -> list[str]:
+    """The card's section "Limitations"."""
+    manifest, duckdb_version, source = c.manifest, c.duckdb_version, c.source
+    out: list[str] = []
     out.append("## Limitations\n")
     if source:
         limits = ["- **Imported data**: the questions and the database are the ones received; evalpack checked them "
@@ -729,10 +816,22 @@ def render_card(pack_dir: Path) -> str:
                   " and candidates run on DuckDB. SQL written for another engine may need translating (integer "
                   "division, date functions, NULL ordering).\n")
     out.append("".join(limits))
+    return out
 
+
+def _changelog(c: _Card) -> list[str]:
+    """The card's section "Changelog"."""
+    manifest = c.manifest
+    out: list[str] = []
     out.append("## Changelog\n")
     out.append(changelog_markdown(manifest) + "\n")
+    return out
 
+
+def _attestation(c: _Card) -> list[str]:
+    """The card's section "Verify the attestation"."""
+    local = c.local
+    out: list[str] = []
     out.append("## Verify the attestation\n")
     out.append("`attestation.intoto.json` is a DSSE envelope around an in-toto Statement v1 with one SHA-256 "
                "subject per file of the pack (every file but itself, this card included). Verify the folder "
@@ -748,7 +847,14 @@ def render_card(pack_dir: Path) -> str:
                "proves integrity only, since anyone could have rewritten it together with the files. If it reports "
                "`signature NOT CHECKED`, the pack is signed: run it again with `--public-key` and the publisher's "
                "public key to know who built it.\n")
+    return out
 
+
+def _citation(c: _Card) -> list[str]:
+    """The card's section "Citation"."""
+    (name, tag, rotations, shipped, built_with, repo, repo_id) = (c.name, c.tag, c.rotations, c.shipped,
+        c.built_with, c.repo, c.repo_id)
+    out: list[str] = []
     out.append("## Citation\n")
     key = "".join(ch if ch.isalnum() else "_" for ch in f"{name}_evalpack_{tag}")
     owner = repo_id.split("/")[0]
@@ -763,7 +869,14 @@ def render_card(pack_dir: Path) -> str:
     if not repo:
         out.append(f"Replace `{REPO_PLACEHOLDER}` with this dataset's id on the Hub (or set `repo:` in the spec and "
                    "rebuild, and the card names it).\n")
-    return "\n".join(out)
+    return out
+
+
+def render_card(pack_dir: Path) -> str:
+    """The dataset card of the pack in ``pack_dir``, from its manifest.json, questions.jsonl, certificate.json
+    and the first rows of its tables. Never reads the attestation (the card is written before it)."""
+    c = _card(pack_dir)
+    return "\n".join(part for section in (_introduction, _how_to_load, _how_to_score, _tables, _questions, _near_misses, _intended_use, _limitations, _changelog, _attestation, _citation) for part in section(c))
 
 
 def write_card(pack_dir: Path) -> Path:
