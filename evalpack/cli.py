@@ -21,6 +21,7 @@ from evalpack.core.errors import EvalpackError
 from evalpack.core.layout import PackLayout, rotation_name
 from evalpack.core.scoring import (
     PUBLIC_KEY_ENV,
+    RULES,
     InputError,
     OneLineParser,
     add_holdout_option,
@@ -33,6 +34,7 @@ from evalpack.core.scoring import (
 )
 from evalpack.dialects import SCORING_DIALECTS
 from evalpack.pack.report import pack_facts, pack_html, score_html
+from evalpack.spec.grammar import EXPORT_FORMATS
 
 #: The entry-point group through which other packages of this distribution add subcommands.
 COMMANDS = "evalpack.commands"
@@ -294,7 +296,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--candidates", required=True, help="JSONL, JSON list, or JSON object of id -> SQL")
     s.add_argument("--json", help="write the full report as JSON to this file")
     s.add_argument("--html", help="also write the report as one self-contained HTML page (charts, wrong answers)")
-    s.add_argument("--rule", choices=("spider", "bird"), default="spider", help="rule for result-set questions")
+    s.add_argument("--rule", choices=RULES, default="spider", help="rule for result-set questions")
     add_integrity_options(s)
     add_holdout_option(s)
     add_limit_options(s)
@@ -380,7 +382,7 @@ def build_parser() -> argparse.ArgumentParser:
     sv.add_argument("--idle-timeout", type=float, default=1800.0,
                     help="HTTP: seconds a session may go without a request in flight (nor an open stream) before it "
                          "closes and its episode ends (default 1800)")
-    sv.add_argument("--rule", choices=("spider", "bird"), default="spider", help="rule for result-set questions")
+    sv.add_argument("--rule", choices=RULES, default="spider", help="rule for result-set questions")
     add_integrity_options(sv)
     add_holdout_option(sv)
     add_limit_options(sv)
@@ -389,7 +391,7 @@ def build_parser() -> argparse.ArgumentParser:
     ex = sub.add_parser("export", help="write a pack where people already evaluate: a SQLite database or PostgreSQL "
                                        "dump per rotation, or the BIRD or Spider layout (gold SQL verified there)")
     ex.add_argument("pack")
-    ex.add_argument("--format", required=True, choices=("sqlite", "postgres", "bird", "spider"),
+    ex.add_argument("--format", required=True, choices=EXPORT_FORMATS,
                     help="sqlite | postgres | bird | spider")
     ex.add_argument("-o", "--output", required=True, help="folder to create (new or empty)")
     ex.add_argument("--postgres-dsn", metavar="DSN",

@@ -66,7 +66,6 @@ from evalpack.pack.certify import dumps
 from evalpack.spec.grammar import EXPORT_FORMATS
 
 FORMATS = EXPORT_FORMATS
-DIALECT_OF = {"sqlite": "sqlite", "bird": "sqlite", "spider": "sqlite", "postgres": "postgres"}
 REPORT = "export.json"
 QUESTIONS = "questions.jsonl"
 VERIFICATION_RULE = (
@@ -334,12 +333,16 @@ def write_spider_format(source: Source, result: DialectResult, folder: Path) -> 
 def write_format(fmt: str, source: Source, results: Mapping[str, DialectResult], folder: Path) -> None:
     """Write format ``fmt`` of ``source`` into ``folder`` (created), from the verification ``results``."""
     folder.mkdir(parents=True, exist_ok=True)
-    result = results.get(DIALECT_OF[fmt])
-    if fmt == "postgres":
-        write_postgres_format(source, result, folder)
-        return
-    {"sqlite": write_sqlite_format, "bird": write_bird_format, "spider": write_spider_format}[fmt](
-        source, result, folder)
+    dialect, writer = FORMAT_WRITERS[fmt]
+    writer(source, results.get(dialect), folder)
+
+
+# each export format (evalpack.spec.grammar.EXPORT_FORMATS: the spec's `exports:` and the CLI's --format read it),
+# the dialect its gold SQL is verified in and the function that writes it
+FORMAT_WRITERS = {"sqlite": ("sqlite", write_sqlite_format), "postgres": ("postgres", write_postgres_format),
+                  "bird": ("sqlite", write_bird_format), "spider": ("sqlite", write_spider_format)}
+assert tuple(FORMAT_WRITERS) == EXPORT_FORMATS, "one writer per export format, in the spec's order"
+DIALECT_OF = {fmt: dialect for fmt, (dialect, _) in FORMAT_WRITERS.items()}
 
 
 # --------------------------------------------------------------------------- reports
