@@ -17,7 +17,7 @@ from collections import Counter
 from importlib.metadata import entry_points
 from pathlib import Path
 
-from evalpack.core.errors import EvalpackError
+from evalpack.core.errors import ERROR_PREFIX, EvalpackError
 from evalpack.core.layout import PackLayout, rotation_name
 from evalpack.core.scoring import (
     PUBLIC_KEY_ENV,
@@ -67,7 +67,7 @@ def _check_pack_folder(pack: str) -> None:
 
 
 class _Parser(OneLineParser):
-    prefix = "evalpack: error: "
+    prefix = ERROR_PREFIX
 
 
 class _AtLeast(argparse.Action):
@@ -198,7 +198,7 @@ def cmd_score(args: argparse.Namespace) -> int:
     return score_command(args.pack, args.candidates, json_path=args.json, rule=args.rule,
                          public_key=args.public_key, timeout=args.timeout, memory_mb=args.memory_mb,
                          threads=args.threads, run_timeout=args.run_timeout,
-                         allow_unattested=args.allow_unattested, error_prefix="evalpack: error: ",
+                         allow_unattested=args.allow_unattested, error_prefix=ERROR_PREFIX,
                          holdout_key=args.holdout_key, on_report=render if args.html else None)
 
 
@@ -407,7 +407,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.func(args)
     except InputError as exc:  # EvalpackError included
-        print(error_text(exc, "evalpack: error: "), file=sys.stderr)
+        print(error_text(exc, ERROR_PREFIX), file=sys.stderr)
         return getattr(exc, "exit_code", 2)
     except BrokenPipeError:  # output piped into a reader that stopped early (e.g. head)
         sys.stderr.close()
@@ -415,7 +415,7 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as exc:  # a file-system error the engine did not name itself: still one line, with the path
         if not exc.filename:
             raise
-        print(printable(f"evalpack: error: {exc.filename}: {exc.strerror or exc}; check that path (a file where a "
+        print(printable(f"{ERROR_PREFIX}{exc.filename}: {exc.strerror or exc}; check that path (a file where a "
                         "folder is expected, permissions, free space)"), file=sys.stderr)
         return 2
     except KeyboardInterrupt:

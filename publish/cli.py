@@ -16,7 +16,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from evalpack.core.scoring import PUBLIC_KEY_ENV, check_report_file
+from evalpack.core.errors import ERROR_PREFIX
+from evalpack.core.scoring import PUBLIC_KEY_ENV, check_report_file, error_text
 from publish.revision import fetch_side
 
 if TYPE_CHECKING:
@@ -62,9 +63,10 @@ def publish_command(pack: str | Path, repo: str | None, *, private: bool = False
     # Hub client, the pack's checks and the card's Arrow schemas are imports that only a publish needs
     from evalpack.core.scoring import InputError, load_questions
     from publish.hub import PackRefused, checked_key, holdout_key, prepare, release, resolve_endpoint, resolve_token
-    from publish.layout import PublishError, check_repo_id
+    from publish.layout import PublishError, check_repo_id, read_manifest
 
     try:
+        read_manifest(Path(pack))  # a pack that is not there is the first thing to say, before any token is looked for
         repo = repo or _repo_of(pack)
         check_repo_id(repo)
         token = None if dry_run else resolve_token()
@@ -94,7 +96,7 @@ def publish_command(pack: str | Path, repo: str | None, *, private: bool = False
         print("nothing was sent", file=sys.stderr)
         return exc.exit_code
     except PublishError as exc:
-        print(f"evalpack publish: error: {exc}", file=sys.stderr)
+        print(error_text(exc, ERROR_PREFIX), file=sys.stderr)
         return exc.exit_code
     if result.already_published:
         print(f"already published: {result.tag_url} (commit {result.commit_sha})")

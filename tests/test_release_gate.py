@@ -120,8 +120,8 @@ def test_a_changed_answer_without_a_new_version_is_blocked_and_nothing_is_sent(h
     assert hub.repos[("dataset", REPO)].tags == before
     out = run.stdout
     assert "changes since v1.0.0:" in out  # the diff, printed before the decision
-    error = out[out.index("evalpack publish: error:"):]
-    assert out.index("changes since v1.0.0:") < out.index("evalpack publish: error:")
+    error = out[out.index("evalpack: error:"):]
+    assert out.index("changes since v1.0.0:") < out.index("evalpack: error:")
     assert f"{REPO}: release 1.0.0 blocked by the gate against the last release v1.0.0" in error
     for qid in changed:  # every question is named
         assert f"without a new version (1.0.0): {qid} (key " in error, qid

@@ -9,6 +9,9 @@ from __future__ import annotations
 
 from evalpack.core.scoring import InputError
 
+# how every command starts the one line it prints for an error a user can fix (then exit 2)
+ERROR_PREFIX = "evalpack: error: "
+
 
 class EvalpackError(InputError):
     """A user-caused error. The message names the file, where in it, and what to do.
