@@ -7,38 +7,22 @@ import bisect
 import datetime as dt
 import difflib
 import math
+from collections.abc import Callable
 from decimal import Decimal
 
 from evalpack.spec.declarations import _amount
 from evalpack.spec.grammar import MAX_ROTATION_ROWS, MAX_TABLE_ROWS
 from evalpack.spec.links import periods
-from evalpack.spec.model import Column, Relationship, SegmentShares, Spec, add_months, month_start
+from evalpack.spec.model import Column, OutcomeCurve, Relationship, SegmentShares, Spec, Table, add_months, month_start
 from evalpack.spec.yamldoc import _clip, _Reader
 
+Need = Callable[..., "Column | None"]  # a named table (and column) that must exist, of the types given
+TimeAxis = Callable[[str, str, tuple], None]  # a table planned by month on one time column only
+InRange = Callable[["Column", dt.date, tuple], None]  # a declared month inside the time column's range
 
-def _check_references(r: _Reader, spec: Spec, rel_paths: list[tuple], pp_paths: list[tuple]) -> None:
-    """Refuse names that lead nowhere and declarations that contradict each other. ``rel_paths`` and
-    ``pp_paths``: the key path of each relationship and per_parent entry (see _implied), for messages."""
-    tables = {t.name: t for t in spec.tables}
 
-    def need(table: str, column: str | None, path: tuple, types: tuple[str, ...] | None = None) -> Column | None:
-        if table not in tables:
-            close = difflib.get_close_matches(table, list(tables), n=1)
-            hint = f"; did you mean '{close[0]}'?" if close else "; declare it under tables:"
-            raise r.err(path, f"unknown table '{table}'{hint}")
-        if column is None:
-            return None
-        col = tables[table].column(column)
-        if col is None:
-            names = [c.name for c in tables[table].columns]
-            close = difflib.get_close_matches(column, names, n=1)
-            hint = f"; did you mean '{close[0]}'?" if close else f"; columns are {', '.join(names)}"
-            raise r.err(path, f"table '{table}' has no column '{column}'{hint}")
-        if types and col.type not in types:
-            raise r.err(path, f"{table}.{column} is a {col.type} column; this needs {' or '.join(types)}")
-        return col
-
-    fk_targets: set[tuple[str, str]] = set()
+def _check_relationships(r: _Reader, spec: Spec, rel_paths: list[tuple], tables: dict[str, Table], need: Need,
+                         fk_targets: set[tuple[str, str]]) -> None:
     for p, rel in zip(rel_paths, spec.relationships):
         pcol = need(rel.parent_table, rel.parent_column, p, ("int", "text"))
         need(rel.child_table, rel.child_column, p, ("foreign_key",))
@@ -52,6 +36,9 @@ def _check_references(r: _Reader, spec: Spec, rel_paths: list[tuple], pp_paths: 
         child_rows = tables[rel.child_table].rows
         if rel.orphans + rel.nulls > child_rows:
             raise r.err(p, f"orphans + nulls ({rel.orphans + rel.nulls}) exceed {rel.child_table}'s {child_rows} rows")
+
+
+def _check_foreign_keys_have_parents(r: _Reader, spec: Spec, fk_targets: set[tuple[str, str]]) -> None:
     for t in spec.tables:
         for c in t.columns:
             if c.type == "foreign_key" and (t.name, c.name) not in fk_targets:
@@ -59,25 +46,9 @@ def _check_references(r: _Reader, spec: Spec, rel_paths: list[tuple], pp_paths: 
                             f"foreign key {t.name}.{c.name} has no relationship; add one under relationships: "
                             "(or give the column `references: <table>.<key>`)")
 
-    axis: dict[str, tuple[str, tuple]] = {}
 
-    def time_axis(table: str, column: str, path: tuple) -> None:
-        if table in axis and axis[table][0] != column:
-            raise r.err(path, f"table '{table}' is already planned by month on '{axis[table][0]}'; "
-                        f"use the same time column")
-        axis[table] = (column, path)
-
-    def in_range(col: Column, month: dt.date, path: tuple) -> None:
-        if month < month_start(col.start) or month > col.end:
-            if not col.dated:
-                raise r.err(path, f"{month:%Y-%m} is outside the time column {col.name}'s range, which is 2025 as it "
-                            "declares no start or end: Misata dates the rows inside the declared months; write the "
-                            f"range on the column: start: \"{month_start(month)}\" (or earlier) and an end on or after the last "
-                            "declared month's last day")
-            raise r.err(path, f"{month:%Y-%m} is outside the time column's range {col.start} to {col.end}; "
-                        "move the point or widen the column's start/end")
-
-    curves = {}
+def _check_outcome_curves(r: _Reader, spec: Spec, need: Need, time_axis: TimeAxis, in_range: InRange, curves:
+                          dict[tuple[str, str], OutcomeCurve]) -> None:
     for i, c in enumerate(spec.outcome_curves):
         p = ("outcome_curves", i)
         mcol = need(c.table, c.column, p + ("column",), ("float", "int"))
@@ -101,6 +72,9 @@ def _check_references(r: _Reader, spec: Spec, rel_paths: list[tuple], pp_paths: 
             in_range(tcol, point.month, p + ("curve_points", j))
         if any(w.table == c.table for w in spec.waterfalls):
             raise r.err(p, f"table '{c.table}' holds a waterfall; a table takes one or the other")
+
+
+def _check_rate_curves(spec: Spec, need: Need, time_axis: TimeAxis, in_range: InRange) -> None:
     for i, c in enumerate(spec.rate_curves):
         p = ("rate_curves", i)
         need(c.table, c.column, p + ("column",), ("boolean",))
@@ -108,6 +82,9 @@ def _check_references(r: _Reader, spec: Spec, rel_paths: list[tuple], pp_paths: 
         time_axis(c.table, c.time_column, p)
         for j, point in enumerate(c.points):
             in_range(tcol, point.month, p + ("rate_points", j))
+
+
+def _check_group_shares(r: _Reader, spec: Spec, need: Need, curves: dict[tuple[str, str], OutcomeCurve]) -> None:
     for i, g in enumerate(spec.group_shares):
         p = ("group_shares", i)
         gcol = need(g.table, g.group_column, p + ("group_column",), ("categorical",))
@@ -124,6 +101,9 @@ def _check_references(r: _Reader, spec: Spec, rel_paths: list[tuple], pp_paths: 
         if unknown:
             raise r.err(p + ("shares",), f"{unknown} are not choices of {g.table}.{g.group_column} "
                         f"({', '.join(gcol.choices)})")
+
+
+def _check_segment_shares(r: _Reader, spec: Spec, need: Need, curves: dict[tuple[str, str], OutcomeCurve]) -> None:
     for i, g in enumerate(spec.segment_shares):
         p = ("segment_shares", i)
         by = r.written(p + ("by",))
@@ -152,6 +132,9 @@ def _check_references(r: _Reader, spec: Spec, rel_paths: list[tuple], pp_paths: 
             what = f"{g.grain}s of {g.by_table}.{g.by_column}'s range" if g.grain else \
                 f"choices of {g.by_table}.{g.by_column}"
             raise r.err(p + ("shares",), f"{unknown} are not {what} ({_clip(', '.join(labels), 200, quote=False)})")
+
+
+def _check_per_parent(r: _Reader, spec: Spec, pp_paths: list[tuple], need: Need) -> None:
     for i, (p, pp) in enumerate(zip(pp_paths, spec.per_parent)):
         need(pp.child_table, pp.child_column, r.written(p + ("child",)) if p[0] == "per_parent" else p,
              ("foreign_key",))
@@ -165,6 +148,10 @@ def _check_references(r: _Reader, spec: Spec, rel_paths: list[tuple], pp_paths: 
         if any(led.table == pp.child_table for led in spec.ledgers):
             raise r.err(p, f"{pp.child_table} is a balanced ledger, whose groups decide its keys; drop "
                         f"{'per_parent' if p[0] == 'per_parent' else 'min_children'}")
+
+
+def _check_waterfalls(r: _Reader, spec: Spec, tables: dict[str, Table], need: Need, time_axis: TimeAxis, in_range:
+                      InRange) -> None:
     for i, w in enumerate(spec.waterfalls):
         p = ("waterfalls", i)
         acol = need(w.table, w.amount_column, p + ("amount_column",))
@@ -198,16 +185,27 @@ def _check_references(r: _Reader, spec: Spec, rel_paths: list[tuple], pp_paths: 
             raise r.err(p, f"table '{w.table}' already holds a waterfall")
         if tables[w.table].column(w.amount_column).nullable:
             raise r.err(p + ("amount_column",), "a waterfall amount cannot be nullable")
+
+
+def _check_time_grids(r: _Reader, spec: Spec, need: Need, axis: dict[str, tuple[str, tuple]]) -> None:
     for i, g in enumerate(spec.time_grids):
         p = ("time_grids", i)
         need(g.table, g.column, p + ("column",), ("datetime",))
         if axis.get(g.table, (None,))[0] == g.column:
             raise r.err(p, f"{g.table}.{g.column} is the time column of a curve; a time_grid there would move "
                         "rows across period boundaries. Put the grid on another datetime column")
+
+
+def _check_per_parent_time_axis(r: _Reader, spec: Spec, pp_paths: list[tuple],
+                                axis: dict[str, tuple[str, tuple]]) -> None:
     for p, pp in zip(pp_paths, spec.per_parent):
         if pp.per and pp.child_table not in axis:
             raise r.err(p + ("per",), f"per: {pp.per} counts {pp.child_table} rows in each {pp.per} of its curve, "
                         f"and {pp.child_table} has none; give it an outcome_curves entry or drop per")
+
+
+def _check_ledgers(r: _Reader, spec: Spec, rel_paths: list[tuple], tables: dict[str, Table], need: Need, axis:
+                   dict[str, tuple[str, tuple]]) -> None:
     for i, led in enumerate(spec.ledgers):
         p = led.path or ("constraints", i)
         for col in led.group_by:
@@ -239,6 +237,63 @@ def _check_references(r: _Reader, spec: Spec, rel_paths: list[tuple], pp_paths: 
             if (rel.child_table, rel.child_column) == (led.table, led.group_by[0]) and 1 in (rel.orphans, rel.nulls):
                 raise r.err(rp, f"{led.table}.{led.group_by[0]} groups a balanced ledger: "
                             "orphans and nulls there must be 0 or at least 2 (each group balances)")
+
+
+def _check_references(r: _Reader, spec: Spec, rel_paths: list[tuple], pp_paths: list[tuple]) -> None:
+    """Refuse names that lead nowhere and declarations that contradict each other. ``rel_paths`` and
+    ``pp_paths``: the key path of each relationship and per_parent entry (see _implied), for messages."""
+    tables = {t.name: t for t in spec.tables}
+
+    def need(table: str, column: str | None, path: tuple, types: tuple[str, ...] | None = None) -> Column | None:
+        if table not in tables:
+            close = difflib.get_close_matches(table, list(tables), n=1)
+            hint = f"; did you mean '{close[0]}'?" if close else "; declare it under tables:"
+            raise r.err(path, f"unknown table '{table}'{hint}")
+        if column is None:
+            return None
+        col = tables[table].column(column)
+        if col is None:
+            names = [c.name for c in tables[table].columns]
+            close = difflib.get_close_matches(column, names, n=1)
+            hint = f"; did you mean '{close[0]}'?" if close else f"; columns are {', '.join(names)}"
+            raise r.err(path, f"table '{table}' has no column '{column}'{hint}")
+        if types and col.type not in types:
+            raise r.err(path, f"{table}.{column} is a {col.type} column; this needs {' or '.join(types)}")
+        return col
+
+    fk_targets: set[tuple[str, str]] = set()
+
+    axis: dict[str, tuple[str, tuple]] = {}
+
+    def time_axis(table: str, column: str, path: tuple) -> None:
+        if table in axis and axis[table][0] != column:
+            raise r.err(path, f"table '{table}' is already planned by month on '{axis[table][0]}'; "
+                        f"use the same time column")
+        axis[table] = (column, path)
+
+    def in_range(col: Column, month: dt.date, path: tuple) -> None:
+        if month < month_start(col.start) or month > col.end:
+            if not col.dated:
+                raise r.err(path, f"{month:%Y-%m} is outside the time column {col.name}'s range, which is 2025 as it "
+                            "declares no start or end: Misata dates the rows inside the declared months; write the "
+                            f"range on the column: start: \"{month_start(month)}\" (or earlier) and an end on or after the last "
+                            "declared month's last day")
+            raise r.err(path, f"{month:%Y-%m} is outside the time column's range {col.start} to {col.end}; "
+                        "move the point or widen the column's start/end")
+
+    curves = {}
+
+    _check_relationships(r, spec, rel_paths, tables, need, fk_targets)
+    _check_foreign_keys_have_parents(r, spec, fk_targets)
+    _check_outcome_curves(r, spec, need, time_axis, in_range, curves)
+    _check_rate_curves(spec, need, time_axis, in_range)
+    _check_group_shares(r, spec, need, curves)
+    _check_segment_shares(r, spec, need, curves)
+    _check_per_parent(r, spec, pp_paths, need)
+    _check_waterfalls(r, spec, tables, need, time_axis, in_range)
+    _check_time_grids(r, spec, need, axis)
+    _check_per_parent_time_axis(r, spec, pp_paths, axis)
+    _check_ledgers(r, spec, rel_paths, tables, need, axis)
 
 
 def _parent_of(spec: Spec, column: tuple[str, str]) -> str | None:
