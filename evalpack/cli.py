@@ -271,9 +271,8 @@ def cmd_export(args: argparse.Namespace) -> int:
     return export_command(args.pack, args.format, args.output, postgres_dsn=args.postgres_dsn)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="evalpack", description="Evaluation databases with answers fixed in advance.")
-    sub = parser.add_subparsers(dest="command", required=True)
+def _add_build_command(sub: argparse._SubParsersAction) -> None:
+    """`evalpack build` and its options."""
     b = sub.add_parser("build", help="build a pack from a spec")
     b.add_argument("spec")
     b.add_argument("-o", "--output", required=True, help="pack folder to create")
@@ -291,6 +290,9 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--signing-key", help="private key (PEM) to sign the attestation; default $EVALPACK_SIGNING_KEY")
     b.set_defaults(func=cmd_build)
 
+
+def _add_score_command(sub: argparse._SubParsersAction) -> None:
+    """`evalpack score` and its options."""
     s = sub.add_parser("score", help="score candidate SQL against a pack (same rules as the pack's verify.py)")
     s.add_argument("pack")
     s.add_argument("--candidates", required=True, help="JSONL, JSON list, or JSON object of id -> SQL")
@@ -308,6 +310,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "postgresql://USER@HOST:PORT/DB with a role that may create databases and roles")
     s.set_defaults(func=cmd_score)
 
+
+def _add_report_command(sub: argparse._SubParsersAction) -> None:
+    """`evalpack report` and its options."""
     r = sub.add_parser("report", help="write a pack's report as one self-contained HTML page (questions, "
                                       "near-miss study, audit, attestation)")
     r.add_argument("pack")
@@ -317,24 +322,29 @@ def build_parser() -> argparse.ArgumentParser:
                         "the page shows the attestation's status either way")
     r.set_defaults(func=cmd_report)
 
+
+def _add_verify_command(sub: argparse._SubParsersAction) -> None:
+    """`evalpack verify` and its options."""
     v = sub.add_parser("verify", help="check a pack's attestation, file hashes and gold SQL")
     v.add_argument("pack")
     add_integrity_options(v)
     add_holdout_option(v)
     v.set_defaults(func=cmd_verify)
 
+
+def _add_keygen_command(sub: argparse._SubParsersAction) -> None:
+    """`evalpack keygen` and its options."""
     k = sub.add_parser("keygen", help="write a signing key pair (private key mode 0600)")
     k.add_argument("directory")
     k.add_argument("--algorithm", choices=("ed25519", "ecdsa-p256"), default="ed25519")
     k.add_argument("--force", action="store_true", help="overwrite an existing key pair")
     k.set_defaults(func=cmd_keygen)
 
-    # commands of the layers above the engine (`publish`) register themselves: the engine imports none of them
-    for command in sorted(entry_points(group=COMMANDS), key=lambda ep: ep.name):
-        command.load()(sub)
 
-    i = sub.add_parser("import",
-                                        help="make a pack from questions that arrive from outside plus a database")
+
+def _add_import_command(sub: argparse._SubParsersAction) -> None:
+    """`evalpack import` and its options."""
+    i = sub.add_parser("import", help="make a pack from questions that arrive from outside plus a database")
     i.add_argument("questions", help="JSONL, JSON, or CSV with a header")
     i.add_argument("--data", required=True, help="DuckDB file, SQLite file, or folder of Parquet/CSV tables")
     i.add_argument("-o", "--output", required=True, help="pack folder to create")
@@ -347,12 +357,18 @@ def build_parser() -> argparse.ArgumentParser:
     i.add_argument("--signing-key", help="private key (PEM) to sign the attestation")
     i.set_defaults(func=cmd_import)
 
+
+def _add_audit_command(sub: argparse._SubParsersAction) -> None:
+    """`evalpack audit` and its options."""
     a = sub.add_parser("audit",
                                         help="audit a pack's golden queries (empty, drift, orphans, ties, seals)")
     a.add_argument("pack")
     a.add_argument("--json", help="write the findings as JSON to this file")
     a.set_defaults(func=cmd_audit)
 
+
+def _add_serve_command(sub: argparse._SubParsersAction) -> None:
+    """`evalpack serve` and its options."""
     sv = sub.add_parser("serve", help="serve a pack to a data agent over MCP (stdio or streamable HTTP): its tables, "
                                       "a read-only SQL sandbox, its questions and the grader")
     sv.add_argument("pack")
@@ -388,6 +404,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_limit_options(sv)
     sv.set_defaults(func=cmd_serve)
 
+
+def _add_export_command(sub: argparse._SubParsersAction) -> None:
+    """`evalpack export` and its options."""
     ex = sub.add_parser("export", help="write a pack where people already evaluate: a SQLite database or PostgreSQL "
                                        "dump per rotation, or the BIRD or Spider layout (gold SQL verified there)")
     ex.add_argument("pack")
@@ -398,6 +417,23 @@ def build_parser() -> argparse.ArgumentParser:
                     help="PostgreSQL server that verifies the postgres format's gold SQL (default "
                          "$EVALPACK_POSTGRES_DSN; without one the dumps are written and no SQL is)")
     ex.set_defaults(func=cmd_export)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="evalpack", description="Evaluation databases with answers fixed in advance.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    _add_build_command(sub)
+    _add_score_command(sub)
+    _add_report_command(sub)
+    _add_verify_command(sub)
+    _add_keygen_command(sub)
+    # commands of the layers above the engine (`publish`) register themselves: the engine imports none of them
+    for command in sorted(entry_points(group=COMMANDS), key=lambda ep: ep.name):
+        command.load()(sub)
+    _add_import_command(sub)
+    _add_audit_command(sub)
+    _add_serve_command(sub)
+    _add_export_command(sub)
     return parser
 
 
