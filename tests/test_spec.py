@@ -637,3 +637,16 @@ def test_license_and_repo_are_read_and_the_schema_knows_the_hubs_licenses() -> N
     assert [e.message for e in _validator().iter_errors(_doc(text))] == []
     default = parse_spec(BASE, file="shop.yaml")
     assert (default.license, default.repo) == ("cc-by-4.0", None)
+
+
+def test_an_export_format_is_one_entry_that_the_schema_the_cli_and_the_writers_read() -> None:
+    """The format registry (issue 51): the spec's EXPORT_FORMATS, the JSON Schema's `exports`, the writers and the
+    CLI's --format choices name the same formats in the same order."""
+    from evalpack.cli import build_parser
+    from evalpack.interop.exports import FORMAT_WRITERS
+    from evalpack.spec.grammar import EXPORT_FORMATS
+
+    schema = json.loads(SCHEMA_FILE.read_text(encoding="utf-8"))
+    assert tuple(schema["properties"]["exports"]["items"]["enum"]) == EXPORT_FORMATS == tuple(FORMAT_WRITERS)
+    export = build_parser()._subparsers._group_actions[0].choices["export"]
+    assert tuple(next(a for a in export._actions if a.dest == "format").choices) == EXPORT_FORMATS
