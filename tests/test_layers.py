@@ -25,8 +25,7 @@ MAX_MODULE_LINES = 1_500
 MAX_FUNCTION_LINES = 120
 # what is still longer, with its length today: none may grow, none may join (issue 51 splits them)
 OVERSIZE_MODULES: dict[str, int] = {}
-OVERSIZE_FUNCTIONS = {("evalpack/data/plan.py", "time_plan"): 253,
-                      # in the scorer: splitting it changes every pack's verify.py, so it waits for a scorer change
+OVERSIZE_FUNCTIONS = {  # in the scorer: splitting it changes every pack's verify.py, so it waits for a scorer change
                       (SCORER, "_inspect_misata"): 125}
 
 

@@ -22,7 +22,18 @@ from evalpack.core.layout import rotation_name
 from evalpack.core.scoring import quote_literal
 from evalpack.spec import links
 from evalpack.spec.crosschecks import segment_labels, segment_path
-from evalpack.spec.model import Column, PerParent, Relationship, SegmentShares, Spec, Table, add_months
+from evalpack.spec.model import (
+    Column,
+    GroupShares,
+    OutcomeCurve,
+    PerParent,
+    RateCurve,
+    Relationship,
+    SegmentShares,
+    Spec,
+    Table,
+    add_months,
+)
 from evalpack.spec.units import apportion, round_fraction, to_units
 
 BLOCK_ROWS = 1_000_000
@@ -490,6 +501,177 @@ class _Planner:
 
     # ---- time axis tables
 
+    def _warn_unwatched_edges(self, table: Table, time_column: str, tcol: Column, watched_before: bool,
+                              watched_after: bool) -> None:
+        """Warn when no rows can lie just outside the declared months, where an off-by-one window shows."""
+        if tcol.type == "text":
+            self.warnings.append(
+                f"{table.name}.{time_column}: a text period column holds only the declared months' labels, so an "
+                "off-by-one mistake at the outer edges cannot be caught; a date column with a month of room on each "
+                "side can")
+        elif not (watched_before and watched_after):
+            edges = " or ".join(side for side, watched in (("before", watched_before), ("after", watched_after))
+                                if not watched)
+            widen = "start and end" if not (watched_before or watched_after) else (
+                "start" if not watched_before else "end")
+            self.warnings.append(
+                f"{table.name}.{time_column}: the column's range leaves no room {edges} the declared months, so an "
+                f"off-by-one mistake at {'those outer edges' if ' or ' in edges else 'that outer edge'} cannot be "
+                f"caught; widen {widen} by a month")
+
+    def _rate_plan(self, table: Table, rate: RateCurve | None, months: list, rows: list[int], time_column: str,
+                   tcol: Column) -> tuple[list, RateFacts | None]:
+        """Each month's flagged rows of a table with a rate curve (None for every month without one), and the
+        curve's facts for the answer key."""
+        spec = self.spec
+        flagged = [None] * len(months)
+        if rate:
+            declared = [(p.month, self.value(f"{table.name}.{rate.column}.{p.month}", p.rate, 0.0, 1.0))
+                        for p in rate.points]
+            index = {m: i for i, m in enumerate(months)}
+            for point, _ in declared:
+                if point not in index:
+                    raise self.err(f"rate_curves[{spec.rate_curves.index(rate)}]", rate.line,
+                                   f"rate point {point:%Y-%m} lies outside {table.name}'s planned months "
+                                   f"{months[0]:%Y-%m} to {months[-1]:%Y-%m}")
+            own = table.column(rate.column).rate
+            if rate.interpolate:
+                rate_by_month = self._interpolate_rates(declared, months)
+                first, last = min(m for m, _ in declared), max(m for m, _ in declared)
+                if own is not None:  # the months before the first point and after the last keep the column's own
+                    rate_by_month = [r if first <= m <= last else own for m, r in zip(months, rate_by_month)]
+            else:  # Misata's `interpolate: false`: only the declared months are held; the others keep the column's
+                at = dict(declared)
+                rate_by_month = [at.get(m, 0.5 if own is None else own) for m in months]
+            flagged = [round_fraction(Fraction(r).limit_denominator(10**9) * n) for r, n in zip(rate_by_month, rows)]
+            return flagged, RateFacts(
+                table.name, rate.column, time_column, tcol.type, tuple(m for m, _ in declared),
+                tuple(flagged[index[m]] for m, _ in declared), tuple(rows[index[m]] for m, _ in declared),
+            )
+        return flagged, None
+
+    @staticmethod
+    def _time_chunks(table: Table, months: list, rows: list[int], month_cells: list, flagged: list,
+                     before_rows: int, after_rows: int, orphan_split: dict, inside_split: dict, null_split: dict,
+                     time_column: str, measure: str | None, group_column: str | None,
+                     sign_by_label: tuple[tuple[str, int], ...]) -> TablePlan:
+        """The table's plan in chunks: the rows just before the declared months, each month, the rows after."""
+        chunks, offset = [], 0
+        if before_rows:
+            chunks.append(Chunk("before", add_months(months[0], -1), before_rows, offset,
+                                orphans=tuple((n, v[0]) for n, v in orphan_split.items() if v[0])))
+            offset += before_rows
+        for m, month in enumerate(months):
+            chunks.append(Chunk("month", month, int(rows[m]), offset, tuple(month_cells[m]), flagged[m],
+                                orphans=tuple((n, int(v[m])) for n, v in inside_split.items() if v[m]),
+                                fk_nulls=tuple((n, int(v[m])) for n, v in null_split.items() if v[m])))
+            offset += int(rows[m])
+        if after_rows:
+            chunks.append(Chunk("after", add_months(months[-1], 1), after_rows, offset,
+                                orphans=tuple((n, v[1]) for n, v in orphan_split.items() if v[1])))
+            offset += after_rows
+        return TablePlan(table.name, offset, tuple(chunks), time_column, measure, group_column, sign_by_label)
+
+    def _curve_plan(self, table: Table, curve: OutcomeCurve, groups_decl: GroupShares | None, months: list,
+                    tcol: Column, time_column: str, window_rows: int, zone_rows: int
+                    ) -> tuple[list[list[Cell]], list[int], str | None, CurveFacts]:
+        """The months of a table planned by an outcome curve: each month's cells (a group's rows and total),
+        its rows, the group column and the curve's facts for the answer key."""
+        spec = self.spec
+        month_cells: list[list[Cell]] = []
+        mcol = table.column(curve.column)
+        d = mcol.decimals
+        declared = [(p.month, to_units(self.value(f"{table.name}.{curve.column}.{p.month}", p.value), d))
+                    for p in curve.points]
+        if all(u % (10 ** d) == 0 for _, u in declared) and d > 0:
+            self.warnings.append(
+                f"{table.name}.{curve.column}: every curve target is a whole number, so a 'rounded to whole "
+                f"units' mistake cannot be caught; give targets with cents (e.g. 180000.37)")
+        totals = _with_cents(_interpolate(declared, months), {m for m, _ in declared}, months, d)
+        points = {m for m, _ in declared}
+        if spec.answers == "rotated":
+            # months between declared points move too, or a linear run's middle month would hold a third of
+            # its quarter on every rotation
+            nudge = rng_for(self.seed, "__answers__", table.name, curve.column, "__between__").uniform(
+                -INTERPOLATED_BAND, INTERPOLATED_BAND, size=len(months))
+            totals = [t if m in points else round_fraction(Fraction(t) * Fraction(1 + float(x)).limit_denominator(
+                10 ** 6)) for t, m, x in zip(totals, months, nudge)]
+            totals = _with_cents(totals, points, months, d)
+            base = _interpolate([(p.month, to_units(p.value, d)) for p in curve.points], months)
+            totals = self.rotate_peak(table, curve.column, base, totals, d)
+        n = len(months)
+        between = [i for i, m in enumerate(months) if m not in points]
+        if n % 2 == 0 and sum(totals) % n == n // 2 and between:
+            # the average month would sit on half a unit, which ROUND may take either way: a month between
+            # declared points moves a unit (a declared target stays the answer its question expects)
+            low = min(between, key=lambda i: totals[i])
+            totals[low] += 1 if (totals[low] + 1) % 10 ** d else -1
+        if d and any(sum(totals[i] for i in r) % 10 ** d == 0 for r in _period_runs(months)):
+            totals, still = _without_whole_runs(totals, between, months, d, half_average=True)
+            for r in still:
+                named = f"{months[r[0]]:%Y-%m}" + (f" to {months[r[-1]]:%Y-%m}" if len(r) > 1 else "")
+                self.warnings.append(
+                    f"{table.name}.{curve.column}: the declared targets of {named} add up to a whole number, so "
+                    f"a 'rounded to whole units' mistake in that period's total cannot be caught; change the "
+                    f"cents of one of them")
+        lo, hi = _bounds(mcol)
+        null_rate = mcol.nullable
+        shares = groups_decl.shares if groups_decl else ((None, 1.0),)
+        share_w = [s for _, s in shares]
+        g_tots = [_spread_cents(apportion(t, share_w), d) for t in totals]
+        if curve.avg_transaction_value:
+            avg = to_units(curve.avg_transaction_value, d)
+            rows = [max(1, round_fraction(Fraction(t, avg))) for t in totals]
+            declared_rows = table.rows
+            window_rows = sum(rows)
+            if declared_rows != window_rows + zone_rows:
+                self.warnings.append(
+                    f"{table.name}: avg_transaction_value sets {window_rows + zone_rows} rows in place of the "
+                    f"declared {declared_rows}")
+        else:
+            min_rows = 2 * (len(groups_decl.shares) if groups_decl else 1)
+            if window_rows < min_rows * len(months):
+                raise self.err(f"tables.{table.name}.rows", table.rows_line or table.line,
+                               f"{table.name} needs at least {min_rows * len(months) + zone_rows} rows for "
+                               f"{len(months)} months of its outcome curve; raise rows")
+            rows = self._rows_per_month(window_rows, totals, [min_rows] * n, [window_rows] * n)
+            if any(_short(g, r, hi) or _over(g, r, lo) for g, r in zip(
+                    g_tots, (_group_rows(x, share_w, null_rate)[0] for x in rows))):
+                # a month whose total needs more rows (at the per-row max) or fewer (at the per-row min) than
+                # its share gives it: rows planned again within every month's bounds
+                least, most = self._month_row_bounds(table, curve, months, g_tots, share_w, window_rows, min_rows)
+                rows = self._rows_per_month(window_rows, totals, least, most)
+        low, high = curve.rows_per_period
+        for month, n in zip(months, rows):
+            if (low is not None and n < low) or (high is not None and n > high):
+                raise self.err(f"outcome_curves[{spec.outcome_curves.index(curve)}]", curve.line,
+                               f"{month:%Y-%m} plans {n} rows of {table.name}, outside the declared "
+                               f"{low or 1} to {high or 'any'} transactions per period; change the table's "
+                               "rows or the bounds")
+        group_column = groups_decl.group_column if groups_decl else None
+        group_totals = []
+        for m, month in enumerate(months):
+            g_tot = g_tots[m]
+            g_rows, g_nulls = _group_rows(rows[m], share_w, null_rate)
+            cells = []
+            for (label, _), t, r, z in zip(shares, g_tot, g_rows, g_nulls):
+                t, r, z = int(t), int(r), int(z)
+                if t > 0 and r == 0 or r * lo > t or t > r * hi:
+                    raise self.err(f"outcome_curves[{spec.outcome_curves.index(curve)}]", curve.line,
+                                   f"{month:%Y-%m}: {table.name}.{curve.column} total {t / 10 ** d:.{d}f}"
+                                   f"{f' for {label}' if label else ''} cannot be made from {r} rows between "
+                                   f"{lo / 10 ** d:.{d}f} and {hi / 10 ** d:.{d}f}; change rows, min/max or the "
+                                   "target")
+                cells.append(Cell(label, r + z, t, z))
+            month_cells.append(cells)
+            group_totals.append(tuple(int(x) for x in g_tot))
+        facts = CurveFacts(
+            table.name, curve.column, time_column, tcol.type, d, tuple(months), tuple(int(t) for t in totals),
+            tuple(int(r) for r in rows), group_column, tuple(lbl for lbl, _ in shares) if groups_decl else (),
+            tuple(group_totals) if groups_decl else (),
+        )
+        return month_cells, rows, group_column, facts
+
     def time_plan(self, table: Table, keys: list[KeyFacts]) -> tuple[TablePlan, list, list, list]:
         """Plan a table with a curve, a rate curve or a waterfall on its time column."""
         spec = self.spec
@@ -541,20 +723,7 @@ class _Planner:
         after_rows += sum(v[1] for v in orphan_split.values())
         zone_rows = before_rows + after_rows
         window_rows = table.rows - zone_rows
-        if tcol.type == "text":
-            self.warnings.append(
-                f"{table.name}.{time_column}: a text period column holds only the declared months' labels, so an "
-                "off-by-one mistake at the outer edges cannot be caught; a date column with a month of room on each "
-                "side can")
-        elif not (watched_before and watched_after):
-            edges = " or ".join(side for side, watched in (("before", watched_before), ("after", watched_after))
-                                if not watched)
-            widen = "start and end" if not (watched_before or watched_after) else (
-                "start" if not watched_before else "end")
-            self.warnings.append(
-                f"{table.name}.{time_column}: the column's range leaves no room {edges} the declared months, so an "
-                f"off-by-one mistake at {'those outer edges' if ' or ' in edges else 'that outer edge'} cannot be "
-                f"caught; widen {widen} by a month")
+        self._warn_unwatched_edges(table, time_column, tcol, watched_before, watched_after)
 
         measure = curve.column if curve else (fall.amount_column if fall else None)
         month_cells: list[list[Cell]] = []
@@ -562,97 +731,9 @@ class _Planner:
         group_column = None
 
         if curve:
-            mcol = table.column(curve.column)
-            d = mcol.decimals
-            declared = [(p.month, to_units(self.value(f"{table.name}.{curve.column}.{p.month}", p.value), d))
-                        for p in curve.points]
-            if all(u % (10 ** d) == 0 for _, u in declared) and d > 0:
-                self.warnings.append(
-                    f"{table.name}.{curve.column}: every curve target is a whole number, so a 'rounded to whole "
-                    f"units' mistake cannot be caught; give targets with cents (e.g. 180000.37)")
-            totals = _with_cents(_interpolate(declared, months), {m for m, _ in declared}, months, d)
-            points = {m for m, _ in declared}
-            if spec.answers == "rotated":
-                # months between declared points move too, or a linear run's middle month would hold a third of
-                # its quarter on every rotation
-                nudge = rng_for(self.seed, "__answers__", table.name, curve.column, "__between__").uniform(
-                    -INTERPOLATED_BAND, INTERPOLATED_BAND, size=len(months))
-                totals = [t if m in points else round_fraction(Fraction(t) * Fraction(1 + float(x)).limit_denominator(
-                    10 ** 6)) for t, m, x in zip(totals, months, nudge)]
-                totals = _with_cents(totals, points, months, d)
-                base = _interpolate([(p.month, to_units(p.value, d)) for p in curve.points], months)
-                totals = self.rotate_peak(table, curve.column, base, totals, d)
-            n = len(months)
-            between = [i for i, m in enumerate(months) if m not in points]
-            if n % 2 == 0 and sum(totals) % n == n // 2 and between:
-                # the average month would sit on half a unit, which ROUND may take either way: a month between
-                # declared points moves a unit (a declared target stays the answer its question expects)
-                low = min(between, key=lambda i: totals[i])
-                totals[low] += 1 if (totals[low] + 1) % 10 ** d else -1
-            if d and any(sum(totals[i] for i in r) % 10 ** d == 0 for r in _period_runs(months)):
-                totals, still = _without_whole_runs(totals, between, months, d, half_average=True)
-                for r in still:
-                    named = f"{months[r[0]]:%Y-%m}" + (f" to {months[r[-1]]:%Y-%m}" if len(r) > 1 else "")
-                    self.warnings.append(
-                        f"{table.name}.{curve.column}: the declared targets of {named} add up to a whole number, so "
-                        f"a 'rounded to whole units' mistake in that period's total cannot be caught; change the "
-                        f"cents of one of them")
-            lo, hi = _bounds(mcol)
-            null_rate = mcol.nullable
-            shares = groups_decl.shares if groups_decl else ((None, 1.0),)
-            share_w = [s for _, s in shares]
-            g_tots = [_spread_cents(apportion(t, share_w), d) for t in totals]
-            if curve.avg_transaction_value:
-                avg = to_units(curve.avg_transaction_value, d)
-                rows = [max(1, round_fraction(Fraction(t, avg))) for t in totals]
-                declared_rows = table.rows
-                window_rows = sum(rows)
-                if declared_rows != window_rows + zone_rows:
-                    self.warnings.append(
-                        f"{table.name}: avg_transaction_value sets {window_rows + zone_rows} rows in place of the "
-                        f"declared {declared_rows}")
-            else:
-                min_rows = 2 * (len(groups_decl.shares) if groups_decl else 1)
-                if window_rows < min_rows * len(months):
-                    raise self.err(f"tables.{table.name}.rows", table.rows_line or table.line,
-                                   f"{table.name} needs at least {min_rows * len(months) + zone_rows} rows for "
-                                   f"{len(months)} months of its outcome curve; raise rows")
-                rows = self._rows_per_month(window_rows, totals, [min_rows] * n, [window_rows] * n)
-                if any(_short(g, r, hi) or _over(g, r, lo) for g, r in zip(
-                        g_tots, (_group_rows(x, share_w, null_rate)[0] for x in rows))):
-                    # a month whose total needs more rows (at the per-row max) or fewer (at the per-row min) than
-                    # its share gives it: rows planned again within every month's bounds
-                    least, most = self._month_row_bounds(table, curve, months, g_tots, share_w, window_rows, min_rows)
-                    rows = self._rows_per_month(window_rows, totals, least, most)
-            low, high = curve.rows_per_period
-            for month, n in zip(months, rows):
-                if (low is not None and n < low) or (high is not None and n > high):
-                    raise self.err(f"outcome_curves[{spec.outcome_curves.index(curve)}]", curve.line,
-                                   f"{month:%Y-%m} plans {n} rows of {table.name}, outside the declared "
-                                   f"{low or 1} to {high or 'any'} transactions per period; change the table's "
-                                   "rows or the bounds")
-            group_column = groups_decl.group_column if groups_decl else None
-            group_totals = []
-            for m, month in enumerate(months):
-                g_tot = g_tots[m]
-                g_rows, g_nulls = _group_rows(rows[m], share_w, null_rate)
-                cells = []
-                for (label, _), t, r, z in zip(shares, g_tot, g_rows, g_nulls):
-                    t, r, z = int(t), int(r), int(z)
-                    if t > 0 and r == 0 or r * lo > t or t > r * hi:
-                        raise self.err(f"outcome_curves[{spec.outcome_curves.index(curve)}]", curve.line,
-                                       f"{month:%Y-%m}: {table.name}.{curve.column} total {t / 10 ** d:.{d}f}"
-                                       f"{f' for {label}' if label else ''} cannot be made from {r} rows between "
-                                       f"{lo / 10 ** d:.{d}f} and {hi / 10 ** d:.{d}f}; change rows, min/max or the "
-                                       "target")
-                    cells.append(Cell(label, r + z, t, z))
-                month_cells.append(cells)
-                group_totals.append(tuple(int(x) for x in g_tot))
-            curves.append(CurveFacts(
-                table.name, curve.column, time_column, tcol.type, d, tuple(months), tuple(int(t) for t in totals),
-                tuple(int(r) for r in rows), group_column, tuple(lbl for lbl, _ in shares) if groups_decl else (),
-                tuple(group_totals) if groups_decl else (),
-            ))
+            month_cells, rows, group_column, facts = self._curve_plan(table, curve, groups_decl, months, tcol,
+                                                                      time_column, window_rows, zone_rows)
+            curves.append(facts)
         elif fall:
             need = (len(fall.inflow_shares) + len(fall.outflow_shares)) * len(months)
             if window_rows < need:
@@ -673,31 +754,9 @@ class _Planner:
             rows = [int(r) for r in apportion(window_rows, [1] * len(months))]
             month_cells = [[Cell(None, r)] for r in rows]
 
-        flagged = [None] * len(months)
-        if rate:
-            declared = [(p.month, self.value(f"{table.name}.{rate.column}.{p.month}", p.rate, 0.0, 1.0))
-                        for p in rate.points]
-            index = {m: i for i, m in enumerate(months)}
-            for point, _ in declared:
-                if point not in index:
-                    raise self.err(f"rate_curves[{spec.rate_curves.index(rate)}]", rate.line,
-                                   f"rate point {point:%Y-%m} lies outside {table.name}'s planned months "
-                                   f"{months[0]:%Y-%m} to {months[-1]:%Y-%m}")
-            own = table.column(rate.column).rate
-            if rate.interpolate:
-                rate_by_month = self._interpolate_rates(declared, months)
-                first, last = min(m for m, _ in declared), max(m for m, _ in declared)
-                if own is not None:  # the months before the first point and after the last keep the column's own
-                    rate_by_month = [r if first <= m <= last else own for m, r in zip(months, rate_by_month)]
-            else:  # Misata's `interpolate: false`: only the declared months are held; the others keep the column's
-                at = dict(declared)
-                rate_by_month = [at.get(m, 0.5 if own is None else own) for m in months]
-            flagged = [round_fraction(Fraction(r).limit_denominator(10**9) * n) for r, n in zip(rate_by_month, rows)]
-            rates.append(RateFacts(
-                table.name, rate.column, time_column, tcol.type, tuple(m for m, _ in declared),
-                tuple(flagged[index[m]] for m, _ in declared), tuple(rows[index[m]] for m, _ in declared),
-            ))
-
+        flagged, rate_facts = self._rate_plan(table, rate, months, rows, time_column, tcol)
+        if rate_facts is not None:
+            rates.append(rate_facts)
         for i, rel in enumerate(spec.relationships):  # missing parents go on rows inside the declared months
             if rel.child_table != table.name:
                 continue
@@ -726,21 +785,8 @@ class _Planner:
             unlabelled = Fraction(hop.orphans + hop.nulls, self.tables[hop.child_table].rows) if hop else Fraction(0)
             month_cells = self.segment_cells(table, declared, path, months, month_cells, inside_split[fk],
                                              null_split[fk], average, unlabelled)
-        chunks, offset = [], 0
-        if before_rows:
-            chunks.append(Chunk("before", add_months(months[0], -1), before_rows, offset,
-                                orphans=tuple((n, v[0]) for n, v in orphan_split.items() if v[0])))
-            offset += before_rows
-        for m, month in enumerate(months):
-            chunks.append(Chunk("month", month, int(rows[m]), offset, tuple(month_cells[m]), flagged[m],
-                                orphans=tuple((n, int(v[m])) for n, v in inside_split.items() if v[m]),
-                                fk_nulls=tuple((n, int(v[m])) for n, v in null_split.items() if v[m])))
-            offset += int(rows[m])
-        if after_rows:
-            chunks.append(Chunk("after", add_months(months[-1], 1), after_rows, offset,
-                                orphans=tuple((n, v[1]) for n, v in orphan_split.items() if v[1])))
-            offset += after_rows
-        plan = TablePlan(table.name, offset, tuple(chunks), time_column, measure, group_column, sign_by_label)
+        plan = self._time_chunks(table, months, rows, month_cells, flagged, before_rows, after_rows, orphan_split,
+                                 inside_split, null_split, time_column, measure, group_column, sign_by_label)
         self.unshaped(table, (measure,), "its plan sets its values to the declared totals")
         return plan, curves, rates, falls
 
