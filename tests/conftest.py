@@ -14,6 +14,7 @@ from pg import postgres_dsn  # noqa: F401 - the session's private PostgreSQL ser
 
 from evalpack.build import build_pack
 from evalpack.core.cache import CACHE_ENV
+from evalpack.core.errors import ERROR_PREFIX
 from evalpack.core.scoring import holdout_key_beside, pack_questions
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -120,3 +121,20 @@ def build_variant(tmp_path_factory, name: str, old: str, new: str) -> Path:
     out = tmp_path_factory.mktemp("packs") / name
     build_pack(spec_path, out, rotations=3)
     return out
+
+
+def one_line_error(err: str, *named: str, prefixes: tuple[str, ...] = (ERROR_PREFIX,)) -> str:
+    """The contract of every command for an error a user can fix, read from its stderr ``err``: one line, starting
+    with the error prefix, naming each of ``named``, no traceback. Returns the line."""
+    lines = err.strip().splitlines()
+    assert "Traceback" not in err, err[-3000:]
+    assert len(lines) == 1 and lines[0].startswith(prefixes), err[-3000:]
+    for word in named:
+        assert word in lines[0], (word, lines[0])
+    return lines[0]
+
+
+def refused_in_one_line(run, *named: str, prefixes: tuple[str, ...] = (ERROR_PREFIX,)) -> str:
+    """:func:`one_line_error` of a finished command (a ``subprocess.CompletedProcess``) that exited 2."""
+    assert run.returncode == 2, (run.returncode, run.stdout, run.stderr[-3000:])
+    return one_line_error(run.stderr, *named, prefixes=prefixes)

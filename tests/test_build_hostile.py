@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from conftest import one_line_error
 from test_build_cli import SPEC, snapshot
 
 from evalpack.cli import main
@@ -41,12 +42,6 @@ def run(*argv: str) -> tuple[int, str, str]:
     return code, out.getvalue(), err.getvalue()
 
 
-def assert_one_line_error(err: str, *words: str) -> None:
-    lines = err.splitlines()
-    assert len(lines) == 1 and lines[0].startswith("evalpack: error: "), err
-    assert "Traceback" not in err
-    for word in words:
-        assert word in lines[0], (word, err)
 
 
 def complete(pack: Path) -> None:
@@ -109,7 +104,7 @@ def test_an_output_mistake_is_one_line_exit_2_and_writes_nothing(case: str, spec
     code, out, err = run("build", str(kept if case == "spec-folder" else spec), *args, "--jobs", "1")
     assert code == 2
     assert out == ""
-    assert_one_line_error(err, *words)
+    one_line_error(err, *words)
     assert snapshot(tmp_path) == before
     assert not os.path.lexists("/proc/evalpack-x")
 
@@ -124,7 +119,7 @@ def test_audit_json_into_a_missing_folder_is_refused_before_the_audit(built: Pat
         code, out, err = run("audit", str(built), "--json", target)
         assert code == 2
         assert out == "", "the audit ran before the report path was checked"
-        assert_one_line_error(err, *words)
+        one_line_error(err, *words)
     assert snapshot(tmp_path) == before and snapshot(built) == pack
 
 
@@ -135,7 +130,7 @@ def test_import_refuses_the_folder_holding_its_questions(tmp_path: Path, monkeyp
     code, out, err = run("import", str(tmp_path / "q.jsonl"), "--data", str(tmp_path / "data"), "-o", str(tmp_path),
                          "--force")
     assert code == 2 and out == ""
-    assert_one_line_error(err, "q.jsonl", "choose another -o")
+    one_line_error(err, "q.jsonl", "choose another -o")
     assert snapshot(tmp_path) == before
 
 
@@ -152,7 +147,7 @@ def test_force_refuses_a_folder_that_is_not_a_pack_and_keeps_it(spec: Path, tmp_
     before = snapshot(tmp_path)
     code, out, err = run("build", str(spec), "-o", str(mine), "--force", "--jobs", "1")
     assert code == 2 and out == ""
-    assert_one_line_error(err, str(mine), "not an evalpack pack", "left it alone")
+    one_line_error(err, str(mine), "not an evalpack pack", "left it alone")
     assert snapshot(tmp_path) == before
 
 

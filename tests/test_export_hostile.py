@@ -18,7 +18,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from conftest import copy_pack
+from conftest import copy_pack, one_line_error
 
 from evalpack.cli import main
 from evalpack.core.layout import PackLayout
@@ -52,11 +52,6 @@ def bomb(retail_pack: Path, folder: Path) -> tuple[Path, Path]:
     return pack, table
 
 
-def one_line(capsys) -> str:
-    err = capsys.readouterr().err
-    lines = err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("evalpack: error: "), err
-    return lines[0]
 
 
 def nothing_left(out: Path) -> None:
@@ -74,7 +69,7 @@ def test_a_table_that_expands_past_the_bound_is_refused_in_one_line_quickly_with
     started = time.monotonic()
     assert main(["export", str(pack), "--format", fmt, "-o", str(out)]) == 2
     elapsed = time.monotonic() - started
-    line = one_line(capsys)
+    line = one_line_error(capsys.readouterr().err)
     assert str(table) in line and "bound" in line and "MB" in line, line
     assert elapsed < 10, f"refused after {elapsed:.1f} s"
     nothing_left(out)
@@ -85,7 +80,7 @@ def test_an_export_larger_than_the_free_space_at_out_is_refused_in_one_line(reta
     monkeypatch.setattr(exports, "free_bytes", lambda path: 1 << 20, raising=False)  # 1 MiB free everywhere
     out = tmp_path / "new" / "out"
     assert main(["export", str(retail_pack), "--format", "sqlite", "-o", str(out)]) == 2
-    line = one_line(capsys)
+    line = one_line_error(capsys.readouterr().err)
     assert "needs about" in line and "free" in line, line
     nothing_left(out)
 

@@ -19,6 +19,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import one_line_error
 from test_build_cli import SPEC, snapshot
 
 from evalpack.cli import main
@@ -51,13 +52,6 @@ def evalpack(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
                           timeout=timeout)
 
 
-def one_line_error(err: str, *words: str) -> str:
-    lines = err.splitlines()
-    assert len(lines) == 1 and lines[0].startswith("evalpack: error: "), err[:2000]
-    assert "Traceback" not in err
-    for word in words:
-        assert word in lines[0], (word, err[:2000])
-    return lines[0]
 
 
 @pytest.fixture(scope="module")

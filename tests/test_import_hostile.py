@@ -27,6 +27,7 @@ from pathlib import Path
 
 import duckdb
 import pytest
+from conftest import one_line_error
 
 from evalpack.cli import main
 from evalpack.core.errors import EvalpackError
@@ -66,13 +67,6 @@ def run_import(tmp_path: Path, questions: Path, data: Path, pack: Path) -> tuple
     return proc.returncode, out, err, int(peak.read_text()) if peak.exists() else -1
 
 
-def one_line(err: str, *words: str) -> str:
-    lines = err.splitlines()
-    assert len(lines) == 1 and lines[0].startswith("evalpack: error: "), err[-3000:]
-    assert "Traceback" not in err
-    for word in words:
-        assert word in lines[0], (word, lines[0])
-    return lines[0]
 
 
 def nothing_written(pack: Path) -> None:
@@ -119,7 +113,7 @@ def test_a_recursive_sqlite_view_is_refused_within_bounded_memory(tmp_path, view
     pack = tmp_path / "pack"
     code, _, err, peak = run_import(tmp_path, questions_about_t(tmp_path), data, pack)
     assert code == 2, err[-3000:]
-    one_line(err, "grow.sqlite", "view grow", "limit")
+    one_line_error(err, "grow.sqlite", "view grow", "limit")
     nothing_written(pack)
     assert 0 < peak < PEAK_BOUND_KIB, peak
 
@@ -130,7 +124,7 @@ def test_a_duckdb_string_agg_view_is_refused_within_bounded_memory(tmp_path):
     pack = tmp_path / "pack"
     code, _, err, peak = run_import(tmp_path, questions_about_t(tmp_path), data, pack)
     assert code == 2, err[-3000:]
-    one_line(err, "agg.duckdb", "view blob", "limit")
+    one_line_error(err, "agg.duckdb", "view blob", "limit")
     nothing_written(pack)
     assert 0 < peak < PEAK_BOUND_KIB, peak
 
@@ -203,7 +197,7 @@ def test_a_view_over_the_machine_s_catalogue_puts_no_machine_path_in_the_pack(tm
     questions = questions_about_t(tmp_path)
     pack = tmp_path / "pack"
     assert main(["import", str(questions), "--data", str(data), "-o", str(pack)]) == 2
-    one_line(capsys.readouterr().err, "machine.duckdb", name)
+    one_line_error(capsys.readouterr().err, "machine.duckdb", name)
     nothing_written(pack)
     assert not _holding(tmp_path, _machine_paths(data), {data, questions})
 
@@ -236,7 +230,7 @@ def test_a_sqlite_view_over_pragma_functions_is_refused(tmp_path, capsys, view):
     questions = questions_about_t(tmp_path)
     pack = tmp_path / "pack"
     assert main(["import", str(questions), "--data", str(data), "-o", str(pack)]) == 2
-    one_line(capsys.readouterr().err, "machine.sqlite", "view files")
+    one_line_error(capsys.readouterr().err, "machine.sqlite", "view files")
     nothing_written(pack)
     assert not _holding(tmp_path, _machine_paths(data), {data, questions})
 
@@ -252,7 +246,7 @@ def test_a_question_whose_sql_reads_the_machine_puts_no_machine_path_in_the_pack
     code = main(["import", str(questions), "--data", str(data), "-o", str(pack)])
     err = capsys.readouterr().err
     if code == 2:  # the sandbox showed the home folder: refused
-        one_line(err, f"{questions}: line 1: question q001")
+        one_line_error(err, f"{questions}: line 1: question q001")
         nothing_written(pack)
     else:  # the sandbox shows nothing of the machine: imported
         assert code == 0, err
@@ -327,7 +321,7 @@ def test_a_questions_file_nested_too_deeply_is_one_error_line(tmp_path, capsys, 
     questions.write_text(text)
     pack = tmp_path / "pack"
     assert main(["import", str(questions), "--data", str(data), "-o", str(pack)]) == 2
-    one_line(capsys.readouterr().err, f"{questions}: line {line}:", "nested")
+    one_line_error(capsys.readouterr().err, f"{questions}: line {line}:", "nested")
     nothing_written(pack)
 
 
@@ -379,7 +373,7 @@ def test_a_view_running_serialized_sql_puts_no_machine_path_in_the_pack(tmp_path
     code = main(["import", str(questions), "--data", str(data), "-o", str(pack)])
     err = capsys.readouterr().err
     assert code == 2, err
-    one_line(err, "leaky.duckdb", "json_execute_serialized_sql")
+    one_line_error(err, "leaky.duckdb", "json_execute_serialized_sql")
     nothing_written(pack)
     assert not _holding_disguised(tmp_path, _machine_paths(data), {data, questions})
 
@@ -440,7 +434,7 @@ def test_a_question_whose_sql_reads_the_sandbox_s_scratch_path_puts_none_in_the_
     code = main(["import", str(questions), "--data", str(data), "-o", str(pack)])
     err = capsys.readouterr().err
     if code == 2:
-        one_line(err, f"{questions}: line 1: question q001")
+        one_line_error(err, f"{questions}: line 1: question q001")
         nothing_written(pack)
     else:
         assert code == 0, err

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from conftest import refused_in_one_line
 from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
 from test_attest import TINY
 
@@ -246,13 +247,6 @@ def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
                           text=True, timeout=300)
 
 
-def one_line_error(run: subprocess.CompletedProcess, *named: str) -> None:
-    assert run.returncode == 2, (run.returncode, run.stdout, run.stderr)
-    assert "Traceback" not in run.stderr, run.stderr
-    lines = run.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith(("evalpack: error: ", "error: ")), run.stderr
-    for text in named:
-        assert text in lines[0], (text, lines[0])
 
 
 def _rewrite_questions(pack: Path, edit: Callable[[list[dict]], None]) -> None:
@@ -266,36 +260,36 @@ def test_audit_of_a_broken_pack_is_one_line_exit_2(signed, tmp_path):
     # a rotated answer that lacks a rotation: the scorer's InputError, once a traceback
     pack = Path(shutil.copytree(signed, tmp_path / "rotated"))
     _rewrite_questions(pack, lambda rs: rs[0].update(expected_answer={"seed_7": rs[0]["expected_answer"]}))
-    one_line_error(cli("audit", str(pack), cwd=tmp_path), load_questions(pack)[0]["id"], "seed_8")
+    refused_in_one_line(cli("audit", str(pack), cwd=tmp_path), load_questions(pack)[0]["id"], "seed_8")
     # a malformed line of questions.jsonl
     pack = Path(shutil.copytree(signed, tmp_path / "malformed"))
     with open(pack / "questions.jsonl", "a") as handle:
         handle.write("{not json\n")
-    one_line_error(cli("audit", str(pack), cwd=tmp_path), "questions.jsonl")
+    refused_in_one_line(cli("audit", str(pack), cwd=tmp_path), "questions.jsonl")
     # a file where the pack folder should be
     (tmp_path / "file.txt").write_text("x")
-    one_line_error(cli("audit", "file.txt", cwd=tmp_path), "file.txt", "not a pack folder")
+    refused_in_one_line(cli("audit", "file.txt", cwd=tmp_path), "file.txt", "not a pack folder")
 
 
 def test_a_file_in_the_output_path_is_one_line_exit_2(spec_path, signed, tmp_path):
     (tmp_path / "file.txt").write_text("x")
-    one_line_error(cli("build", str(spec_path), "-o", "file.txt/pack", cwd=tmp_path), "file.txt")
+    refused_in_one_line(cli("build", str(spec_path), "-o", "file.txt/pack", cwd=tmp_path), "file.txt")
     questions = tmp_path / "q.jsonl"
     questions.write_text(json.dumps({"question": "How many orders?", "gold_sql": "SELECT count(*) FROM orders"}) + "\n")
-    one_line_error(cli("import", str(questions), "--data", str(signed / "rotations" / "seed_7" / "tables"),
+    refused_in_one_line(cli("import", str(questions), "--data", str(signed / "rotations" / "seed_7" / "tables"),
                        "-o", "file.txt/pack", cwd=tmp_path), "file.txt")
 
 
 def test_bad_inputs_to_score_verify_and_keygen_are_one_line_exit_2(signed, tmp_path):
     (tmp_path / "file.txt").write_text("x")
     (tmp_path / "c.jsonl").write_text('{"id": "q001", "sql": "SELECT 1"}\n')
-    one_line_error(cli("verify", "file.txt", cwd=tmp_path), "file.txt")
-    one_line_error(cli("verify", str(signed), "--public-key", "nope.pub", cwd=tmp_path), "nope.pub")
-    one_line_error(cli("verify", str(signed), "--public-key", "file.txt", cwd=tmp_path), "file.txt",
+    refused_in_one_line(cli("verify", "file.txt", cwd=tmp_path), "file.txt")
+    refused_in_one_line(cli("verify", str(signed), "--public-key", "nope.pub", cwd=tmp_path), "nope.pub")
+    refused_in_one_line(cli("verify", str(signed), "--public-key", "file.txt", cwd=tmp_path), "file.txt",
                    "not a PEM public key")
-    one_line_error(cli("score", str(signed), "--candidates", "c.jsonl", "--public-key", "nope.pub", cwd=tmp_path),
+    refused_in_one_line(cli("score", str(signed), "--candidates", "c.jsonl", "--public-key", "nope.pub", cwd=tmp_path),
                    "nope.pub")
-    one_line_error(cli("keygen", "file.txt/keys", cwd=tmp_path), "file.txt")
+    refused_in_one_line(cli("keygen", "file.txt/keys", cwd=tmp_path), "file.txt")
 
 
 def test_damaged_pack_files_and_bad_numbers_never_give_a_traceback(spec_path, signed, tmp_path):
@@ -316,10 +310,10 @@ def test_argument_mistakes_of_every_command_and_verify_py_are_one_line_exit_2(si
                         (["verify"], "pack"), (["keygen"], "directory"), (["publish"], "pack"),
                         (["audit", str(signed), "--bogus"], "--bogus"), (["import", "x.jsonl"], "--data"),
                         (["build", "--seed", "x"], "--seed")):
-        one_line_error(cli(*args, cwd=tmp_path), named, "--help")
+        refused_in_one_line(cli(*args, cwd=tmp_path), named, "--help")
     verify_py = subprocess.run([sys.executable, str(signed / "verify.py"), "--timeout", "soon"], cwd=tmp_path,
                                capture_output=True, text=True)
-    one_line_error(verify_py, "--timeout", "verify.py --help")
+    refused_in_one_line(verify_py, "--timeout", "verify.py --help", prefixes=("error: ",))
 
 
 def test_a_truncated_table_is_reported_by_verify_py_as_changed_not_a_traceback(signed, tmp_path):
@@ -327,7 +321,7 @@ def test_a_truncated_table_is_reported_by_verify_py_as_changed_not_a_traceback(s
     table = next((pack / "rotations").glob("*/tables/*.parquet"))
     table.write_bytes(table.read_bytes()[:-100])  # a partial download: the Parquet footer is gone
     run = subprocess.run([sys.executable, str(pack / "verify.py")], cwd=tmp_path, capture_output=True, text=True)
-    one_line_error(run, table.name, "differs from the attested")
+    refused_in_one_line(run, table.name, "differs from the attested", prefixes=("error: ",))
 
 
 def test_verify_py_opens_no_table_that_leads_outside_the_pack(signed, tmp_path):
@@ -358,4 +352,4 @@ def test_a_table_duckdb_cannot_read_is_one_line_from_score(signed, spec_path, tm
     candidates = tmp_path / "candidates.jsonl"
     candidates.write_text(json.dumps({"id": load_questions(pack)[0]["id"], "sql": "SELECT 1"}) + "\n")
     run = cli("score", str(pack), "--candidates", str(candidates), cwd=tmp_path)
-    one_line_error(run, "the sandbox could not open this rotation", str(table.parent))
+    refused_in_one_line(run, "the sandbox could not open this rotation", str(table.parent))
