@@ -83,9 +83,7 @@ from decimal import ROUND_HALF_EVEN, Decimal
 from pathlib import Path
 
 import duckdb
-import pyarrow as pa
 
-from evalpack import __version__
 from evalpack.checks.audit import (
     Golden,
     LinkCount,
@@ -104,7 +102,6 @@ from evalpack.checks.verification import Link, rotation_connection
 from evalpack.core.errors import EvalpackError
 from evalpack.core.layout import QUESTIONS, PackLayout
 from evalpack.core.scoring import (
-    COMPARISON_RULE,
     Limits,
     SandboxWorker,
     answer_type_of,
@@ -123,7 +120,7 @@ from evalpack.interop.received import (
     read_questions,
 )
 from evalpack.interop.sources import SCRATCH_NAMES, Source, machine_path_in, machine_paths, write_source
-from evalpack.pack.certify import HASHES
+from evalpack.pack.certify import HASHES, certificate_header, tool_entry
 from evalpack.pack.folder import assemble_pack, discard, publish_dir, staging_dir
 from evalpack.pack.holdout import seal_received, write_received_key
 
@@ -351,10 +348,7 @@ def certificate(classified: list[Classified], held: Collection[str] = ()) -> dic
     scored = [c for c in classified if c.run is not None]
     scorable = [c for c in classified if c.record["status"] == "scorable"]
     return {
-        "duckdb_version": duckdb.__version__,
-        "comparison": COMPARISON_RULE,
-        "rotations": [ROTATION],
-        "golden_checks": IMPORT_MEANINGS,
+        **certificate_header([ROTATION], IMPORT_MEANINGS),
         "questions": [
             {"id": c.record["id"], "status": c.record["status"],
              "results": {ROTATION: {**({} if c.record["id"] in held else {
@@ -524,7 +518,7 @@ def _manifest(name: str, file_name: str, received: Received, file_sha: str, size
         "pack": name,
         "version": "0.1.0",
         "description": f"Questions imported from {file_name} over {source.name}",
-        "tool": {"name": "evalpack", "version": __version__, "duckdb": duckdb.__version__, "pyarrow": pa.__version__},
+        "tool": tool_entry(),
         "seeds": [0],
         "rotations": [ROTATION],
         "answers": "shared",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Mapping
 from decimal import ROUND_HALF_EVEN, Decimal
 from typing import Any
 
@@ -39,14 +40,23 @@ def dumps(data: Any) -> bytes:
     return (json.dumps(data, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
 
 
+def certificate_header(rotations: list[str], golden_checks: Mapping[str, str] = MEANINGS) -> dict:
+    """What every certificate.json opens with, a build's and an import's: the DuckDB that ran the gold SQL, the
+    comparison rule, the rotations and what each golden check means there."""
+    return {"duckdb_version": duckdb.__version__, "comparison": COMPARISON_RULE, "rotations": rotations,
+            "golden_checks": dict(golden_checks)}
+
+
+def tool_entry() -> dict:
+    """manifest.json's ``tool``, a build's and an import's: what made the pack."""
+    return {"name": "evalpack", "version": __version__, "duckdb": duckdb.__version__, "pyarrow": pyarrow.__version__}
+
+
 def certificate(verdicts: tuple[Verdict, ...], rotations: list[str]) -> dict:
     """The verification run: per shipped question and rotation the observed value and the match."""
     shipped = [v for v in verdicts if v.ships]
     return {
-        "duckdb_version": duckdb.__version__,
-        "comparison": COMPARISON_RULE,
-        "rotations": rotations,
-        "golden_checks": dict(MEANINGS),
+        **certificate_header(rotations),
         "questions": [
             {
                 "id": v.question.id,
@@ -220,8 +230,7 @@ def manifest(spec: Spec, plans: tuple[RotationPlan, ...], verdicts: tuple[Verdic
         "description": spec.description,
         "license": spec.license,
         "repo": spec.repo,
-        "tool": {"name": "evalpack", "version": __version__, "duckdb": duckdb.__version__,
-                 "pyarrow": pyarrow.__version__},
+        "tool": tool_entry(),
         "seeds": [p.seed for p in plans],
         "rotations": [p.rotation for p in plans],
         "answers": spec.answers,
