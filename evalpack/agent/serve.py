@@ -572,14 +572,20 @@ def serve_command(pack: str | Path, options: ServeOptions) -> int:
     finally:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second SIGTERM (a client's shutdown) lets the reports finish
         try:
-            for episode_id, report in desk.episodes.end_all():
-                _announce(desk, episode_id, report)
-            desk.episodes.log.close()
-            for problem in desk.grader.close():
-                print(printable(f"evalpack serve: {problem}"), file=sys.stderr)
+            close_desk(desk)
         finally:
             signal.signal(signal.SIGTERM, previous)
     return 0
+
+
+def close_desk(desk: Desk) -> None:
+    """End every open episode (its report logged and announced), close the episode file and end every sandbox
+    process: what ``evalpack serve`` does as it stops, whatever stopped it."""
+    for episode_id, report in desk.episodes.end_all():
+        _announce(desk, episode_id, report)
+    desk.episodes.log.close()
+    for problem in desk.grader.close():
+        print(printable(f"evalpack serve: {problem}"), file=sys.stderr)
 
 
 def _interrupt(signum, frame) -> None:
