@@ -16,8 +16,9 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from conftest import refused_in_one_line
 from test_attest import TINY
-from test_integrity import cli, one_line_error
+from test_integrity import cli
 
 from evalpack.build import build_pack
 from evalpack.core.errors import EvalpackError
@@ -104,7 +105,7 @@ def test_a_manifest_field_of_the_wrong_type_is_one_line_from_audit_export_and_di
     pack = hostile(good, spec_path, tmp_path, edit_json("manifest.json", change))
     for args in (("audit", str(pack)), ("export", str(pack), "--format", "sqlite", "-o", str(tmp_path / "out")),
                  ("diff", str(good), str(pack))):
-        one_line_error(cli(*args, cwd=tmp_path), f"{pack / 'manifest.json'}: {named}", "the pack is damaged")
+        refused_in_one_line(cli(*args, cwd=tmp_path), f"{pack / 'manifest.json'}: {named}", "the pack is damaged")
     nothing_written(tmp_path)
 
 
@@ -159,10 +160,10 @@ def test_a_table_file_that_is_not_parquet_is_one_line_from_audit_and_export(good
     pack = hostile(good, spec_path, tmp_path, lambda p: TABLES[case](p / "rotations/seed_7/tables/orders.parquet"))
     table = pack / "rotations/seed_7/tables/orders.parquet"
     where = str(table.parent) if case == "corrupted_pages" else str(table)
-    one_line_error(cli("audit", str(pack), cwd=tmp_path), where, "the pack is damaged")
+    refused_in_one_line(cli("audit", str(pack), cwd=tmp_path), where, "the pack is damaged")
     for fmt in ("sqlite", "postgres"):  # postgres: the dumps, written without a server
         run = cli("export", str(pack), "--format", fmt, "-o", str(tmp_path / "out"), cwd=tmp_path)
-        one_line_error(run, str(table), "not a Parquet table evalpack can read")
+        refused_in_one_line(run, str(table), "not a Parquet table evalpack can read")
     nothing_written(tmp_path)
 
 
@@ -174,7 +175,7 @@ def test_a_table_file_without_a_column_the_manifest_lists_is_one_line_from_expor
 
     pack = hostile(good, spec_path, tmp_path, edit)
     run = cli("export", str(pack), "--format", "sqlite", "-o", str(tmp_path / "out"), cwd=tmp_path)
-    one_line_error(run, str(pack / "rotations/seed_7/tables/orders.parquet"), "no column 'customer_id'")
+    refused_in_one_line(run, str(pack / "rotations/seed_7/tables/orders.parquet"), "no column 'customer_id'")
     nothing_written(tmp_path)
 
 
@@ -185,10 +186,10 @@ def test_export_and_audit_refuse_duplicate_question_ids_as_verify_and_score_do(g
     """q_dup: export wrote a pack whose questions.jsonl repeats an id, which verify, score and verify.py refuse."""
     pack = hostile(good, spec_path, tmp_path, edit_questions(lambda rs: rs[1].update(id=rs[0]["id"])))
     named = f"{pack / 'questions.jsonl'}:2: duplicate question id 'q001' (first at line 1)"
-    one_line_error(cli("export", str(pack), "--format", "sqlite", "-o", str(tmp_path / "out"), cwd=tmp_path), named)
+    refused_in_one_line(cli("export", str(pack), "--format", "sqlite", "-o", str(tmp_path / "out"), cwd=tmp_path), named)
     nothing_written(tmp_path)
-    one_line_error(cli("score", str(pack), "--candidates", candidates(tmp_path), cwd=tmp_path), named)
-    one_line_error(cli("audit", str(pack), cwd=tmp_path), named)  # not three findings of drift
+    refused_in_one_line(cli("score", str(pack), "--candidates", candidates(tmp_path), cwd=tmp_path), named)
+    refused_in_one_line(cli("audit", str(pack), cwd=tmp_path), named)  # not three findings of drift
     verify = cli("verify", str(pack), cwd=tmp_path)  # verify reports a damaged pack: FAIL, exit 1
     assert verify.returncode == 1 and f"FAIL questions.jsonl: {named}" in verify.stdout, verify.stdout
 
@@ -217,10 +218,10 @@ def test_an_expected_answer_above_the_row_cap_is_refused_by_verify_score_and_ver
 
     pack = hostile(good, spec_path, tmp_path, edit_questions(huge))
     named = f"{pack / 'questions.jsonl'}:2: question 'q002': its expected answer has {rows:,} rows"
-    one_line_error(cli("score", str(pack), "--candidates", candidates(tmp_path), cwd=tmp_path), named)
+    refused_in_one_line(cli("score", str(pack), "--candidates", candidates(tmp_path), cwd=tmp_path), named)
     run = subprocess.run([sys.executable, "-I", str(pack / "verify.py")], cwd=tmp_path, capture_output=True, text=True,
                          timeout=300)
-    one_line_error(run, named)
+    refused_in_one_line(run, named, prefixes=("error: ",))
     verify = cli("verify", str(pack), cwd=tmp_path)
     assert verify.returncode == 1 and f"FAIL questions.jsonl: {named}" in verify.stdout, verify.stdout
     assert "Traceback" not in verify.stderr
