@@ -1,4 +1,4 @@
-"""Misata's cross-table schema features side by side: each spec of tests/test_misata_crosstable.py (and the
+"""Misata's cross-table schema features side by side: each spec of tests/data/test_misata_crosstable.py (and the
 lookup-table features, whose refusal lies outside relationships, foreign key columns and constraints) through
 `misata evalpack` and `evalpack build`, one rotation each, as a Markdown table.
 

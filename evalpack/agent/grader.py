@@ -264,7 +264,7 @@ class Grader:
         took and ``candidates`` says where the answers came from.
 
         The report is assembled by the scorer's own :func:`evalpack.core.scoring.assemble_report`, from gradings made as
-        the answers came in; tests/test_serve.py holds it equal to ``evalpack score`` on the episode's answers."""
+        the answers came in; tests/agent/test_serve.py holds it equal to ``evalpack score`` on the episode's answers."""
         unscored = {q["id"] for q in self.records if not scorable(q) and not is_unanswerable(q)}
         results = []
         for q in self.records:

@@ -7,7 +7,7 @@
       rotations/seed_<n>/tables/<table>.parquet   (and .csv)
 
 The pack's own ``verify.py`` is a copy of :mod:`evalpack.core.scoring`, which must stand alone and so
-cannot import this module; it spells the few names it needs itself, and ``tests/test_layout.py``
+cannot import this module; it spells the few names it needs itself, and ``tests/core/test_layout.py``
 checks that they are these.
 """
 

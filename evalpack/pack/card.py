@@ -57,7 +57,7 @@ CHANGELOG_KEYS = 20  # question keys listed per change in the card (manifest.jso
 CHANGELOG_DIFF_LINES = 40  # lines of `evalpack diff` the card shows; the manifest keeps them all
 
 # A DuckDB type of manifest.json (tables.<t>.columns) -> the `datasets` dtype of that column in the pack's Parquet,
-# as pyarrow reads it and `datasets.Features.from_arrow_schema` names it (tests/test_card.py checks both on built
+# as pyarrow reads it and `datasets.Features.from_arrow_schema` names it (tests/pack/test_card.py checks both on built
 # packs). DECIMAL(p,s) is decimal128(p, s) (:data:`DECIMAL_TYPE`). An imported pack's types are read from its Parquet.
 DUCKDB_DTYPES = {
     "BOOLEAN": "bool", "TINYINT": "int8", "SMALLINT": "int16", "INTEGER": "int32", "BIGINT": "int64",

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from evalpack.data.plan import stable_int
 from evalpack.spec.semantics import Semantics, plural_of
 
-#: Words that give away SQL instead of asking a business question (tests/test_phrasing.py checks them).
+#: Words that give away SQL instead of asking a business question (tests/questions/test_phrasing.py checks them).
 SQL_PHRASING = ("rows", "row ", "strictly", "on or after", "= '", "null", "true", "false", "select ", "sum(",
                 "count(", "where ")
 

@@ -1,7 +1,7 @@
 """The question kinds (families) a pack can hold, by name, with what each asks.
 
 A leaf module (with the difficulty levels): the spec reader checks ``questions: include/exclude`` against it, the families use the
-names, and the README's list of families is this table (tests/test_families.py keeps them in step).
+names, and the README's list of families is this table (tests/questions/test_families.py keeps them in step).
 """
 
 # the difficulty levels a spec's `difficulty:` mix names and evalpack.questions.difficulty labels questions with
