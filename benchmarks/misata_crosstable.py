@@ -18,7 +18,7 @@ import tempfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path[:0] = [str(HERE), str(HERE.parent / "tests")]
+sys.path[:0] = [str(HERE), str(HERE.parent / "tests" / "data"), str(HERE.parent / "tests" / "spec"), str(HERE.parent / "tests")]
 from build import misata_command  # noqa: E402
 from test_misata_crosstable import BASE, CASES, Case  # noqa: E402
 from test_spec import edit  # noqa: E402
