@@ -463,10 +463,8 @@ def estimate_rotation(tables_dir: Path, columns: Mapping[str, Mapping[str, str]]
 
 def free_bytes(path: Path) -> int:
     """The bytes free on the file system of ``path``, or of its nearest existing folder."""
-    path = Path(path).absolute()
-    while not path.exists() and path != path.parent:
-        path = path.parent
-    return shutil.disk_usage(path).free
+    missing = _missing_folders(path)
+    return shutil.disk_usage(missing[-1].parent if missing else Path(path).absolute()).free
 
 
 def check_export_size(source: Source) -> int:
