@@ -1,6 +1,8 @@
-"""evalpack serve, driven by the official MCP client over stdio and streamable HTTP: the tools work on the pack,
-answers are graded by the scorer, the episode report is the one `evalpack score` writes for the same answers,
-hostile SQL escapes nothing, holdout answers never reach the agent, and 50 sessions at once complete."""
+"""evalpack serve, driven by the official MCP client: the tools' semantics through the SDK's in-memory client (the
+server built in this process, one session as over stdio), and each transport (stdio, streamable HTTP) through a
+server process of its own. Answers are graded by the scorer, the episode report is the one `evalpack score` writes
+for the same answers, hostile SQL escapes nothing, holdout answers never reach the agent, and 50 sessions at once
+complete."""
 
 from __future__ import annotations
 
@@ -23,13 +25,15 @@ import anyio
 import duckdb
 import pytest
 from conftest import copy_pack, full_questions
-from mcp import ClientSession, MCPError, StdioServerParameters, stdio_client
+from mcp import Client, ClientSession, MCPError, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from test_scoring_isolation import hostile
 from test_scoring_sandbox import _snapshot
 
 from evalpack.agent.grader import Grader, value_sql
+from evalpack.agent.serve import ServeOptions, build_server, close_desk, open_desk
 from evalpack.core.errors import EvalpackError
+from evalpack.core.scoring import Limits
 
 ROOT = Path(__file__).resolve().parents[2]
 TOOLS = {"list_tables", "describe_table", "run_sql", "list_questions", "submit_answer", "end_episode"}
@@ -50,6 +54,19 @@ async def stdio_session(pack: Path, episode: Path, *extra: str):
     async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
         await session.initialize()
         yield session
+
+
+@asynccontextmanager
+async def memory_session(pack: Path, episode: Path, **options):
+    """The server built in this process and its one session through the SDK's in-memory client, in the SDK's legacy
+    mode (one connection for the session, as stdio's): the episode ends when the client closes, and every sandbox
+    process when the desk closes, as `evalpack serve` does when its input closes."""
+    desk = open_desk(pack, ServeOptions(episode=episode, limits=Limits(timeout=5), **options))
+    try:
+        async with Client(build_server(desk), mode="legacy") as client:
+            yield client
+    finally:
+        await anyio.to_thread.run_sync(close_desk, desk)
 
 
 class HttpServer:
@@ -216,29 +233,52 @@ def check_episode(pack: Path, episode: Path, records: list[dict], answers: dict,
             assert record["gold_sql"] and record["gold_sql"] not in text
 
 
-@pytest.mark.parametrize("transport", ["stdio", "http"])
-def test_an_agent_works_a_pack_and_its_report_is_evalpack_scores(retail_pack, tmp_path, transport):
+def test_an_agent_works_a_pack_and_its_report_is_evalpack_scores(retail_pack, tmp_path):
     records = full_questions(retail_pack)
     episode = tmp_path / "episode.jsonl"
 
-    async def agent(session_of) -> tuple[dict, dict, list[str]]:
-        async with session_of() as session:
+    async def agent() -> tuple[dict, dict, list[str]]:
+        async with memory_session(retail_pack, episode) as session:
             return await work_the_pack(session, retail_pack, records)
 
-    if transport == "stdio":
-        answers, _, seen = anyio.run(agent, lambda: stdio_session(retail_pack, episode))
-        ends = ended(episode, timeout=0)  # the server wrote its report before it exited
-    else:
-        server = HttpServer(retail_pack, episode)
-        try:
-            answers, _, seen = anyio.run(agent, server.session)
-            ends = ended(episode)  # the client deleted its session: the episode ended then
-        finally:
-            assert server.stop() == 0
+    answers, _, seen = anyio.run(agent)
+    ends = ended(episode, timeout=0)  # the session's close ended the episode, its report written
     assert len(ends) == 1
     calls = [r for r in episode_records(episode) if r["event"] == "call"]
     assert {c["tool"] for c in calls} == TOOLS - {"end_episode"}
     check_episode(retail_pack, episode, records, answers, seen, ends[0], tmp_path)
+
+
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+def test_each_transport_serves_an_episode_whose_report_is_evalpack_scores(retail_pack, tmp_path, transport):
+    """The tools over each transport, from a server process of its own: its episode ends when the client goes
+    (stdio: its input closes; HTTP: it deletes its session), and the report is `evalpack score`'s."""
+    records = [r for r in full_questions(retail_pack) if r["split"] == "dev" and r.get("answerable") is not False]
+    right, wrong = records[:2]
+    episode = tmp_path / "episode.jsonl"
+    seen: list[str] = []
+
+    async def agent(session_of) -> list[str]:
+        async with session_of() as session:
+            assert {tool.name for tool in (await session.list_tools()).tools} == TOOLS
+            assert (await call(session, seen, "list_tables"))["rotation"] == "seed_42"
+            graded = [await call(session, seen, "submit_answer", question_id=right["id"], sql=right["gold_sql"]),
+                      await call(session, seen, "submit_answer", question_id=wrong["id"], sql="SELECT 1")]
+            return [g["status"] for g in graded]
+
+    if transport == "stdio":
+        statuses = anyio.run(agent, lambda: stdio_session(retail_pack, episode))
+        ends = ended(episode, timeout=0)  # the server wrote its report before it exited
+    else:
+        server = HttpServer(retail_pack, episode)
+        try:
+            statuses = anyio.run(agent, server.session)
+            ends = ended(episode)  # the client deleted its session: the episode ended then
+        finally:
+            assert server.stop() == 0
+    assert statuses == ["correct", "wrong"] and len(ends) == 1
+    check_episode(retail_pack, episode, records, {right["id"]: right["gold_sql"], wrong["id"]: "SELECT 1"}, seen,
+                  ends[0], tmp_path, wrong=1)
 
 
 def test_a_client_that_connects_as_soon_as_the_address_is_printed_is_accepted(retail_pack, tmp_path):
@@ -312,7 +352,7 @@ def test_a_public_pack_grades_no_holdout_question_and_the_report_still_is_evalpa
     seen: list[str] = []
 
     async def agent() -> dict:
-        async with stdio_session(pack, episode) as session:
+        async with memory_session(pack, episode) as session:
             await call(session, seen, "submit_answer", question_id=dev["id"], sql=dev["gold_sql"])
             return await call(session, seen, "submit_answer", question_id=held["id"], sql=held["gold_sql"])
 
@@ -349,7 +389,7 @@ def test_a_decimal_read_from_run_sql_and_handed_back_as_a_value_is_correct(retai
 
     async def agent() -> tuple[dict, dict, dict, dict]:
         seen: list[str] = []
-        async with stdio_session(retail_pack, tmp_path / "episode.jsonl") as session:
+        async with memory_session(retail_pack, tmp_path / "episode.jsonl") as session:
             result = await call(session, seen, "run_sql", sql=number["gold_sql"])
             handed = await call(session, seen, "submit_answer", question_id=number["id"], value=result["rows"][0][0])
             off = await call(session, seen, "submit_answer", question_id=number["id"],
@@ -373,7 +413,7 @@ def test_result_set_rows_read_from_run_sql_and_handed_back_as_a_value_are_correc
 
     async def agent() -> tuple[dict, dict, dict, dict]:
         seen: list[str] = []
-        async with stdio_session(retail_pack, tmp_path / "episode.jsonl") as session:
+        async with memory_session(retail_pack, tmp_path / "episode.jsonl") as session:
             result = await call(session, seen, "run_sql", sql=ranking["gold_sql"])
             rows = result["rows"]
             handed = await call(session, seen, "submit_answer", question_id=ranking["id"], value=rows)
@@ -501,7 +541,7 @@ def test_arguments_longer_than_any_sql_that_runs_are_refused_and_logged_short(re
 
     async def agent() -> tuple:
         seen: list[str] = []
-        async with stdio_session(retail_pack, episode) as session:
+        async with memory_session(retail_pack, episode) as session:
             ran = await call(session, seen, "run_sql", sql=long_sql)
             graded = await call(session, seen, "submit_answer", question_id=record["id"], sql=long_sql)
             valued = await call(session, seen, "submit_answer", question_id=record["id"], value=[long_sql])

@@ -177,11 +177,17 @@ def test_a_table_that_expands_a_thousandfold_loads_under_the_memory_cap(tmp_path
     assert peak < 1536 * 2**20
 
 
-def test_no_scratch_folder_is_left_behind(tables):
+def test_no_scratch_folder_is_left_behind(tables, tmp_path, monkeypatch):
     import tempfile
 
+    # a temporary folder of the test's own: another sandbox (the other test worker's) may be loading in /tmp now
+    private = tmp_path / "tmp"
+    private.mkdir()
+    monkeypatch.setenv("TMPDIR", str(private))
+    monkeypatch.setattr(tempfile, "tempdir", str(private))
+
     def scratch() -> set[str]:
-        return {p.name for p in Path(tempfile.gettempdir()).glob(scoring.SANDBOX_SCRATCH + "*")}
+        return {p.name for p in private.glob(scoring.SANDBOX_SCRATCH + "*")}
 
     before = scratch()
     with SandboxWorker(tables, Limits(memory_mb=256)) as worker:
