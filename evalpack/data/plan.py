@@ -735,13 +735,7 @@ class _Planner:
                                                                       time_column, window_rows, zone_rows)
             curves.append(facts)
         elif fall:
-            need = (len(fall.inflow_shares) + len(fall.outflow_shares)) * len(months)
-            if window_rows < need:
-                raise self.err(f"tables.{table.name}.rows", table.rows_line or table.line,
-                               f"{table.name} needs at least {need + zone_rows} rows for {len(months)} months of its "
-                               "waterfall (a row per movement type per month, plus rows outside the window); "
-                               "raise rows")
-            month_cells, facts = self.waterfall_cells(table, fall, window_rows)
+            month_cells, facts = self._fall_cells(table, fall, months, window_rows, zone_rows)
             falls.append(facts)
             group_column = fall.type_column
             sign_by_label = tuple((k, 1) for k, _ in fall.inflow_shares) + tuple(
@@ -757,7 +751,31 @@ class _Planner:
         flagged, rate_facts = self._rate_plan(table, rate, months, rows, time_column, tcol)
         if rate_facts is not None:
             rates.append(rate_facts)
-        for i, rel in enumerate(spec.relationships):  # missing parents go on rows inside the declared months
+        self._check_missing_parents_fit(table, months, rows, fk_nulls, inside)
+        null_split = {name: apportion(count, rows) for name, count in fk_nulls.items()}
+        inside_split = {name: apportion(count, rows) for name, count in inside.items()}
+        if table.name in self.segment_of:
+            month_cells = self._segment_month_cells(table, keys, months, rows, month_cells, curves[-1], fk_nulls,
+                                                    inside, null_split, inside_split)
+        plan = self._time_chunks(table, months, rows, month_cells, flagged, before_rows, after_rows, orphan_split,
+                                 inside_split, null_split, time_column, measure, group_column, sign_by_label)
+        self.unshaped(table, (measure,), "its plan sets its values to the declared totals")
+        return plan, curves, rates, falls
+
+    def _fall_cells(self, table: Table, fall, months: list, window_rows: int, zone_rows: int) -> tuple:
+        """A waterfall table's cells per month (a row per movement type per month at least) and its facts."""
+        need = (len(fall.inflow_shares) + len(fall.outflow_shares)) * len(months)
+        if window_rows < need:
+            raise self.err(f"tables.{table.name}.rows", table.rows_line or table.line,
+                           f"{table.name} needs at least {need + zone_rows} rows for {len(months)} months of its "
+                           "waterfall (a row per movement type per month, plus rows outside the window); "
+                           "raise rows")
+        return self.waterfall_cells(table, fall, window_rows)
+
+    def _check_missing_parents_fit(self, table: Table, months: list, rows: list, fk_nulls: dict,
+                                   inside: dict) -> None:
+        """Missing parents go on rows inside the declared months: refuse a count that does not fit them."""
+        for i, rel in enumerate(self.spec.relationships):
             if rel.child_table != table.name:
                 continue
             count = fk_nulls.get(rel.child_column, 0) + inside.get(rel.child_column, 0)
@@ -768,27 +786,26 @@ class _Planner:
                                f"inside its declared months ({months[0]:%Y-%m} to {months[-1]:%Y-%m}); lower "
                                f"{'nulls and orphans' if rel.child_column in inside else 'nulls'} or raise "
                                f"{table.name}'s rows")
-        null_split = {name: apportion(count, rows) for name, count in fk_nulls.items()}
-        inside_split = {name: apportion(count, rows) for name, count in inside.items()}
-        if table.name in self.segment_of:
-            declared, path = self.segment_of[table.name]
-            fk = path[0].child_column
-            # by the months' totals, not their rows (which the seed jitters): with shared answers every label's
-            # total is then the same whatever the seed
-            monthly = [int(t) for t in curves[-1].totals]
-            for split, count in ((inside_split, inside.get(fk, 0)), (null_split, fk_nulls.get(fk, 0))):
-                split[fk] = apportion(count, monthly)
-            average = Fraction(sum(monthly), sum(int(r) for r in rows))
-            # a chain's parents without a known grandparent still have rows, which no label's join reaches
-            hop = next((k for k in keys if len(path) == 2 and (k.child_table, k.child_column) == (
-                path[1].child_table, path[1].child_column)), None)
-            unlabelled = Fraction(hop.orphans + hop.nulls, self.tables[hop.child_table].rows) if hop else Fraction(0)
-            month_cells = self.segment_cells(table, declared, path, months, month_cells, inside_split[fk],
-                                             null_split[fk], average, unlabelled)
-        plan = self._time_chunks(table, months, rows, month_cells, flagged, before_rows, after_rows, orphan_split,
-                                 inside_split, null_split, time_column, measure, group_column, sign_by_label)
-        self.unshaped(table, (measure,), "its plan sets its values to the declared totals")
-        return plan, curves, rates, falls
+
+    def _segment_month_cells(self, table: Table, keys: list[KeyFacts], months: list, rows: list, month_cells: list,
+                             curve: CurveFacts, fk_nulls: dict, inside: dict, null_split: dict,
+                             inside_split: dict) -> list:
+        """The month cells of a table whose measure is split by a parent's attribute (segment_shares); the key's
+        missing parents re-split by the months' totals (``null_split`` and ``inside_split`` updated)."""
+        declared, path = self.segment_of[table.name]
+        fk = path[0].child_column
+        # by the months' totals, not their rows (which the seed jitters): with shared answers every label's
+        # total is then the same whatever the seed
+        monthly = [int(t) for t in curve.totals]
+        for split, count in ((inside_split, inside.get(fk, 0)), (null_split, fk_nulls.get(fk, 0))):
+            split[fk] = apportion(count, monthly)
+        average = Fraction(sum(monthly), sum(int(r) for r in rows))
+        # a chain's parents without a known grandparent still have rows, which no label's join reaches
+        hop = next((k for k in keys if len(path) == 2 and (k.child_table, k.child_column) == (
+            path[1].child_table, path[1].child_column)), None)
+        unlabelled = Fraction(hop.orphans + hop.nulls, self.tables[hop.child_table].rows) if hop else Fraction(0)
+        return self.segment_cells(table, declared, path, months, month_cells, inside_split[fk], null_split[fk],
+                                  average, unlabelled)
 
     def unshaped(self, table: Table, planned: tuple[str | None, ...], why: str) -> None:
         """Warn of a planned column's ``distribution`` or ``depends_on``, which its plan leaves unused."""
