@@ -41,7 +41,7 @@ from evalpack.data.tables import duckdb_types, write_rotation, write_table
 from evalpack.pack.attest import load_signer, now_utc, write_attestation
 from evalpack.pack.certify import certificate, manifest, pack_warnings
 from evalpack.pack.diff import changes_since
-from evalpack.pack.folder import assemble_pack, discard, is_pack, publish_dir, staging_dir
+from evalpack.pack.folder import assemble_pack, discard, is_pack, publish_dir, staging_dir, write_dictionary
 from evalpack.pack.holdout import read_previous, seal, write_key
 from evalpack.questions.derive import (
     PreviousSplits,
@@ -51,6 +51,7 @@ from evalpack.questions.derive import (
     derive_selected,
     rotation_answers,
 )
+from evalpack.spec.dictionary import build_dictionary
 from evalpack.spec.model import Spec
 from evalpack.spec.reader import load_spec
 
@@ -380,6 +381,7 @@ def write_pack_files(folder: Path, spec: Spec, derived: Derived, verdicts: tuple
                     declines=derived.declines)
     if made.get("changelog") and derived.previous.folder:  # the full diff against the version it continues
         made["changelog"]["diff"] = changes_since(derived.previous.folder, list(sealed.public), made)
+    write_dictionary(folder, build_dictionary(spec))
     if spec.exports:  # `exports:` written into the pack, verified in their dialects (evalpack.interop.exports), attested with it
         from evalpack.interop.exports import build_exports
 

@@ -26,6 +26,8 @@ CARD = "README.md"
 QUESTIONS = "questions.jsonl"
 CERTIFICATE = "certificate.json"
 MANIFEST = "manifest.json"
+DICTIONARY = "dictionary.json"  # the data dictionary (evalpack.spec.dictionary); dictionary.md for people
+DICTIONARY_MD = "dictionary.md"
 SCORER = "verify.py"
 ATTESTATION = "attestation.intoto.json"
 ROTATIONS = "rotations"
@@ -82,6 +84,14 @@ class PackLayout:
     @property
     def certificate(self) -> Path:
         return self.root / CERTIFICATE
+
+    @property
+    def dictionary(self) -> Path:
+        return self.root / DICTIONARY
+
+    def read_dictionary(self) -> dict | None:
+        """The pack's data dictionary (None for a pack without one: imported, or built before it existed)."""
+        return self.read_json(self.dictionary) if self.dictionary.is_file() else None
 
     @property
     def manifest(self) -> Path:

@@ -40,9 +40,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import yaml
 
-from evalpack.core.layout import CARD, PackLayout, table_path
+from evalpack.core.layout import CARD, DICTIONARY, DICTIONARY_MD, PackLayout, table_path
 from evalpack.core.scoring import map_files
 from evalpack.pack.hubfiles import QUESTION_SCHEMA
+from evalpack.spec.dictionary import column_meaning as column_meaning_text
 from evalpack.spec.kinds import KINDS
 from evalpack.spec.semantics import column_words
 
@@ -360,9 +361,13 @@ def _answer_text(q: dict, rotations: list[str]) -> str:
     return f"`{json.dumps(value, ensure_ascii=False)}`"
 
 
-def column_meanings(manifest: dict, table: str) -> dict[str, str]:
-    """What each column of ``table`` means: ``manifest.json`` -> ``semantics`` (business words, no declared
-    answer), else the words of its name."""
+def column_meanings(manifest: dict, table: str, dictionary: dict | None = None) -> dict[str, str]:
+    """What each column of ``table`` means: the pack's data dictionary (``dictionary.json``) when it has one, else
+    ``manifest.json`` -> ``semantics`` (business words, no declared answer), else the words of its name."""
+    if dictionary:
+        entry = next((t for t in dictionary.get("tables") or [] if t.get("name") == table), None)
+        if entry:
+            return {col["name"]: column_meaning_text(col) for col in entry.get("columns") or []}
     given = ((((manifest.get("semantics") or {}).get("tables") or {}).get(table) or {}).get("columns") or {})
     columns = (manifest["tables"].get(table) or {}).get("columns") or {}
     return {c: given.get(c) or column_words(c) for c in columns}
@@ -687,7 +692,7 @@ def _tables(c: _Card) -> list[str]:
         out.append(f"### `{t.name}`\n")
         if row:
             out.append(f"One row per {row}.\n")
-        meanings = column_meanings(manifest, t.name)
+        meanings = column_meanings(manifest, t.name, c.layout.read_dictionary())
         out.append(_table(["column", "DuckDB type", "`datasets` dtype", "meaning"],
                           [[f"`{c}`", f"`{ctype}`", f"`{dtypes[t.name].get(c, '')}`" if dtypes[t.name].get(c) else "",
                             _cell(meanings[c], 200)] for c, ctype in columns.items()], align="llll") + "\n")
@@ -696,6 +701,23 @@ def _tables(c: _Card) -> list[str]:
             out.append(f"The first {len(rows)} rows of `{rotations[0]}`:\n\n"
                        + _table([f"`{c}`" for c in names], [[_cell(v) for v in r] for r in rows],
                                 align="l" * len(names)) + "\n")
+    return out
+
+
+def _dictionary(c: _Card) -> list[str]:
+    """The card's section "Data dictionary": the conventions every question shares, the measures and terms; the
+    columns' meanings are in the Tables section (from the same dictionary)."""
+    given = c.layout.read_dictionary()
+    if not given:
+        return []
+    out = ["## Data dictionary\n",
+           f"Every question reads under this dictionary (`{DICTIONARY}`, and `{DICTIONARY_MD}` for people): what one "
+           "row of each table is, what each column and each stored value means, the measures and terms, and these "
+           "conventions.\n"]
+    out.append("\n".join(f"- **{e['name']}**: {e['definition']}" for e in given.get("conventions") or []) + "\n")
+    for title, key in (("Measures", "measures"), ("Terms", "terms")):
+        if given.get(key):
+            out.append(f"{title}:\n\n" + "\n".join(f"- **{e['name']}**: {e['definition']}" for e in given[key]) + "\n")
     return out
 
 
@@ -876,7 +898,7 @@ def render_card(pack_dir: Path) -> str:
     """The dataset card of the pack in ``pack_dir``, from its manifest.json, questions.jsonl, certificate.json
     and the first rows of its tables. Never reads the attestation (the card is written before it)."""
     c = _card(pack_dir)
-    return "\n".join(part for section in (_introduction, _how_to_load, _how_to_score, _tables, _questions, _near_misses, _intended_use, _limitations, _changelog, _attestation, _citation) for part in section(c))
+    return "\n".join(part for section in (_introduction, _how_to_load, _how_to_score, _dictionary, _tables, _questions, _near_misses, _intended_use, _limitations, _changelog, _attestation, _citation) for part in section(c))
 
 
 def write_card(pack_dir: Path) -> Path:

@@ -22,7 +22,16 @@ from pathlib import Path
 
 from evalpack.core import debris
 from evalpack.core.errors import EvalpackError
-from evalpack.core.layout import ATTESTATION, CARD, CERTIFICATE, MANIFEST, QUESTIONS, PackLayout
+from evalpack.core.layout import (
+    ATTESTATION,
+    CARD,
+    CERTIFICATE,
+    DICTIONARY,
+    DICTIONARY_MD,
+    MANIFEST,
+    QUESTIONS,
+    PackLayout,
+)
 from evalpack.core.layout import SCORER as SCORER_FILE
 from evalpack.core.scoring import HOLDOUT_FILE, b64decode, holdout_key_beside, printable, read_envelope, walk_pack
 from evalpack.pack.certify import dumps
@@ -30,6 +39,13 @@ from evalpack.pack.holdout import KEY_README, RECEIVED_KEY_README
 from evalpack.pack.hubfiles import write_questions_parquet
 
 SCORER = Path(__file__).parents[1] / "core" / "scoring.py"  # copied into every pack as verify.py
+
+
+def write_dictionary(folder: Path, dictionary) -> None:
+    """The pack's data dictionary (:class:`evalpack.spec.dictionary.Dictionary`) as dictionary.json and
+    dictionary.md; written before the exports and the card, which read it."""
+    (folder / DICTIONARY).write_bytes(dumps(dictionary.as_json()))
+    (folder / DICTIONARY_MD).write_text(dictionary.markdown() + "\n", encoding="utf-8")
 
 
 def assemble_pack(folder: Path, records: list[dict], certificate_: dict, manifest_: dict) -> None:
@@ -80,7 +96,7 @@ def is_pack(folder: str | Path) -> bool:
 
 #: the files evalpack writes at the top of every pack: a folder --force replaces may hold these and the files its
 #: attestation lists, nothing else
-PACK_FILES = frozenset({CARD, QUESTIONS, CERTIFICATE, MANIFEST, SCORER_FILE, ATTESTATION})
+PACK_FILES = frozenset({CARD, QUESTIONS, CERTIFICATE, MANIFEST, SCORER_FILE, ATTESTATION, DICTIONARY, DICTIONARY_MD})
 
 
 def attested_names(folder: Path) -> frozenset[str]:

@@ -10,11 +10,10 @@ without it. Which phrasing a question uses is chosen from the pack's seed; the o
 from __future__ import annotations
 
 import datetime as dt
-import re
 from dataclasses import dataclass
 
 from evalpack.data.plan import stable_int
-from evalpack.spec.semantics import Semantics, plural_of
+from evalpack.spec.semantics import Semantics, article, plural_of  # noqa: F401 - article: the families' name for it
 
 #: Words that give away SQL instead of asking a business question (tests/questions/test_phrasing.py checks them).
 SQL_PHRASING = ("rows", "row ", "strictly", "on or after", "= '", "null", "true", "false", "select ", "sum(",
@@ -32,20 +31,6 @@ class Wording:
         """(the phrasing the seed picks for the question ``key``, the others in order)."""
         i = stable_int("phrasing", seed, key) % len(self.phrasings)
         return self.phrasings[i], self.phrasings[:i] + self.phrasings[i + 1:]
-
-
-def article(word: str) -> str:
-    """``a``/``an`` before ``word``, by how it is said: an order, a user, a unit, a one-off, an hour."""
-    spoken_vowel = word[:1].lower() in "aeiou"
-    if spoken_vowel and _SAID_WITH_CONSONANT.match(word) or not spoken_vowel and _SILENT_H.match(word):
-        spoken_vowel = not spoken_vowel
-    return f"an {word}" if spoken_vowel else f"a {word}"
-
-
-# words spelled with a vowel but said with a consonant ("you", "w"), and the h that is not said
-_SAID_WITH_CONSONANT = re.compile(r"(?:uni(?![mnd])|use|usa|usu|uti|ubi|uku|ura|ure|uri|uro|eu|ewe|one\b|once)",
-                                  re.IGNORECASE)
-_SILENT_H = re.compile(r"(?:hour|honest|honor|honour|heir)", re.IGNORECASE)
 
 
 def month_words(month: dt.date) -> str:

@@ -68,7 +68,7 @@ from evalpack.spec.model import (
     add_months,
     month_start,
 )
-from evalpack.spec.semantics import Measure, Semantics, TableWords, plural_of
+from evalpack.spec.semantics import CONVENTIONS, ColumnNote, Conventions, Measure, Semantics, TableWords, plural_of
 from evalpack.spec.yamldoc import _clip, _fmt, _is_number, _keys, _kind, _number, _Reader
 
 # --------------------------------------------------------------------------- sections
@@ -866,30 +866,65 @@ def _read_semantics(r: _Reader, raw: Any, tables: dict[str, Table]) -> Semantics
         if isinstance(v, str):
             names.append((t, TableWords(r.string(v, tp), plural_of(v))))
             continue
-        tm = r.mapping(v, tp, ("name", "plural"))
+        tm = r.mapping(v, tp, ("name", "plural", "description"))
         singular = r.string(r.required(tm, "name", tp), tp + ("name",))
-        names.append((t, TableWords(singular, r.string(tm.get("plural", plural_of(singular)), tp + ("plural",)))))
-    columns = []
+        names.append((t, TableWords(singular, r.string(tm.get("plural", plural_of(singular)), tp + ("plural",)),
+                                    _optional_text(r, tm, "description", tp))))
+    columns, notes = [], []
     for ref, label in r.mapping(m.get("columns", {}), p + ("columns",), _keys(m.get("columns"))).items():
-        t, c = column(ref, p + ("columns", ref))
-        columns.append((f"{t}.{c}", r.string(label, p + ("columns", ref))))
+        cp = p + ("columns", ref)
+        t, c = column(ref, cp)
+        if isinstance(label, str):
+            columns.append((f"{t}.{c}", r.string(label, cp)))
+            continue
+        cm = r.mapping(label, cp, ("name", "description", "unit", "values"))
+        if "name" in cm:
+            columns.append((f"{t}.{c}", r.string(cm["name"], cp + ("name",))))
+        values = tuple((str(stored), r.string(meaning, cp + ("values", stored))) for stored, meaning in
+                       r.mapping(cm.get("values", {}), cp + ("values",), _keys(cm.get("values"))).items())
+        notes.append((f"{t}.{c}", ColumnNote(_optional_text(r, cm, "description", cp),
+                                             _optional_text(r, cm, "unit", cp), values)))
     measures = []
     for name, v in r.mapping(m.get("measures", {}), p + ("measures",), _keys(m.get("measures"))).items():
         mp = p + ("measures", name)
-        mm = r.mapping(v, mp, ("sum", "count"))
-        if len(mm) != 1:
+        mm = r.mapping(v, mp, ("sum", "count", "description"))
+        described = _optional_text(r, mm, "description", mp)
+        if len(set(mm) - {"description"}) != 1:
             raise r.err(mp, "a measure is one of {sum: table.column} or {count: table}")
         if "sum" in mm:
             t, c = column(mm["sum"], mp + ("sum",))
-            measures.append(Measure(r.string(name, mp), "sum", t, c))
+            measures.append(Measure(r.string(name, mp), "sum", t, c, described))
         else:
-            measures.append(Measure(r.string(name, mp), "count", table(mm["count"], mp + ("count",))))
+            measures.append(Measure(r.string(name, mp), "count", table(mm["count"], mp + ("count",)), None,
+                                    described))
     synonyms = []
     for word, alts in r.mapping(m.get("synonyms", {}), p + ("synonyms",), _keys(m.get("synonyms"))).items():
         sp = p + ("synonyms", word)
         synonyms.append((str(word), tuple(r.string(a, sp) for a in r.sequence(alts, sp))))
+    terms = tuple((str(term), r.string(meaning, p + ("terms", term))) for term, meaning in
+                  r.mapping(m.get("terms", {}), p + ("terms",), _keys(m.get("terms"))).items())
     currency = None if m.get("currency") is None else r.string(m["currency"], p + ("currency",))
-    return Semantics(tuple(names), tuple(columns), tuple(measures), currency, tuple(synonyms))
+    return Semantics(tuple(names), tuple(columns), tuple(measures), currency, tuple(synonyms), tuple(notes), terms,
+                     _read_conventions(r, m.get("conventions"), p + ("conventions",)))
+
+
+def _optional_text(r: _Reader, m: dict, key: str, path: tuple) -> str | None:
+    return None if m.get(key) is None else r.string(m[key], path + (key,))
+
+
+def _read_conventions(r: _Reader, raw: Any, path: tuple) -> Conventions:
+    """``semantics.conventions`` (optional): how the pack's questions read, each key with its default."""
+    if raw is None:
+        return Conventions()
+    m = r.mapping(raw, path, tuple(CONVENTIONS), (), "conventions key")
+    given = {}
+    for key, value in m.items():
+        allowed = CONVENTIONS[key][1]
+        text = r.string(value, path + (key,))
+        if allowed is not None and text not in allowed:
+            raise r.err(path + (key,), f"{key}: {text!r} is not one of {', '.join(allowed)}")
+        given[key] = text
+    return Conventions(**given)
 
 
 def _read_questions(r: _Reader, raw: Any) -> QuestionPlan:

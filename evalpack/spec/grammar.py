@@ -167,7 +167,7 @@ GATE_POLICIES = ("block", "warn", "off")  # evalpack.pack.diff.POLICIES
 EXPORT_FORMATS = ("sqlite", "postgres", "bird", "spider")  # evalpack.interop.exports writes them
 QUESTIONS_KEYS = ("families", "include", "exclude", "max", "difficulty", "unanswerable")
 FAMILIES_KEYS = ("include", "exclude")
-SEMANTICS_KEYS = ("tables", "columns", "measures", "currency", "synonyms")
+SEMANTICS_KEYS = ("tables", "columns", "measures", "currency", "synonyms", "terms", "conventions")
 TABLE_KEYS = ("rows", "columns", "constraints", "description")
 COLUMN_KEYS = (
     "type", "unique", "min", "max", "decimals", "nullable", "choices", "weights", "rate", "start",

@@ -8,6 +8,7 @@ derived from the identifier, so that a question never shows a raw identifier: ``
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 # a time column named <verb>_at / <verb>_on reads as "<noun> date"
@@ -60,10 +61,58 @@ def column_words(column: str) -> str:
     return " ".join(parts)
 
 
+def article(word: str) -> str:
+    """``a``/``an`` before ``word``, by how it is said: an order, a user, a unit, a one-off, an hour."""
+    spoken_vowel = word[:1].lower() in "aeiou"
+    if spoken_vowel and _SAID_WITH_CONSONANT.match(word) or not spoken_vowel and _SILENT_H.match(word):
+        spoken_vowel = not spoken_vowel
+    return f"an {word}" if spoken_vowel else f"a {word}"
+
+
+# words spelled with a vowel but said with a consonant ("you", "w"), and the h that is not said
+_SAID_WITH_CONSONANT = re.compile(r"(?:uni(?![mnd])|use|usa|usu|uti|ubi|uku|ura|ure|uri|uro|eu|ewe|one\b|once)",
+                                  re.IGNORECASE)
+_SILENT_H = re.compile(r"(?:hour|honest|honor|honour|heir)", re.IGNORECASE)
+
+
 @dataclass(frozen=True)
 class TableWords:
     singular: str
     plural: str
+    description: str | None = None  # what one row is, when the spec says more than its name
+
+
+@dataclass(frozen=True)
+class ColumnNote:
+    """What the dictionary says of a column beyond its name: a description, a unit, what each stored value stands
+    for (``values``: stored value -> meaning)."""
+
+    description: str | None = None
+    unit: str | None = None
+    values: tuple[tuple[str, str], ...] = ()
+
+
+#: The pack's conventions (``semantics.conventions``): each key, its default and the values it takes.
+CONVENTIONS = {
+    "week_starts": ("monday", ("monday", "sunday")),
+    "month_label": ("YYYY-MM", ("YYYY-MM",)),
+    "percent": ("percent", ("percent", "fraction")),
+    "rounding": ("cents", ("cents",)),
+    "time_zone": ("as stored", None),  # None: any name (an IANA zone, or "as stored")
+    "unknown_parent": ("no_group", ("no_group",)),
+}
+
+
+@dataclass(frozen=True)
+class Conventions:
+    """How the pack's questions read, stated once in its dictionary (``semantics.conventions``)."""
+
+    week_starts: str = "monday"
+    month_label: str = "YYYY-MM"
+    percent: str = "percent"
+    rounding: str = "cents"
+    time_zone: str = "as stored"
+    unknown_parent: str = "no_group"
 
 
 @dataclass(frozen=True)
@@ -74,6 +123,7 @@ class Measure:
     kind: str  # sum | count
     table: str
     column: str | None = None
+    description: str | None = None
 
 
 @dataclass(frozen=True)
@@ -85,6 +135,13 @@ class Semantics:
     measures: tuple[Measure, ...] = ()
     currency: str | None = None
     synonyms: tuple[tuple[str, tuple[str, ...]], ...] = ()  # a business word -> other words for it
+    notes: tuple[tuple[str, ColumnNote], ...] = ()  # ("orders.status", ColumnNote(values=(("1", "placed"), ...)))
+    terms: tuple[tuple[str, str], ...] = ()  # a business term -> its definition in words
+    conventions: Conventions = Conventions()
+
+    def note(self, table: str, column: str) -> ColumnNote:
+        """What the spec says of a column beyond its name (an empty note when nothing)."""
+        return dict(self.notes).get(f"{table}.{column}", ColumnNote())
 
     def table(self, name: str) -> TableWords:
         """What a table's rows are called (``orders`` -> order / orders)."""
@@ -99,8 +156,13 @@ class Semantics:
         """What a column is called (``orders.ordered_at`` -> "order date" unless the spec says otherwise)."""
         return dict(self.columns).get(f"{table}.{column}") or column_words(column)
 
-    def value(self, value: str) -> str:
-        """A categorical value as words (``small_business`` -> "small business")."""
+    def value(self, value: str, table: str | None = None, column: str | None = None) -> str:
+        """A categorical value as words: its meaning when the spec gives one (``semantics.columns.*.values``),
+        else the value's words (``small_business`` -> "small business")."""
+        if table is not None and column is not None:
+            meaning = dict(self.note(table, column).values).get(value)
+            if meaning:
+                return meaning
         return words(value)
 
     def sum_measure(self, table: str, column: str) -> str:
