@@ -43,7 +43,6 @@ import yaml
 from evalpack.core.layout import CARD, DICTIONARY, DICTIONARY_MD, PackLayout, table_path
 from evalpack.core.scoring import map_files
 from evalpack.pack.hubfiles import QUESTION_SCHEMA
-from evalpack.spec.dictionary import column_meaning as column_meaning_text
 from evalpack.spec.kinds import KINDS
 from evalpack.spec.semantics import column_words
 
@@ -361,13 +360,9 @@ def _answer_text(q: dict, rotations: list[str]) -> str:
     return f"`{json.dumps(value, ensure_ascii=False)}`"
 
 
-def column_meanings(manifest: dict, table: str, dictionary: dict | None = None) -> dict[str, str]:
-    """What each column of ``table`` means: the pack's data dictionary (``dictionary.json``) when it has one, else
-    ``manifest.json`` -> ``semantics`` (business words, no declared answer), else the words of its name."""
-    if dictionary:
-        entry = next((t for t in dictionary.get("tables") or [] if t.get("name") == table), None)
-        if entry:
-            return {col["name"]: column_meaning_text(col) for col in entry.get("columns") or []}
+def column_meanings(manifest: dict, table: str) -> dict[str, str]:
+    """What each column of ``table`` means: ``manifest.json`` -> ``semantics`` (the data dictionary's meanings, no
+    declared answer), else the words of its name."""
     given = ((((manifest.get("semantics") or {}).get("tables") or {}).get(table) or {}).get("columns") or {})
     columns = (manifest["tables"].get(table) or {}).get("columns") or {}
     return {c: given.get(c) or column_words(c) for c in columns}
@@ -680,10 +675,6 @@ def _tables(c: _Card) -> list[str]:
                       [[f"`{t.name}`", len((manifest["tables"][t.name] or {}).get("columns") or {}),
                         *[_fmt(s.rows) for s in t.splits]] for t in tables]) + "\n")
     out.append(f"{_fmt(total_rows(configs))} rows in all (tables on every rotation plus questions).\n")
-    measures = (manifest.get("semantics") or {}).get("measures") or {}
-    if measures:
-        out.append("Measures the questions name: " + "; ".join(f"**{m}** is {what}" for m, what in measures.items())
-                   + ".\n")
     dtypes = {c.name: {f["name"]: f.get("dtype") or f"list of {f.get('list')}"
                        for f in config_features(manifest, c, pack_dir) or []} for c in tables}
     for t in tables:
@@ -692,7 +683,7 @@ def _tables(c: _Card) -> list[str]:
         out.append(f"### `{t.name}`\n")
         if row:
             out.append(f"One row per {row}.\n")
-        meanings = column_meanings(manifest, t.name, c.layout.read_dictionary())
+        meanings = column_meanings(manifest, t.name)
         out.append(_table(["column", "DuckDB type", "`datasets` dtype", "meaning"],
                           [[f"`{c}`", f"`{ctype}`", f"`{dtypes[t.name].get(c, '')}`" if dtypes[t.name].get(c) else "",
                             _cell(meanings[c], 200)] for c, ctype in columns.items()], align="llll") + "\n")

@@ -20,9 +20,9 @@ from evalpack.pack.holdout import SALT_RULE, derivable
 from evalpack.questions import unanswerable
 from evalpack.questions.derive import SPLIT_RULE, PreviousSplits, Question, fixed_answers
 from evalpack.questions.difficulty import RULE
-from evalpack.questions.phrasing import article
+from evalpack.spec.dictionary import build_dictionary, column_meaning
 from evalpack.spec.kinds import LEVELS
-from evalpack.spec.model import Column, Spec, Table
+from evalpack.spec.model import Spec
 
 HASHES = {
     "spec_sha256": "SHA-256 (hex) of the spec file's bytes exactly as read, before any parsing; "
@@ -94,42 +94,17 @@ def dropped_entry(v: Verdict) -> dict:
     return entry
 
 
-TEXT_MEANINGS = {"name": "a person's name", "email": "an email address", "company": "a company name",
-                 "city": "a city name", "word": "a word", "sentence": "free text", "uuid": "a UUID"}
-
-
-def column_meaning(spec: Spec, table: Table, column: Column) -> str:
-    """A column in business words, for the card: what the questions call it, then what it holds. Nothing a
-    declaration fixes as an answer (no targets, shares, rates, orphan or null counts)."""
-    what = {"int": "a whole number", "boolean": "true or false", "date": "a calendar date (no time)",
-            "datetime": "a date and time", "categorical": "one of " + ", ".join(column.choices),
-            "text": TEXT_MEANINGS.get(column.text_type or "", "text")}.get(column.type, column.type)
-    if column.type == "float":
-        currency = spec.semantics.currency
-        what = (f"an amount in {currency}, to the cent" if currency and column.decimals == 2
-                else f"a number with {column.decimals} decimals")
-    links = [r for r in spec.relationships if (r.child_table, r.child_column) == (table.name, column.name)]
-    if links:
-        parent = links[0]
-        what = (f"points at {article(spec.semantics.table(parent.parent_table).singular)} "
-                f"({parent.parent_table}.{parent.parent_column})")
-    elif column.type == "int" and column.unique:
-        what = f"identifies {article(spec.semantics.table(table.name).singular)}"
-    notes = ["unique"] if column.unique else []
-    if column.nullable or any(r.nulls for r in links):
-        notes.append("may be null")
-    return "; ".join([f"{spec.semantics.column(table.name, column.name)}: {what}", *notes])
-
-
 def semantics(spec: Spec) -> dict:
     """The business words of the schema (the spec's ``semantics:``, else derived from the names): what a row
     of each table is, what each column means, the measures the questions name."""
+    dictionary = build_dictionary(spec)
+    entries = {t.name: t for t in dictionary.tables}
     return {
         "tables": {t.name: {"row": spec.semantics.table(t.name).singular,
-                            "columns": {c.name: column_meaning(spec, t, c) for c in t.columns}}
+                            "columns": {c.name: f"{c.label}: {column_meaning(c.as_json())}"
+                                        for c in entries[t.name].columns}}
                    for t in spec.tables},
-        "measures": {m.name: (f"the sum of {m.table}.{m.column}" if m.kind == "sum" else f"the number of {m.table} rows")
-                     for m in spec.semantics.measures},
+        "measures": {m.name: m.definition for m in dictionary.measures},
         "currency": spec.semantics.currency,
     }
 

@@ -2,8 +2,8 @@
 
 Gold SQL is built as a sqlglot AST (DuckDB dialect) so that verification and the near-miss
 study can transform it. The text is an analyst's question in the spec's business words
-(:mod:`evalpack.questions.phrasing`); its ``evidence`` states exactly what each term covers (the measure's
-column, the period's first and excluded last day, a category's literal) and the rounding asked for.
+(:mod:`evalpack.questions.phrasing`), complete under the pack's data dictionary; its ``evidence`` is external
+knowledge in plain words (the definition of a business term it uses) or None.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from evalpack.questions import unanswerable
 from evalpack.questions.difficulty import label
 from evalpack.questions.families import FAMILIES
 from evalpack.questions.families.base import Draft, Drafts
+from evalpack.questions.phrasing import evidence_for
 from evalpack.questions.sqltext import DIALECT, parse_sql
 from evalpack.spec.kinds import LEVELS
 from evalpack.spec.model import Spec
@@ -46,7 +47,7 @@ class Question:
     tags: tuple[str, ...]
     split: str = "dev"
     tables: tuple[str, ...] = ()
-    evidence: str = ""  # the definitions a reader needs (BIRD's "evidence"): measures, periods, literals
+    evidence: str | None = None  # external knowledge in words (BIRD's "evidence"), never SQL in words
     paraphrases: tuple[str, ...] = ()  # the question's other phrasings, asking the same thing
     difficulty: str = ""  # simple | moderate | challenging, from the gold SQL (evalpack.questions.difficulty.RULE)
     skills: tuple[str, ...] = ()  # what the gold SQL exercises (evalpack.questions.difficulty.SKILLS)
@@ -248,6 +249,7 @@ def derive_selected(spec: Spec, plans: tuple[RotationPlan, ...], previous: Previ
     kept, selection = select(spec, [(draft, level, skills) for (draft, _), (level, skills) in zip(base, labels)])
     width = _id_width(len(kept), len(_to_decline(spec, plans, len(kept))))
     orphan_rows = _orphan_rows(plans[0].answer_key)
+    terms = dictionary_terms(spec)
     questions = []
     for n, i in enumerate(kept):
         draft = base[i][0]
@@ -257,7 +259,7 @@ def derive_selected(spec: Spec, plans: tuple[RotationPlan, ...], previous: Previ
         questions.append(Question(
             id=f"q{n + 1:0{width}d}",
             question=text,
-            evidence=draft.wording.evidence,
+            evidence=evidence_for(" ".join(draft.wording.phrasings), terms),
             paraphrases=paraphrases,
             gold_sql=gold[i],
             expected=expected,
@@ -272,6 +274,14 @@ def derive_selected(spec: Spec, plans: tuple[RotationPlan, ...], previous: Previ
             orphan_rows="included" if draft.kind in ABOUT_ORPHANS else orphan_rows(draft.tables),
         ))
     return assign_splits(spec, tuple(questions), previous, public_numbers(plans)), selection
+
+
+def dictionary_terms(spec: Spec) -> tuple[tuple[str, str], ...]:
+    """The business terms the spec declares (``semantics.terms``), as (term, definition): what a question's
+    evidence draws on. The terms the families define themselves (a trial balance, a closing balance) are in the
+    dictionary only: evidence they would give every question of a family and none of the questions to decline,
+    so its presence alone would tell the two apart."""
+    return spec.semantics.terms
 
 
 def _id_width(answerable: int, declines: int) -> int:
@@ -291,6 +301,7 @@ def derive_declines(spec: Spec, plans: tuple[RotationPlan, ...], answerable: int
     answer; always in the dev split, since their labels (kind, ``answerable``) would give a holdout question's
     answer away."""
     chosen = _to_decline(spec, plans, answerable)
+    terms = dictionary_terms(spec)
     width = _id_width(answerable, len(chosen))
     out = []
     for n, u in enumerate(chosen):
@@ -298,7 +309,8 @@ def derive_declines(spec: Spec, plans: tuple[RotationPlan, ...], answerable: int
         out.append(Question(
             id=f"q{answerable + n + 1:0{width}d}", question=text, gold_sql="",
             expected=tuple((p.rotation, None) for p in plans), answer_type="", round_decimals=None, kind=u.kind,
-            tags=("unanswerable", u.concept), evidence=u.wording.evidence, paraphrases=paraphrases,
+            tags=("unanswerable", u.concept), evidence=evidence_for(" ".join(u.wording.phrasings), terms),
+            paraphrases=paraphrases,
             difficulty=unanswerable.DIFFICULTY[u.kind], skills=unanswerable.SKILLS, key=u.key, answerable=False,
             unanswerable_reason=u.reason))
     return tuple(out)

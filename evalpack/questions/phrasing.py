@@ -1,10 +1,14 @@
 """How questions are worded: an analyst's words from the spec's semantics, several phrasings of each
-question, and the evidence (BIRD's sense: the definitions a reader needs) that makes each one exact.
+question.
 
-A question's text never shows a raw identifier or SQL phrasing ("rows", "strictly before", "= 'web'");
-the identifiers, literals and exact windows go in its ``evidence``, so a harness can run with or
-without it. Which phrasing a question uses is chosen from the pack's seed; the others are kept as its
-``paraphrases``, and every phrasing asks the same thing.
+A question is complete under the pack's data dictionary (:mod:`evalpack.spec.dictionary`): its own words give
+the period, the group, the threshold, the direction of a ranking, which figures to give back and in what
+order; the dictionary says what the words mean in the tables (which column a measure sums, which date places a
+row in a month, what a stored value stands for) and the conventions (a month, rounding, unknown parents). So a
+question never shows an identifier, a stored value, a date bound or SQL phrasing ("rows", "strictly before",
+"= 'web'"), and its ``evidence`` is only external knowledge (:func:`evidence_for`). Which phrasing a question uses
+is chosen from the pack's seed; the others are kept as its ``paraphrases``, and every phrasing asks the same
+thing.
 """
 
 from __future__ import annotations
@@ -22,10 +26,9 @@ SQL_PHRASING = ("rows", "row ", "strictly", "on or after", "= '", "null", "true"
 
 @dataclass(frozen=True)
 class Wording:
-    """Every phrasing of one question and the evidence that defines its terms."""
+    """Every phrasing of one question."""
 
     phrasings: tuple[str, ...]
-    evidence: str
 
     def chosen(self, seed: int, key: str) -> tuple[str, tuple[str, ...]]:
         """(the phrasing the seed picks for the question ``key``, the others in order)."""
@@ -53,31 +56,21 @@ class Words:
     def col(self, column: str) -> str:
         return self.sem.column(self.table, column)
 
-    def window(self, time_column: str, start: dt.date, end: dt.date, what: str, time_type: str = "date") -> str:
-        """Evidence for a period: which dates of which column it covers, end excluded (a text period column:
-        which of its 'YYYY-MM' labels)."""
-        if time_type == "text":
-            return (f"{what} means {self.col(time_column)} ({self.table}.{time_column}, a 'YYYY-MM' label) from "
-                    f"'{start:%Y-%m}' up to but not including '{end:%Y-%m}'")
-        return (f"{what} means {self.col(time_column)} ({self.table}.{time_column}) from {start.isoformat()} up to "
-                f"but not including {end.isoformat()}")
-
-    def measure(self, column: str) -> tuple[str, str]:
-        """(the measure's name, its definition) for the sum of ``column``."""
-        name = self.sem.sum_measure(self.table, column)
-        unit = f", in {self.sem.currency}" if self.sem.currency else ""
-        return name, f"{name} is the sum of {self.table}.{column}{unit}"
+    def measure(self, column: str) -> str:
+        """The name of the sum of ``column`` (the dictionary defines it)."""
+        return self.sem.sum_measure(self.table, column)
 
     def rounded(self, decimals: int) -> str:
         return f" Answer {self.sem.money(decimals)}."
 
-    def rounding_evidence(self, decimals: int) -> str:
-        return f"round to {decimals} decimal places" if decimals else "a whole number"
 
-
-def join(*parts: str) -> str:
-    """Evidence clauses as one sentence."""
-    return "; ".join(p for p in parts if p) + "."
+def evidence_for(text: str, terms: tuple[tuple[str, str], ...]) -> str | None:
+    """A question's evidence, in BIRD's sense: external knowledge in plain words, here the definition of each
+    business term (``terms``: the dictionary's, as (term, definition)) the question's words use; None when it
+    uses none. A term's definition never names a table, a column or a stored value (the dictionary's do not)."""
+    lowered = text.lower()
+    found = [f"{term}: {definition}" for term, definition in terms if term.lower() in lowered]
+    return " ".join(found) if found else None
 
 
 def with_synonyms(semantics: Semantics, word: str, phrasings: tuple[str, ...]) -> tuple[str, ...]:
@@ -89,111 +82,86 @@ def with_synonyms(semantics: Semantics, word: str, phrasings: tuple[str, ...]) -
 
 
 def period_total(w: Words, column: str, time_column: str, month: dt.date, nxt: dt.date, decimals: int) -> Wording:
-    m, defined = w.measure(column)
+    m = w.measure(column)
     mon = month_words(month)
     tail = w.rounded(decimals)
     return Wording(with_synonyms(w.sem, m, (f"What was the {m} in {mon}?{tail}", f"Give the {m} for {mon}.{tail}",
-                                            f"For {mon}, what is the {m}?{tail}")),
-                   join(defined, w.window(time_column, month, nxt, mon), w.rounding_evidence(decimals)))
+                                            f"For {mon}, what is the {m}?{tail}")))
 
 
 def period_rows(w: Words, time_column: str, month: dt.date, nxt: dt.date) -> Wording:
     mon, t = month_words(month), w.col(time_column)
     count = w.sem.count_measure(w.table) or f"number of {w.many}"
     return Wording((f"How many {w.many} have {article(t)} in {mon}?", f"What was the {count} in {mon}?",
-                    f"Count the {w.many} whose {t} falls in {mon}."),
-                   join(w.window(time_column, month, nxt, mon), f"each {w.one} counts once"))
+                    f"Count the {w.many} whose {t} falls in {mon}."))
 
 
 def grand_total(w: Words, column: str, time_column: str, first: dt.date, last: dt.date, end: dt.date,
                 decimals: int) -> Wording:
-    m, defined = w.measure(column)
+    m = w.measure(column)
     span, tail = span_words(first, last), w.rounded(decimals)
     return Wording(with_synonyms(w.sem, m, (f"What was the {m} {span}?{tail}",
                                             f"Give the {m} for the whole period {span}.{tail}",
-                                            f"Taking every month {span} together, what is the {m}?{tail}")),
-                   join(defined, w.window(time_column, first, end, "the period"), w.rounding_evidence(decimals)))
+                                            f"Taking every month {span} together, what is the {m}?{tail}")))
 
 
 def peak_period(w: Words, column: str, time_column: str) -> Wording:
-    m, defined = w.measure(column)
-    return Wording((f"In which month was the {m} highest? Answer as YYYY-MM.",
-                    f"Which month had the largest {m}? Give it as YYYY-MM.",
-                    f"Name the month with the highest {m}, as YYYY-MM."),
-                   join(defined, f"a month is a calendar month of {w.col(time_column)} ({w.table}.{time_column}), "
-                         f"over every {w.one} in the table", "the answer is the month's year and number, e.g. 2025-03"))
+    m = w.measure(column)
+    return Wording((f"Of all the months the data covers, in which was the {m} highest? Answer as YYYY-MM.",
+                    f"Which month of all the data had the largest {m}? Give it as YYYY-MM.",
+                    f"Name the month with the highest {m} in the whole of the data, as YYYY-MM."))
 
 
-def _segment(w: Words, group_column: str, label: str) -> tuple[str, str]:
-    g, v = w.col(group_column), w.sem.value(label)
-    return f"the {v} {g}", f"the {v} {g} means {w.table}.{group_column} = '{label}'"
+def _segment(w: Words, group_column: str, label: str) -> str:
+    """A group as words ("the web sales channel"); the dictionary says which stored value it is."""
+    return f"the {w.sem.value(label, w.table, group_column)} {w.col(group_column)}"
 
 
 def group_period_total(w: Words, column: str, time_column: str, group_column: str, label: str, month: dt.date,
                        nxt: dt.date, decimals: int) -> Wording:
-    m, defined = w.measure(column)
-    seg, seg_def = _segment(w, group_column, label)
+    m = w.measure(column)
+    seg = _segment(w, group_column, label)
     mon, tail = month_words(month), w.rounded(decimals)
     return Wording((f"What was the {m} from {seg} in {mon}?{tail}", f"In {mon}, how much of the {m} came from {seg}?"
-                    f"{tail}", f"Give the {m} of {seg} for {mon}.{tail}"),
-                   join(defined, seg_def, w.window(time_column, month, nxt, mon), w.rounding_evidence(decimals)))
+                    f"{tail}", f"Give the {m} of {seg} for {mon}.{tail}"))
 
 
 def group_total(w: Words, column: str, time_column: str, group_column: str, label: str, first: dt.date,
                 last: dt.date, end: dt.date, decimals: int) -> Wording:
-    m, defined = w.measure(column)
-    seg, seg_def = _segment(w, group_column, label)
+    m = w.measure(column)
+    seg = _segment(w, group_column, label)
     span, tail = span_words(first, last), w.rounded(decimals)
     return Wording((f"What was the {m} from {seg} {span}?{tail}", f"How much of the {m} {span} came from {seg}?{tail}",
-                    f"Give the {m} of {seg} over the whole period {span}.{tail}"),
-                   join(defined, seg_def, w.window(time_column, first, end, "the period"),
-                         w.rounding_evidence(decimals)))
+                    f"Give the {m} of {seg} over the whole period {span}.{tail}"))
 
 
 def rate(w: Words, flag: str, time_column: str, month: dt.date, nxt: dt.date) -> Wording:
     f, mon = w.col(flag), month_words(month)
     return Wording((f"What share of {w.many} in {mon} were {f}? Give the fraction to 4 decimal places.",
                     f"In {mon}, what fraction of {w.many} were {f}? Answer to 4 decimal places.",
-                    f"What was the rate of {f} {w.many} in {mon}, as a fraction to 4 decimal places?"),
-                   join(f"the share is the number of {w.many} with {w.table}.{flag} true divided by the number of "
-                         f"all {w.many}", w.window(time_column, month, nxt, mon), "a fraction between 0 and 1"))
+                    f"What was the rate of {f} {w.many} in {mon}, as a fraction to 4 decimal places?"))
 
 
 def flagged_count(w: Words, flag: str, time_column: str, month: dt.date, nxt: dt.date) -> Wording:
     f, mon = w.col(flag), month_words(month)
     return Wording((f"How many {w.many} in {mon} were {f}?", f"In {mon}, how many {w.many} were {f}?",
-                    f"Count the {w.many} of {mon} that were {f}."),
-                   join(f"{f} means {w.table}.{flag} is true", w.window(time_column, month, nxt, mon)))
+                    f"Count the {w.many} of {mon} that were {f}."))
 
 
 def ledger_balance(w: Words, group_column: str, debit: str, credit: str) -> Wording:
     e = w.col(group_column)
     es, d, c = plural_of(e), w.col(debit), w.col(credit)
-    return Wording((f"How many {es} do not balance, their total {d} differing from their total {c}?",
-                    f"Count the {es} whose {d} and {c} do not net to zero.",
-                    f"How many unbalanced {es} are there among the {w.many}?"),
-                   join(f"{article(e)} is the set of {w.many} sharing one {w.table}.{group_column}, and the {w.many} "
-                         f"without one count together as one {e}",
-                         f"it balances when the sum of {w.table}.{debit} equals the sum of {w.table}.{credit}"))
+    together = f", the {w.many} with no {e} counting together as one {e}"
+    return Wording((f"How many {es} do not balance, their total {d} differing from their total {c}{together}?",
+                    f"Count the {es} whose {d} and {c} do not net to zero{together}.",
+                    f"How many unbalanced {es} are there among the {w.many}{together}?"))
 
 
 def trial_balance(w: Words, debit: str, credit: str, decimals: int) -> Wording:
     d, c, tail = w.col(debit), w.col(credit), w.rounded(decimals)
     return Wording((f"What is the trial balance of the {w.many}, total {d} minus total {c}?{tail}",
                     f"Over all {w.many}, what is the total {d} minus the total {c}?{tail}",
-                    f"By how much does the total {d} exceed the total {c} across the {w.many}?{tail}"),
-                   join(f"the trial balance is the sum of {w.table}.{debit} minus the sum of {w.table}.{credit} "
-                         f"over the whole table", w.rounding_evidence(decimals)))
-
-
-def signed_amount(w: Words, amount: str, type_column: str, inflows: tuple[str, ...] | None = None) -> str:
-    """Evidence for a waterfall whose amounts are all stored positive (``inflows``: the types that add to the
-    balance): what its signed amount is. Empty where outflows are stored negative (``inflows`` None)."""
-    if inflows is None:
-        return ""
-    return (f"every {w.table}.{amount} is stored positive: the signed {w.table}.{amount} is {w.table}.{amount} where "
-            f"{w.table}.{type_column} is {' or '.join(repr(t) for t in inflows)} (an inflow) and minus "
-            f"{w.table}.{amount} for any other {w.table}.{type_column}")
+                    f"By how much does the total {d} exceed the total {c} across the {w.many}?{tail}"))
 
 
 def waterfall_net(w: Words, amount: str, period: str, month: dt.date, nxt: dt.date, decimals: int,
@@ -201,24 +169,18 @@ def waterfall_net(w: Words, amount: str, period: str, month: dt.date, nxt: dt.da
     a, mon, tail = w.col(amount), month_words(month), w.rounded(decimals)
     return Wording((f"What was the net {a} of the {w.many} in {mon}?{tail}",
                     f"In {mon}, what do the {w.many} add up to, each {a} with its sign?{tail}",
-                    f"Give the net change from {w.many} in {mon}.{tail}"),
-                   join(f"the net is the sum of the signed {w.table}.{amount}" + (
-                       " (inflows positive, outflows negative)" if inflows is None else ""),
-                        signed_amount(w, amount, type_column, inflows), w.window(period, month, nxt, mon, time_type),
-                        w.rounding_evidence(decimals)))
+                    f"Give the net change from {w.many} in {mon}.{tail}"))
 
 
 def waterfall_component(w: Words, amount: str, period: str, type_column: str, kind: str, month: dt.date,
                         nxt: dt.date, decimals: int, signed: bool = True, time_type: str = "date") -> Wording:
-    a, k, mon, tail = w.col(amount), w.sem.value(kind), month_words(month), w.rounded(decimals)
-    t = w.col(type_column)
+    a, k, mon = w.col(amount), w.sem.value(kind, w.table, type_column), month_words(month)
+    # one reading of an outflow's total: with its sign, or its size as stored
+    tail = (" An amount that takes from the balance counts as negative." if signed else
+            " Give it as the amounts are stored (every amount positive).") + w.rounded(decimals)
     return Wording((f"What was the total {a} of {k} {w.many} in {mon}?{tail}",
                     f"In {mon}, how much {a} came from {k} {w.many}?{tail}",
-                    f"Give the {k} {a} for {mon}.{tail}"),
-                   join(f"{k} {w.many} are those whose {t} ({w.table}.{type_column}) is '{kind}'",
-                        f"amounts are the signed {w.table}.{amount} (outflows negative)" if signed else
-                        f"amounts are {w.table}.{amount} as stored (every amount positive)",
-                        w.window(period, month, nxt, mon, time_type), w.rounding_evidence(decimals)))
+                    f"Give the {k} {a} for {mon}.{tail}"))
 
 
 def waterfall_ending(w: Words, amount: str, period: str, start: str, first: dt.date, month: dt.date, nxt: dt.date,
@@ -230,21 +192,17 @@ def waterfall_ending(w: Words, amount: str, period: str, start: str, first: dt.d
                     f"With an opening balance of {start} at the start of {opening}, what is the closing balance of "
                     f"{mon}?{tail}",
                     f"What is the closing balance at the end of {mon}, given {start} at the start of {opening}?"
-                    f"{tail}"),
-                   join(f"the balance is {start} plus the sum of the signed {w.table}.{amount} of every {w.one} "
-                        f"from the start of {opening} to the end of {mon}", signed_amount(w, amount, type_column, inflows),
-                        w.window(period, first, nxt, "that span", time_type), w.rounding_evidence(decimals)))
+                    f"{tail}"))
 
 
 def fk_orphans(child: Words, parent: Words, child_column: str, parent_column: str) -> Wording:
-    return Wording((f"How many {child.many} refer to {article(parent.one)} that does not exist?",
-                    f"Count the {child.many} whose {parent.one} is missing from the {parent.many}.",
-                    f"How many {child.many} point to an unknown {parent.one}?"),
-                   join(f"such {article(child.one)} has a {child.table}.{child_column} that is set but matches no "
-                         f"{parent.table}.{parent_column}"))
+    return Wording((f"How many {child.many} name {article(parent.one)} that is not on record?",
+                    f"Count the {child.many} whose recorded {parent.one} is missing from the {parent.many} on record.",
+                    f"How many {child.many} point to {article(parent.one)} no longer on record?"))
 
 
 def fk_nulls(child: Words, parent: Words, child_column: str) -> Wording:
-    return Wording((f"How many {child.many} have no {parent.one}?", f"Count the {child.many} without {article(parent.one)}.",
-                    f"How many {child.many} are not linked to any {parent.one}?"),
-                   join(f"such {article(child.one)} has no {child.table}.{child_column} (it is NULL)"))
+    # no key at all, as against a key naming a parent that is gone (fk_orphans): one reading each
+    return Wording((f"How many {child.many} have no {parent.one} recorded at all?",
+                    f"Count the {child.many} with no {parent.one} recorded.",
+                    f"How many {child.many} leave their {parent.one} empty?"))

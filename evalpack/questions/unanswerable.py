@@ -30,7 +30,8 @@ DIFFICULTY = {"no_such_entity": "simple", "no_such_measure": "moderate", "no_suc
 SKILLS = ("decline",)
 PROOF_RULE = (
     "The vocabulary is every word of the spec: table and column names split at underscores, categorical values, "
-    "text types, the business words of semantics (table names, column words, measures, synonyms, currency), the "
+    "text types, the business words of semantics (table names and descriptions, column words, descriptions, units and "
+    "value meanings, measures, terms, synonyms, currency), the "
     "pack's name and description; each lowercased, with its singular. A concept is asked about only when none of "
     "its terms is a vocabulary word, begins one, or (terms of four letters or more) occurs inside one. A forecast "
     "asks for a month after the last date the time column can hold; a cause or advice is asked only when no "
@@ -86,6 +87,11 @@ def vocabulary(spec: Spec) -> frozenset[str]:
     texts += [f"{m.name} {m.table} {m.column or ''}" for m in sem.measures]
     texts += [f"{word} {' '.join(others)}" for word, others in sem.synonyms]
     texts.append(sem.currency or "")
+    texts += [n.description or "" for _, n in sem.tables]
+    texts += [f"{note.description or ''} {note.unit or ''} " + " ".join(f"{v} {meaning}" for v, meaning in note.values)
+              for _, note in sem.notes]
+    texts += [m.description or "" for m in sem.measures]
+    texts += [f"{term} {meaning}" for term, meaning in sem.terms]
     for t in spec.tables:  # the words questions would use for them
         texts += [sem.table(t.name).plural] + [sem.column(t.name, c.name) for c in t.columns]
     return frozenset(w for text in texts for w in tokens(text))
@@ -98,70 +104,57 @@ def found(terms: tuple[str, ...], words: frozenset[str]) -> list[str]:
 
 
 # concept, terms, whether it needs sales-like events (SALES), people (PERSONS) or an amount ("money": {m} must be one),
-# question templates ({m}: the measure, {many}/{one}: the events, {person}/{persons}, {when}: a month), and the
-# evidence: what it means
+# and question templates ({m}: the measure, {many}/{one}: the events, {person}/{persons}, {when}: a month; {money} and
+# {pct}: how an amount or a share is asked for, as the answerable questions ask it, so that no ending tells the
+# questions to decline apart)
 MEASURES = (
     ("profit", ("profit", "cost", "cogs", "margin", "expense", "markup"), "money",
-     ("What was the profit in {when}?", "How much profit did the business make in {when}?",
-      "What was the profit margin in {when}?"),
-     "profit is {m} minus the costs of earning it"),
+     ("What was the profit in {when}?{money}", "How much profit did the business make in {when}?{money}",
+      "What was the profit margin in {when}?{pct}")),
     ("discount", ("discount", "coupon", "promo", "markdown", "voucher", "rebate"), "sales",
-     ("How much was given away in discounts on {many} in {when}?", "What was the total discount on {many} in {when}?",
-      "In {when}, how much discount did {many} receive?"),
-     "a discount is the amount taken off the list price"),
+     ("How much was given away in discounts on {many} in {when}?{money}", "What was the total discount on {many} in {when}?{money}",
+      "In {when}, how much discount did {many} receive?{money}")),
     ("tax", ("tax", "vat", "gst", "duty", "levy"), "money",
-     ("How much tax did the business pay in {when}?", "What was the tax bill for {when}?",
-      "How much of the {m} in {when} went to tax?"),
-     "tax is the part of an amount owed to the tax authority"),
+     ("How much tax did the business pay in {when}?{money}", "What was the tax bill for {when}?{money}",
+      "How much of the {m} in {when} went to tax?{money}")),
     ("exchange rate", ("exchange", "fx", "forex", "conversion", "yen", "jpy"), "money",
-     ("What was the {m} of {when} in Japanese yen?", "Convert the {m} of {when} to yen at that month's rate.",
-      "At the exchange rates of the time, what was the {m} of {when} worth in yen?"),
-     "an amount in yen is the amount times the exchange rate of its day"),
+     ("What was the {m} of {when} in Japanese yen? Answer to 2 decimal places.", "Convert the {m} of {when} to yen at that month's rate. Answer to 2 decimal places.",
+      "At the exchange rates of the time, what was the {m} of {when} worth in yen? Answer to 2 decimal places.")),
     ("shipping cost", ("shipping", "freight", "postage", "carrier", "ship", "courier"), "sales",
-     ("What did shipping the {many} of {when} cost?", "How much was spent on shipping {many} in {when}?",
-      "In {when}, what were the shipping costs of {many}?"),
-     "shipping cost is what the business paid carriers to deliver"),
+     ("What did shipping the {many} of {when} cost?{money}", "How much was spent on shipping {many} in {when}?{money}",
+      "In {when}, what were the shipping costs of {many}?{money}")),
 )
 ATTRIBUTES = (
     ("age", ("age", "birth", "born", "dob", "birthday"), "persons",
-     ("What is the average age of {persons}?", "How old is the typical {person}?",
-      "What share of {persons} are under 30 years old?"),
-     "a {person}'s age is the years since their date of birth"),
+     ("What is the average age of {persons}? Answer to 2 decimal places.", "How old is the typical {person}?",
+      "What share of {persons} are under 30 years old?{pct}")),
     ("gender", ("gender", "sex"), "persons",
-     ("What share of {persons} are women?", "How many {persons} are men?",
-      "Break down the {persons} by gender."),
-     "gender is what a {person} stated when signing up"),
+     ("What share of {persons} are women?{pct}", "How many {persons} are men?",
+      "Break down the {persons} by gender. Give each gender, then its number of {persons}.")),
     ("rating", ("rating", "review", "score", "satisfaction", "star", "nps", "feedback"), "sales",
-     ("What was the average customer rating of {many} in {when}?", "How satisfied were customers with the {many} "
-      "of {when}, on average?", "What share of {many} in {when} got a five-star review?"),
-     "a rating is the score a customer gave afterwards, from 1 to 5"),
+     ("What was the average customer rating of {many} in {when}? Answer to 2 decimal places.", "How satisfied were customers with the {many} "
+      "of {when}, on average? Answer to 2 decimal places.", "What share of {many} in {when} got a five-star review?{pct}")),
     ("delivery time", ("delivery", "delivered", "shipped", "shipping", "fulfil", "arrival", "arrive", "dispatch"),
      "sales",
-     ("How many days on average did {many} of {when} take to arrive?", "What was the average delivery time of "
-      "{many} in {when}?", "How long did {many} placed in {when} take to be delivered, on average?"),
-     "delivery time is the days from an order to its arrival"),
+     ("How many days on average did {many} of {when} take to arrive? Answer to 2 decimal places.", "What was the average delivery time of "
+      "{many} in {when}? Answer to 2 decimal places.", "How long did {many} placed in {when} take to be delivered, on average? Answer in days, to 2 decimal places.")),
 )
 ENTITIES = (
     ("suppliers", ("supplier", "vendor", "manufacturer", "procurement", "wholesale"), "",
-     ("How many suppliers does the business buy from?", "Which supplier was paid the most in {when}?",
-      "List the suppliers with their number of deliveries."),
-     "a supplier is a company the business buys its goods from"),
+     ("How many suppliers does the business buy from?", "Which supplier was paid the most in {when}? Give the supplier, then the amount paid.{money}",
+      "List the suppliers with their number of deliveries. Give each supplier, then its number of deliveries, most first.")),
     ("employees", ("employee", "staff", "salesperson", "seller", "agent", "rep", "cashier", "worker", "manager"), "",
-     ("How many employees did the business have in {when}?", "Which employee brought in the most {m} in {when}?",
-      "Who on the staff was paid the most in {when}?"),
-     "an employee is a person on the business's staff"),
+     ("How many employees did the business have in {when}?", "Which employee brought in the most {m} in {when}? Give the employee, then the {m}.{money}",
+      "Who on the staff was paid the most in {when}? Give the person, then the pay.{money}")),
     ("warehouses", ("warehouse", "inventory", "stock", "depot", "storage"), "sales",
      ("How many units were in stock at the end of {when}?", "Which warehouse shipped the most {many} in {when}?",
-      "How many warehouses does the business run?"),
-     "a warehouse holds the stock the business ships from"),
+      "How many warehouses does the business run?")),
     ("marketing campaigns", ("campaign", "marketing", "advert", "utm", "ad", "ads"), "",
-     ("Which marketing campaign brought in the most {m} in {when}?", "How much {m} came from email campaigns in "
-      "{when}?", "What did the marketing campaigns of {when} cost?"),
-     "a campaign is a paid marketing effort with its own budget"),
+     ("Which marketing campaign brought in the most {m} in {when}? Give the campaign, then its {m}.{money}", "How much {m} came from email campaigns in "
+      "{when}?{money}", "What did the marketing campaigns of {when} cost?{money}")),
     ("stores", ("store", "branch", "shop", "outlet", "location", "site", "franchise"), "sales",
-     ("Which store had the highest {m} in {when}?", "How many stores made a sale in {when}?",
-      "What was the {m} of the flagship store in {when}?"),
-     "a store is a physical branch where {many} are placed"),
+     ("Which store had the highest {m} in {when}? Give the store, then its {m}.{money}", "How many stores made a sale in {when}?",
+      "What was the {m} of the flagship store in {when}?{money}")),
 )
 SALES = frozenset({"order", "sale", "purchase", "transaction", "booking", "invoice", "checkout", "basket", "receipt"})
 REASON_TERMS = ("reason", "cause", "why", "explanation", "comment", "note")
@@ -197,7 +190,7 @@ def derive(spec: Spec, key: AnswerKey) -> list[Unanswerable]:
     if anchor is None:
         return []
     w = Words(sem, anchor.table)
-    m = w.measure(anchor.column)[0] if anchor.column else f"number of {w.many}"
+    m = w.measure(anchor.column) if anchor.column else f"number of {w.many}"
     months = anchor.months or ()
     persons = [t.name for t in spec.tables if singular_of(sem.table(t.name).singular.split()[-1]) in PERSONS]
     pools: dict[str, list[Unanswerable]] = {kind: [] for kind in REASONS}
@@ -209,25 +202,25 @@ def derive(spec: Spec, key: AnswerKey) -> list[Unanswerable]:
         month = months[stable_int("unanswerable", spec.seed, concept, n) % len(months)]
         return month_words(month), f"{month:%Y-%m}"
 
-    def add(kind: str, concept: str, terms: tuple[str, ...], texts: tuple[str, ...], meaning: str, reason: str,
+    decimals = spec.table(anchor.table).column(anchor.column).decimals if anchor.column else 2
+    register = {"money": w.rounded(decimals), "pct": " Answer in percent, to 2 decimal places."}
+
+    def add(kind: str, concept: str, terms: tuple[str, ...], texts: tuple[str, ...], reason: str,
             fill: dict[str, str]) -> None:
         if found(terms, words):
             return
         for n, text in enumerate(texts):
             said, tag = when(concept, n)
-            values = {"m": m, "many": w.many, "one": w.one, "when": said, **fill}
-            phrasing = text.format(**values)
-            pools[kind].append(Unanswerable(
-                f"{kind}:{concept}:{n}:{tag}",
-                Wording((phrasing, f"From the data, {phrasing[0].lower()}{phrasing[1:]}"), meaning.format(**values)),
-                kind, reason.format(**values), concept, terms))
+            values = {"m": m, "many": w.many, "one": w.one, "when": said, **register, **fill}
+            pools[kind].append(Unanswerable(f"{kind}:{concept}:{n}:{tag}", Wording((text.format(**values),)),
+                                            kind, reason.format(**values), concept, terms))
 
     sales = singular_of(w.one.split()[-1]) in SALES
     person = sem.table(persons[0]) if persons else None
     fill = {"person": person.singular, "persons": person.plural} if person else {}
     for kind, concepts in (("no_such_measure", MEASURES), ("no_such_attribute", ATTRIBUTES),
                            ("no_such_entity", ENTITIES)):
-        for concept, terms, needs, texts, meaning in concepts:
+        for concept, terms, needs, texts in concepts:
             if (needs == "sales" and not sales) or (needs == "persons" and not person) or (
                     needs == "money" and not anchor.column):  # a count of rows converted to yen is no question
                 continue
@@ -238,15 +231,13 @@ def derive(spec: Spec, key: AnswerKey) -> list[Unanswerable]:
                                            "from",
                       "no_such_entity": f"the schema has no {concept}: no table, column or business word names "
                                         "them"}[kind]
-            add(kind, concept, terms, texts, meaning, reason, fill)
+            add(kind, concept, terms, texts, reason, fill)
     if anchor.last_day is not None and anchor.column:
         after = add_months(dt.date(anchor.last_day.year, anchor.last_day.month, 1), 1)
         ahead = month_words(after)
-        texts = (f"What will the {{m}} be in {ahead}?", f"Forecast the {{m}} for {ahead}.",
-                 f"How much {{m}} should we expect in {ahead}?")
+        texts = (f"What will the {{m}} be in {ahead}?{{money}}", f"Forecast the {{m}} for {ahead}.{{money}}",
+                 f"How much {{m}} should we expect in {ahead}?{{money}}")
         add("beyond_sql", "forecast", ("forecast", "prediction", "projection", "estimate"), texts,
-            f"{ahead} begins after {anchor.last_day.isoformat()}, the last date {anchor.table}.{anchor.time_column} "
-            "holds",
             f"{ahead} lies after the last date the data holds ({anchor.last_day.isoformat()}); a forecast is a "
             "model's guess, not the result of a query", {})
     if len(months) >= 2:
@@ -254,13 +245,11 @@ def derive(spec: Spec, key: AnswerKey) -> list[Unanswerable]:
         texts = (f"Why did the {{m}} change from {month_words(first)} to {month_words(second)}?",
                  f"What caused the {{m}} of {month_words(second)} to differ from {month_words(first)}?",
                  f"Explain why the {{m}} moved between {month_words(first)} and {month_words(second)}.")
-        add("beyond_sql", "cause", REASON_TERMS, texts, "{m} is the sum the data holds; its causes are not recorded",
-            "a cause is not a value any column holds; a query can show that the {m} changed, not why", {})
+        add("beyond_sql", "cause", REASON_TERMS, texts, "a cause is not a value any column holds; a query can show that the {m} changed, not why", {})
     texts = ("What should the business do to raise its {m} next quarter?",
              "Which strategy would grow the {m} fastest?",
              "Recommend how to increase the {m} of {many}.")
-    add("beyond_sql", "advice", PLAN_TERMS, texts, "{m} is the sum the data holds",
-        "advice is a judgement, not a value any column holds or a query computes", {})
+    add("beyond_sql", "advice", PLAN_TERMS, texts, "advice is a judgement, not a value any column holds or a query computes", {})
     for kind in pools:
         pools[kind].sort(key=lambda u: stable_int("unanswerable-order", spec.seed, u.key))
     data = [u for pair in zip(pools["no_such_measure"], pools["no_such_attribute"]) for u in pair]

@@ -20,9 +20,9 @@ from evalpack.spec.semantics import article, words
 FORMAT = "evalpack-dictionary/1"
 
 TEXT_KINDS = {
-    "name": "a person's full name", "first_name": "a person's first name", "last_name": "a person's last name",
-    "email": "an email address", "company": "a company name", "city": "a city name", "word": "a single word",
-    "sentence": "free text", "uuid": "an opaque identifier (UUID)", "username": "a user name",
+    "name": "a person's name", "first_name": "a person's first name", "last_name": "a person's last name",
+    "email": "an email address", "company": "a company name", "city": "a city name", "word": "a word",
+    "sentence": "free text", "uuid": "a UUID", "username": "a user name",
 }
 
 
@@ -105,15 +105,13 @@ class Dictionary:
 
 def column_meaning(entry: dict) -> str:
     """A column's meaning in one line, from its ``dictionary.json`` entry: its description, unit and what each
-    stored value stands for (the card, dictionary.md and the exports' descriptions read it)."""
+    stored value stands for where the meaning says more than the value (the card, dictionary.md, the manifest's
+    ``semantics`` and the exports' descriptions read it)."""
     parts = [str(entry.get("description") or "")]
-    if entry.get("unit"):
-        parts.append(f"Unit: {entry['unit']}.")
-    values = entry.get("values") or []
-    if values:
-        parts.append("Values: " + "; ".join(v["value"] if v["meaning"] == v["value"] else f"{v['value']} = {v['meaning']}"
-                                           for v in values) + ".")
-    return " ".join(p for p in parts if p)
+    if entry.get("unit") and str(entry["unit"]) not in parts[0]:
+        parts.append(f"in {entry['unit']}")
+    parts += [f"{v['value']} means {v['meaning']}" for v in entry.get("values") or [] if v["meaning"] != v["value"]]
+    return "; ".join(p for p in parts if p)
 
 
 def build_dictionary(spec: Spec) -> Dictionary:
@@ -144,14 +142,15 @@ def _column_entry(spec: Spec, table: Table, c: Column) -> ColumnEntry:
     refers_to = f"{rel.parent_table}.{rel.parent_column}" if rel else None
     unit = note.unit or (sem.currency if _is_money(spec, table.name, c.name) else None)
     values: tuple[tuple[str, str], ...] = ()
+    movements = _movement_meanings(spec, table.name, c.name)
     if c.type == "categorical":
-        given = dict(note.values) | _movement_meanings(spec, table.name, c.name)
+        given = dict(note.values) | movements
         values = tuple((v, given.get(v) or words(v)) for v in c.choices)
+    elif movements:  # a text column a waterfall's types are written in
+        values = tuple(movements.items())
     elif note.values:
         values = note.values
     described = note.description or _default_description(spec, table, c, one, label, rel)
-    if c.nullable and c.type != "foreign_key" and rel is None:
-        described += f" Empty for some {sem.table(table.name).plural}."
     return ColumnEntry(c.name, label, _type_words(c, rel is not None), described, unit, values, refers_to)
 
 
@@ -167,8 +166,8 @@ def _movement_meanings(spec: Spec, table: str, column: str) -> dict[str, str]:
     if fall is None:
         return {}
     given = dict(spec.semantics.note(table, column).values)
-    return {**{k: f"{given.get(k) or words(k)} (adds to the balance)" for k, _ in fall.inflow_shares},
-            **{k: f"{given.get(k) or words(k)} (takes from the balance)" for k, _ in fall.outflow_shares}}
+    return {**{k: given.get(k) or "an inflow, adding to the balance" for k, _ in fall.inflow_shares},
+            **{k: given.get(k) or "an outflow, taking from the balance" for k, _ in fall.outflow_shares}}
 
 
 def _type_words(c: Column, is_key: bool) -> str:
@@ -193,33 +192,35 @@ def _is_money(spec: Spec, table: str, column: str) -> bool:
 
 
 def _default_description(spec: Spec, table: Table, c: Column, one: str, label: str, rel) -> str:
+    """What a column holds, in words: its kind of value, what it refers to or identifies, and its notes (unique,
+    may be null). Nothing a declaration fixes as an answer (no target, share, rate, orphan or null count)."""
     sem = spec.semantics
+    what = {"int": "a whole number", "boolean": f"whether the {one} is {label}: true or false",
+            "date": "a calendar date (no time)", "datetime": "a date and time",
+            "categorical": "one of " + ", ".join(c.choices),
+            "text": TEXT_KINDS.get(c.text_type or "", "text")}.get(c.type, c.type)
+    if c.type == "float":
+        what = (f"an amount in {sem.currency}, to the cent" if sem.currency and c.decimals == 2
+                and _is_money(spec, table.name, c.name) else f"a number with {c.decimals} decimals")
+    if c.type == "text" and c.name == _dated_by(spec, table.name):
+        what = "a month, written YYYY-MM"
     if rel is not None:
         parent = sem.table(rel.parent_table)
-        text = f"The {parent.singular} of the {one}: the value of {rel.parent_table}.{rel.parent_column} it refers to."
-        if rel.nulls:
-            text += f" Empty when the {one} has no {parent.singular} recorded."
+        what = f"points at {article(parent.singular)} ({rel.parent_table}.{rel.parent_column})"
         if rel.orphans:
-            text += f" Some name {parent.singular} ids no longer in the {parent.plural} table."
-        return text
-    if c.unique and c.type in ("int", "text") and c is table.columns[0]:
-        return f"Identifies the {one}; each {one} has its own."
-    if c.type == "boolean":
-        return f"Whether the {one} is {label} (true) or not (false)."
-    if c.type in ("date", "datetime"):
-        return f"The {label} of the {one}."
-    if c.type == "categorical":
-        return f"The {label} of the {one}."
-    if c.type == "text":
-        kind = TEXT_KINDS.get(c.text_type or "", "text")
-        return f"The {label} of the {one}: {kind}."
+            what += f"; some name {article(parent.singular)} no longer on record"
+    elif c.type == "int" and c.unique:
+        what = f"identifies {article(one)}"
     fall = next((w for w in spec.waterfalls if w.table == table.name and w.amount_column == c.name), None)
-    if fall is not None and waterfall_signed(table.column(fall.amount_column)):
-        return f"The {label} of the {one}: positive when it adds to the balance, negative when it takes from it."
     if fall is not None:
-        return (f"The {label} of the {one}, always stored positive: whether it adds to or takes from the balance "
-                f"is given by its {sem.column(table.name, fall.type_column)} (see its values).")
-    return f"The {label} of the {one}."
+        kind = sem.column(table.name, fall.type_column)
+        what += ("; positive when it adds to the balance, negative when it takes from it"
+                 if waterfall_signed(c) else
+                 f"; always stored positive: its {kind} says whether it adds to the balance or takes from it")
+    notes = ["unique"] if c.unique else []
+    if c.nullable or (rel is not None and rel.nulls):
+        notes.append("may be null")
+    return "; ".join([what, *notes])
 
 
 # --------------------------------------------------------------------------- measures, terms, conventions

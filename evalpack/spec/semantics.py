@@ -63,9 +63,13 @@ def column_words(column: str) -> str:
 
 def article(word: str) -> str:
     """``a``/``an`` before ``word``, by how it is said: an order, a user, a unit, a one-off, an hour."""
-    spoken_vowel = word[:1].lower() in "aeiou"
-    if spoken_vowel and _SAID_WITH_CONSONANT.match(word) or not spoken_vowel and _SILENT_H.match(word):
-        spoken_vowel = not spoken_vowel
+    first = word.split()[0] if word.split() else word
+    if len(first) > 1 and first.isupper():  # an initialism is said letter by letter: an MRR, an SKU, a KPI
+        spoken_vowel = first[0] in "AEFHILMNORSX"
+    else:
+        spoken_vowel = word[:1].lower() in "aeiou"
+        if spoken_vowel and _SAID_WITH_CONSONANT.match(word) or not spoken_vowel and _SILENT_H.match(word):
+            spoken_vowel = not spoken_vowel
     return f"an {word}" if spoken_vowel else f"a {word}"
 
 

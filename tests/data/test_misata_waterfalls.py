@@ -190,7 +190,13 @@ def test_misata_waterfall_builds_unchanged_with_every_declared_fact_exact(case: 
     endings = [r for r in records if r["kind"] == "waterfall_ending"]
     assert sorted(Decimal(str(r["expected_answer"])) for r in endings) == sorted(map(Decimal, bridge.endings.values()))
     assert all(f"CASE WHEN movement_type IN ({inflows}) THEN amount ELSE -amount END" in r["gold_sql"] for r in endings)
-    assert all("stored positive" in r["evidence"] for r in endings)
+    # the dictionary, not the evidence, says how an amount gets its sign
+    dictionary = json.loads((pack / "dictionary.json").read_text(encoding="utf-8"))
+    columns = {c["name"]: c for t in dictionary["tables"] if t["name"] == "mrr_movements" for c in t["columns"]}
+    assert "always stored positive" in columns["amount"]["description"]
+    assert {v["value"]: v["meaning"].split(",")[0] for v in columns["movement_type"]["values"]} == {
+        **{k: "an inflow" for k in bridge.inflows}, **{k: "an outflow" for k in bridge.outflows}}
+    assert all(r["evidence"] is None for r in endings)
     certificate = json.loads((pack / "certificate.json").read_text(encoding="utf-8"))
     assert certificate["all_match"]
 

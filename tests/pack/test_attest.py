@@ -217,9 +217,9 @@ def test_verify_signed_pack_with_key(signed, keys, capsys):
     rc, lines = run_verify(capsys, signed[0], keys / "evalpack.pub")
     assert rc == 0, lines
     assert lines[0].startswith("OK signature: ed25519 key ")
-    assert lines[1] == "OK files: 14 files match the attested sha256, none missing, none extra"
+    assert lines[1] == "OK files: 16 files match the attested sha256, none missing, none extra"
     assert lines[2].startswith("OK gold SQL: ") and lines[2].endswith(" questions verify on every rotation")
-    assert lines[-1].startswith(f"verified {signed[0]}: 14 files, ") and lines[-1].endswith(", signature verified")
+    assert lines[-1].startswith(f"verified {signed[0]}: 16 files, ") and lines[-1].endswith(", signature verified")
     assert not fails(lines)
 
 
@@ -324,7 +324,7 @@ def test_payload_rewritten_with_new_hashes_fails_the_signature(pack, keys, capsy
     assert fails(lines) == [line for line in lines if line.startswith("FAIL attestation.intoto.json: the signature "
                                                                       "does not verify with ")]
     assert len(fails(lines)) == 1
-    assert "OK files: 14 files match the attested sha256, none missing, none extra" in lines
+    assert "OK files: 16 files match the attested sha256, none missing, none extra" in lines
     # without a key the hashes agree, and the output says plainly that nothing checked who signed them
     rc, lines = run_verify(capsys, pack)
     assert lines[0].startswith("NOT CHECKED: ") and lines[-1].endswith("(no --public-key: anyone could have signed it)")

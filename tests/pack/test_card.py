@@ -177,7 +177,11 @@ def test_every_column_has_its_type_dtype_and_meaning(retail_pack, shop):
     assert "| `ordered_at` | `DATE` | `date32` | order date: a calendar date (no time) |" in card
     assert "| `signed_up_at` | `TIMESTAMP` | `timestamp[us]` | sign-up date: a date and time |" in card
     assert "| `channel` | `VARCHAR` | `string` | sales channel: one of web, app, store |" in card
-    assert "**revenue** is the sum of orders.amount" in card
+    assert ("| `segment` | `VARCHAR` | `string` | segment: one of consumer, small_business, enterprise; "
+            "small_business means small business |") in card
+    dictionary = _section(card, "## Data dictionary")
+    assert "- **revenue**: The total order amount of the orders, in EUR" in dictionary
+    assert "- **month of an order**: An order falls in the month of its order date" in dictionary
     manifest = _manifest(retail_pack)
     for table, info in manifest["tables"].items():
         block = card.split(f"### `{table}`\n", 1)[1]
@@ -185,8 +189,9 @@ def test_every_column_has_its_type_dtype_and_meaning(retail_pack, shop):
             assert f"| `{column}` | `{info['columns'][column]}` |" in block, (table, column)
             assert manifest["semantics"]["tables"][table]["columns"][column] in block
     shop_card = _card(shop["v1"])
-    assert "order value: an amount in EUR, to the cent" in shop_card and "**turnover** is the sum" in shop_card
-    assert "customer: points at a customer (customers.customer_id); may be null" in shop_card
+    assert "order value: an amount in EUR, to the cent" in shop_card and "- **turnover**: The total order value" in shop_card
+    assert ("customer: points at a customer (customers.customer_id); some name a customer no longer on record; "
+            "may be null") in shop_card
 
 
 def test_three_rows_of_each_table_from_the_first_rotation(retail_pack):

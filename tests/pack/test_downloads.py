@@ -170,7 +170,7 @@ def test_both_download_forms_verify_and_score(form, downloads, public_key, candi
     assert "OK signature: ed25519 key" in verify and "none missing, none extra" in verify
     ignored = ".cache/huggingface/, .gitattributes" if form == "local_dir" else ".gitattributes"
     assert f"IGNORED (the Hub's own files of this download, not pack files): {ignored}\n" in verify
-    assert "integrity: 18 files match attestation.intoto.json; OK signature" in got["verify.py"][1]
+    assert "integrity: 20 files match attestation.intoto.json; OK signature" in got["verify.py"][1]  # dictionary.json and .md too
     assert re.search(r"\n(\d+)/\1 questions verify on every rotation\n", got["verify.py"][1]), got["verify.py"]
     for command in ("verify.py --candidates", "evalpack score"):
         assert re.search(r"\n(\d+)/\1 correct, 0 wrong, 0 declined \(accuracy 100.0%", got[command][1]), got[command]

@@ -61,8 +61,8 @@ def _label_words(s: SegmentFacts, label: str) -> str:
 
 
 def _segment_words(spec: Spec, s: SegmentFacts) -> tuple[dict[str, str], str]:
-    """(each label as words: "customers whose region has zone north", the join's evidence)."""
-    child, parent = Words(spec.semantics, s.table), Words(spec.semantics, s.path[0][2])
+    """(each label as words: "customers whose region has zone north", how an answer line gives a label)."""
+    parent = Words(spec.semantics, s.path[0][2])
     owner = Words(spec.semantics, s.by_table)
     attribute = owner.col(s.by_column)
     names = {}
@@ -72,24 +72,20 @@ def _segment_words(spec: Spec, s: SegmentFacts) -> tuple[dict[str, str], str]:
             names[label] = (f"{parent.many} whose {attribute} falls in {when}" if len(s.path) == 1 else
                             f"{parent.many} whose {owner.one}'s {attribute} falls in {when}")
             continue
-        value = spec.semantics.value(label)
+        value = spec.semantics.value(label, s.by_table, s.by_column)
         names[label] = (f"{parent.many} with {attribute} {value}" if len(s.path) == 1 else
                         f"{parent.many} whose {owner.one} has {attribute} {value}")
-    joins = "; ".join(f"{child_table}.{column} links to {parent_table}.{key}"
-                      for child_table, column, parent_table, key in s.path)
-    label_is = (f"the {s.grain} of {s.by_table}.{s.by_column}, written {LABEL_FORMS[s.grain]}" if s.grain else
-                f"the value of {s.by_table}.{s.by_column} (given as written there)")
-    evidence = f"{joins}; a label is {label_is}; {child.many} without a known {parent.one} belong to no label"
-    return names, evidence
+    written = f"written {LABEL_FORMS[s.grain]}" if s.grain else "as the data records it"
+    return names, written
 
 
 def segment_drafts(spec: Spec, s: SegmentFacts) -> Drafts:
     """Every question over one segmented measure, with this rotation's answers."""
     out: Drafts = []
     w = Words(spec.semantics, s.table)
-    m, defined = w.measure(s.column)
+    m = w.measure(s.column)
     d, tail = s.decimals, w.rounded(s.decimals)
-    names, joined = _segment_words(spec, s)
+    names, written = _segment_words(spec, s)
     tables = (s.table,) + tuple(parent for _, _, parent, _ in s.path)
     frm, attr = _joins(s)
     parent = Words(spec.semantics, s.path[0][2])
@@ -99,16 +95,13 @@ def segment_drafts(spec: Spec, s: SegmentFacts) -> Drafts:
         return window_on(f"t.{s.time_column}", s.time_type, start, end)
 
     for j, label in enumerate(s.labels):
-        literal = f"{names[label]} means the label {quote_literal(label)}"
         for i, month in enumerate(s.months):
             nxt, mon = add_months(month, 1), month_words(month)
             out.append((Draft(
                 f"segment_month:{s.table}.{s.column}:{s.by_table}.{s.by_column}:{label}:{month}",
                 Wording((f"What was the {m} from {names[label]} in {mon}?{tail}",
                          f"How much {m} did {names[label]} bring in during {mon}?{tail}",
-                         f"In {mon}, what {m} came from {names[label]}?{tail}"),
-                        phrasing.join(defined, joined, literal, w.window(s.time_column, month, nxt, mon),
-                                      w.rounding_evidence(d))),
+                         f"In {mon}, what {m} came from {names[label]}?{tail}")),
                 parse_sql(f"SELECT ROUND(SUM(t.{s.column}), {d}) FROM {frm} WHERE {attr} = {quote_literal(label)} "
                       f"AND {window(month, nxt)}"),
                 "number", d, "segment_month", tag + (label, f"{month:%Y-%m}"), tables), money(s.totals[i][j], d)))
@@ -118,9 +111,7 @@ def segment_drafts(spec: Spec, s: SegmentFacts) -> Drafts:
             f"segment_total:{s.table}.{s.column}:{s.by_table}.{s.by_column}:{label}",
             Wording((f"What was the {m} from {names[label]} {span}?{tail}",
                      f"How much {m} came from {names[label]} {span}?{tail}",
-                     f"Taking every month {span} together, what {m} did {names[label]} bring in?{tail}"),
-                    phrasing.join(defined, joined, literal, w.window(s.time_column, first, end, "the period"),
-                                  w.rounding_evidence(d))),
+                     f"Taking every month {span} together, what {m} did {names[label]} bring in?{tail}")),
             parse_sql(f"SELECT ROUND(SUM(t.{s.column}), {d}) FROM {frm} WHERE {attr} = {quote_literal(label)} "
                   f"AND {window(first, end)}"),
             "number", d, "segment_total", tag + (label,), tables), money(sum(row[j] for row in s.totals), d)))
@@ -133,22 +124,19 @@ def segment_drafts(spec: Spec, s: SegmentFacts) -> Drafts:
     group = Words(spec.semantics, s.by_table).col(s.by_column)
     if s.grain:  # "sign-up date" by quarter reads "sign-up quarter"
         group = f"{group[:-5]} {s.grain}" if group.endswith(" date") else f"{group} {s.grain}"
+    layout = f" Give each {group} {written}, then its {m}.{tail}"
     for run in quarters(s.months, 3):
         label, nxt = period_label(run), add_months(run[-1], 1)
         sums = [sum(s.totals[index[x]][j] for x in run) for j in range(len(s.labels))]
-        period = w.window(s.time_column, run[0], nxt, label)
         if len(set(sums)) == len(sums):
             ranked = sorted(range(len(sums)), key=lambda j: -sums[j])
             out.append((Draft(
                 f"segment_ranking:{s.table}.{s.column}:{s.by_table}.{s.by_column}:{run[0]}",
-                Wording((f"Rank each {group} of the {parent.many} by the {m} it brought in during {label}, with "
-                         f"its total, highest first.{tail}",
-                         f"For {label}, list every {group} of the {parent.many} with its {m}, largest "
-                         f"first.{tail}",
-                         f"Which {group} of the {parent.many} brought in the most {m} in {label}? List all of "
-                         f"them with their totals, from the highest down.{tail}"),
-                        phrasing.join(defined, joined, period, f"one answer line per {group}: its value in "
-                                      f"{s.by_table}.{s.by_column}, then its total", w.rounding_evidence(d))),
+                Wording(tuple(text + layout for text in (
+                    f"Rank each {group} of the {parent.many} by the {m} it brought in during {label}, highest first.",
+                    f"For {label}, list every {group} of the {parent.many} with its {m}, largest first.",
+                    f"Which {group} of the {parent.many} brought in the most {m} in {label}? List all of them, from "
+                    f"the highest down."))),
                 parse_sql(f"SELECT {attr}, ROUND(SUM(t.{s.column}), {d}) AS total FROM {frm} "
                       f"WHERE {window(run[0], nxt)} GROUP BY {attr} ORDER BY total DESC"),
                 "rows", d, "segment_ranking", tag + (f"{run[0]:%Y-%m}",), tables),
@@ -159,14 +147,10 @@ def segment_drafts(spec: Spec, s: SegmentFacts) -> Drafts:
             amount = f"{from_units(bar, d):,}" + (f" {spec.semantics.currency}" if spec.semantics.currency else "")
             out.append((Draft(
                 f"segment_threshold:{s.table}.{s.column}:{s.by_table}.{s.by_column}:{run[0]}",
-                Wording((f"Which {plural_of(group)} of the {parent.many} brought in at least {amount} of {m} in "
-                         f"{label}? Give each with its {m}.{tail}",
-                         f"In {label}, for which {group} did the {parent.many} reach {amount} or more of {m}? "
-                         f"List each with its total.{tail}",
-                         f"List every {group} of the {parent.many} whose {m} in {label} was {amount} or more, "
-                         f"with its total.{tail}"),
-                        phrasing.join(defined, joined, period, f"one answer line per {group}: its value, then "
-                                      "its total, in any order", w.rounding_evidence(d))),
+                Wording(tuple(text + layout for text in (
+                    f"Which {plural_of(group)} of the {parent.many} brought in at least {amount} of {m} in {label}?",
+                    f"In {label}, for which {group} did the {parent.many} reach {amount} or more of {m}?",
+                    f"List every {group} of the {parent.many} whose {m} in {label} was {amount} or more."))),
                 parse_sql(f"SELECT {attr}, ROUND(SUM(t.{s.column}), {d}) AS total FROM {frm} "
                       f"WHERE {window(run[0], nxt)} GROUP BY {attr} HAVING SUM(t.{s.column}) >= {from_units(bar, d)}"),
                 "rows", d, "segment_threshold", tag + (f"{run[0]:%Y-%m}",), tables),
@@ -176,12 +160,11 @@ def segment_drafts(spec: Spec, s: SegmentFacts) -> Drafts:
             continue
         out.append((Draft(
             f"segment_unlinked:{s.table}.{s.column}:{column}:{run[0]}",
-            Wording((f"How much {m} in {label} came from {w.many} without a known {parent.one}?{tail}",
-                     f"What {m} did {w.many} that match no {parent.one} bring in during {label}?{tail}",
-                     f"In {label}, what was the {m} of {w.many} whose {parent.one} is unknown?{tail}"),
-                    phrasing.join(defined, f"{phrasing.article(w.one)} without a known {parent.one} has a "
-                                  f"{s.table}.{column} that is empty or matches no {parent_table}.{key}", period,
-                                  w.rounding_evidence(d))),
+            Wording(tuple(text + f" Count both: no {parent.one} recorded, or one not on record.{tail}"
+                          for text in (
+                              f"How much {m} in {label} came from {w.many} without a known {parent.one}?",
+                              f"What {m} did {w.many} that match no known {parent.one} bring in during {label}?",
+                              f"In {label}, what was the {m} of {w.many} whose {parent.one} is unknown?"))),
             parse_sql(f"SELECT ROUND(SUM(t.{s.column}), {d}) FROM {s.table} AS t LEFT JOIN {parent_table} AS p "
                   f"ON t.{column} = p.{key} WHERE p.{key} IS NULL AND {window(run[0], nxt)}"),
             "number", d, "segment_unlinked", tag + (f"{run[0]:%Y-%m}",), (s.table, parent_table)),
@@ -189,22 +172,20 @@ def segment_drafts(spec: Spec, s: SegmentFacts) -> Drafts:
     return out
 
 
-def _key_words(spec: Spec, f: ParentFacts) -> tuple[Words, Words, str, str, tuple[str, str], PerParent | None]:
-    """(the child's words, the parent's, the join condition, the link as evidence, the two tables, the key's
-    per_parent declaration if any)."""
+def _key_words(spec: Spec, f: ParentFacts) -> tuple[Words, Words, str, tuple[str, str], PerParent | None]:
+    """(the child's words, the parent's, the join condition, the two tables, the key's per_parent declaration if
+    any)."""
     child, parent = Words(spec.semantics, f.child_table), Words(spec.semantics, f.parent_table)
-    link = f"{f.child_table}.{f.child_column} links {phrasing.article(child.one)} to its {parent.one} " \
-           f"({f.parent_table}.{f.parent_column})"
     declared = next((pp for pp in spec.per_parent if (pp.child_table, pp.child_column) == (f.child_table,
                                                                                           f.child_column)), None)
-    return (child, parent, f"c.{f.child_column} = p.{f.parent_column}", link, (f.child_table, f.parent_table),
-            declared)
+    return child, parent, f"c.{f.child_column} = p.{f.parent_column}", (f.child_table, f.parent_table), declared
 
 
 def parent_drafts(spec: Spec, f: ParentFacts) -> Drafts:
     """Every question over one planned key's children per parent, with this rotation's answers."""
     out: Drafts = []
-    child, parent, on, link, tables, declared = _key_words(spec, f)
+    child, parent, on, tables, declared = _key_words(spec, f)
+    known = f" Count only {parent.many} on record."
     tag = ("per_parent", f.child_table, f.parent_table)
     counts = dict(f.children)
     # the declared counts: parents sit exactly at each (the plan keeps some of an open bucket at its floor) and
@@ -215,8 +196,7 @@ def parent_drafts(spec: Spec, f: ParentFacts) -> Drafts:
             f"parents_at_least:{f.child_table}.{f.child_column}:{n}",
             Wording((f"How many {parent.many} have at least {n} {child.many if n > 1 else child.one}?",
                      f"Count the {parent.many} with {n} or more {child.many}.",
-                     f"How many {parent.many} placed {n} {child.many if n > 1 else child.one} or more?"),
-                    phrasing.join(link, f"count each {parent.one} once, by its {child.many} of any date")),
+                     f"How many {parent.many} placed {n} {child.many if n > 1 else child.one} or more?")),
             parse_sql(f"SELECT COUNT(*) FROM (SELECT p.{f.parent_column} FROM {f.parent_table} AS p JOIN "
                   f"{f.child_table} AS c ON {on} GROUP BY p.{f.parent_column} HAVING COUNT(*) >= {n}) AS busy"),
             "integer", None, "parents_at_least", tag + (str(n),), tables), reached))
@@ -224,19 +204,17 @@ def parent_drafts(spec: Spec, f: ParentFacts) -> Drafts:
         f"parents_without:{f.child_table}.{f.child_column}",
         Wording((f"How many {parent.many} have no {child.many} at all?",
                  f"Count the {parent.many} that never had {phrasing.article(child.one)}.",
-                 f"How many {parent.many} are there without a single {child.one}?"),
-                phrasing.join(link, f"{child.many} of any date count")),
+                 f"How many {parent.many} are there without a single {child.one}?")),
         parse_sql(f"SELECT COUNT(*) FROM {f.parent_table} AS p WHERE NOT EXISTS "
               f"(SELECT * FROM {f.child_table} AS c WHERE {on})"),
         "integer", None, "parents_without", tag, tables), counts.get(0, 0)))
     out.append((Draft(
         f"children_per_parent:{f.child_table}.{f.child_column}",
-        Wording((f"On average, how many {child.many} does a {parent.one} have? Answer to 2 decimal places.",
-                 f"What is the average number of {child.many} per {parent.one}, counting {parent.many} with none? "
-                 "Answer to 2 decimal places.",
-                 f"How many {child.many} per {parent.one} are there on average? Answer to 2 decimal places."),
-                phrasing.join(link, f"average over every {parent.one}, those without {child.many} included; "
-                              f"{child.many} without a known {parent.one} do not count", "round to 2 decimal places")),
+        Wording(tuple(text + f" Every {parent.one} counts, those with none included; {child.many} without a known "
+                             f"{parent.one} do not count. Answer to 2 decimal places." for text in (
+                                 f"On average, how many {child.many} does {phrasing.article(parent.one)} have?",
+                                 f"What is the average number of {child.many} per {parent.one}?",
+                                 f"How many {child.many} per {parent.one} are there on average?"))),
         parse_sql(f"SELECT ROUND(CAST(COUNT(c.{f.child_column}) AS DOUBLE) / COUNT(DISTINCT p.{f.parent_column}), 2) "
               f"FROM {f.parent_table} AS p LEFT JOIN {f.child_table} AS c ON {on}"),
         "number", 2, "children_per_parent", tag, tables), ratio_answer(Fraction(f.linked, f.parents), 2)))
@@ -247,22 +225,19 @@ def parent_drafts(spec: Spec, f: ParentFacts) -> Drafts:
         window = window_on(f"c.{f.time_column}", f.time_type, month, nxt)
         out.append((Draft(
             f"active_parents:{f.child_table}.{f.child_column}:{month}",
-            Wording((f"How many {parent.many} had at least one {child.one} in {mon}?",
-                     f"How many distinct {parent.many} were active in {mon}, by their {child.many}?",
-                     f"Count the different {parent.many} with {phrasing.article(child.one)} in {mon}."),
-                    phrasing.join(link, child.window(f.time_column, month, nxt, mon),
-                                  f"count each {parent.one} once; {child.many} without a known {parent.one} "
-                                  "do not count")),
+            Wording(tuple(text + known for text in (
+                f"How many {parent.many} had at least one {child.one} in {mon}?",
+                f"How many distinct {parent.many} were active in {mon}, by their {child.many}?",
+                f"Count the different {parent.many} with {phrasing.article(child.one)} in {mon}."))),
             parse_sql(f"SELECT COUNT(DISTINCT p.{f.parent_column}) FROM {f.child_table} AS c JOIN {f.parent_table} AS p "
                   f"ON {on} WHERE {window}"),
             "integer", None, "active_parents", tag + (f"{month:%Y-%m}",), tables), active))
         out.append((Draft(
             f"repeat_parents:{f.child_table}.{f.child_column}:{month}",
-            Wording((f"How many {parent.many} had at least {REPEAT} {child.many} in {mon}?",
-                     f"How many repeat {parent.many} were there in {mon}, with {REPEAT} or more {child.many}?",
-                     f"Count the {parent.many} with {REPEAT} {child.many} or more in {mon}."),
-                    phrasing.join(link, child.window(f.time_column, month, nxt, mon),
-                                  f"count each {parent.one} once, by its {child.many} of {mon} only")),
+            Wording(tuple(text + known for text in (
+                f"How many {parent.many} had at least {REPEAT} {child.many} in {mon}?",
+                f"How many repeat {parent.many} were there in {mon}, with {REPEAT} or more {child.many}?",
+                f"Count the {parent.many} with {REPEAT} {child.many} or more in {mon}."))),
             parse_sql(f"SELECT COUNT(*) FROM (SELECT p.{f.parent_column} FROM {f.parent_table} AS p JOIN {f.child_table} "
                   f"AS c ON {on} WHERE {window} "
                   f"GROUP BY p.{f.parent_column} HAVING COUNT(*) >= {REPEAT}) AS repeat_{f.parent_table}"),
@@ -272,13 +247,11 @@ def parent_drafts(spec: Spec, f: ParentFacts) -> Drafts:
         n = len(f.top)
         out.append((Draft(
             f"top_parents:{f.child_table}.{f.child_column}:{n}",
-            Wording((f"Which {n} {parent.many} have the most {child.many}? Give each with its number of "
-                     f"{child.many}, most first.",
-                     f"List the top {n} {parent.many} by number of {child.many}, with their counts.",
-                     f"Name the {n} {parent.many} with the largest number of {child.many} and how many each "
-                     "has, from the most down."),
-                    phrasing.join(link, f"one answer line per {parent.one}: its {f.parent_table}.{f.parent_column}, "
-                                  f"then its number of {child.many} of any date")),
+            Wording(tuple(text + f" Give each {parent.one}'s identifier, then its number of {child.many}, most "
+                                 "first." for text in (
+                                     f"Which {n} {parent.many} have the most {child.many}?",
+                                     f"List the top {n} {parent.many} by number of {child.many}.",
+                                     f"Which are the {n} {parent.many} with the largest number of {child.many}?"))),
             parse_sql(f"SELECT p.{f.parent_column}, COUNT(*) AS placed FROM {f.parent_table} AS p JOIN {f.child_table} "
                   f"AS c ON {on} GROUP BY p.{f.parent_column} ORDER BY placed DESC LIMIT {n}"),
             "rows", None, "top_parents", tag, tables), [[key, count] for key, count in f.top]))
@@ -289,22 +262,21 @@ def period_drafts(spec: Spec, f: ParentFacts) -> Drafts:
     """Questions over ``per_parent`` counts declared per period: parents with at least N children in a period
     (each declared count from 2), and parents with none in it. Date columns only, as for active parents."""
     out: Drafts = []
-    child, parent, on, link, tables, declared = _key_words(spec, f)
+    child, parent, on, tables, declared = _key_words(spec, f)
+    known = f" Count only {parent.many} on record."
     for period in f.periods if f.time_type == "date" else ():
         run = tuple(m for m in (add_months(period.first, i) for i in range(12)) if m < period.end)
         when = month_words(period.first) if len(run) == 1 else the_period(run)
         window = window_on(f"c.{f.time_column}", f.time_type, period.first, period.end)
-        scope = child.window(f.time_column, period.first, period.end, when)
         tag = ("per_parent", f.child_table, f.parent_table, period.label)
         for n in sorted({b.count for b in declared.counts if b.count >= 2} if declared else ()):  # 1: active
             things = child.many if n > 1 else child.one
             out.append((Draft(
                 f"period_parents_at_least:{f.child_table}.{f.child_column}:{n}:{period.label}",
-                Wording((f"How many {parent.many} had at least {n} {things} in {when}?",
-                         f"In {when}, how many {parent.many} placed {n} {things} or more?",
-                         f"Count the {parent.many} with {n} or more {things} in {when}."),
-                        phrasing.join(link, scope, f"count each {parent.one} once, by its {child.many} of {when} "
-                                      "only")),
+                Wording(tuple(text + known for text in (
+                    f"How many {parent.many} had at least {n} {things} in {when}?",
+                    f"In {when}, how many {parent.many} placed {n} {things} or more?",
+                    f"Count the {parent.many} with {n} or more {things} in {when}."))),
                 parse_sql(f"SELECT COUNT(*) FROM (SELECT p.{f.parent_column} FROM {f.parent_table} AS p JOIN "
                       f"{f.child_table} AS c ON {on} WHERE {window} GROUP BY p.{f.parent_column} "
                       f"HAVING COUNT(*) >= {n}) AS busy"),
@@ -314,9 +286,7 @@ def period_drafts(spec: Spec, f: ParentFacts) -> Drafts:
             f"period_parents_without:{f.child_table}.{f.child_column}:{period.label}",
             Wording((f"How many {parent.many} had no {child.many} in {when}?",
                      f"Count the {parent.many} without a single {child.one} in {when}.",
-                     f"In {when}, how many {parent.many} did not have any {child.many}?"),
-                    phrasing.join(link, scope, f"every {parent.one} counts, those with {child.many} only in other "
-                                  "periods included")),
+                     f"In {when}, how many {parent.many} did not have any {child.many}?")),
             parse_sql(f"SELECT COUNT(*) FROM {f.parent_table} AS p WHERE NOT EXISTS (SELECT * FROM {f.child_table} "
                   f"AS c WHERE {on} AND {window})"),
             "integer", None, "period_parents_without", tag, tables), dict(period.children).get(0, 0)))

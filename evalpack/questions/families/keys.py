@@ -6,7 +6,6 @@ keys, so an outer join, a missing join or a join on the wrong side each give a d
 from __future__ import annotations
 
 from evalpack.data.plan import AnswerKey
-from evalpack.questions import phrasing
 from evalpack.questions.families.base import Draft, Drafts
 from evalpack.questions.phrasing import Wording, Words
 from evalpack.questions.sqltext import parse_sql
@@ -18,15 +17,11 @@ def drafts(spec: Spec, key: AnswerKey) -> Drafts:
     out: Drafts = []
     for k in key.keys:
         child, parent = Words(spec.semantics, k.child_table), Words(spec.semantics, k.parent_table)
-        key = phrasing.article(f"{k.parent_table}.{k.parent_column}")  # "an orders.order_id"
         out.append((Draft(
             f"fk_linked:{k.child_table}.{k.child_column}",
-            Wording((f"How many {child.many} belong to a known {parent.one}?",
-                     f"Count the {child.many} whose {parent.one} can be found among the {parent.many}.",
-                     f"How many {child.many} can be matched to an existing {parent.one}?"),
-                    phrasing.join(f"{phrasing.article(child.one).capitalize()} belongs to a known {parent.one} when its "
-                                  f"{k.child_table}.{k.child_column} matches {key}",
-                                  f"each {child.one} counts once")),
+            Wording((f"How many {child.many} belong to a {parent.one} on record?",
+                     f"Count the {child.many} whose {parent.one} can be found among the {parent.many} on record.",
+                     f"How many {child.many} can be matched to an existing {parent.one}?")),
             parse_sql(f"SELECT COUNT(*) FROM {k.child_table} AS c JOIN {k.parent_table} AS p "
                   f"ON c.{k.child_column} = p.{k.parent_column}"),
             "integer", None, "fk_linked", ("relationship", k.child_table, k.parent_table),

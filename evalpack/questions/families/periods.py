@@ -15,7 +15,6 @@ import datetime as dt
 from fractions import Fraction
 
 from evalpack.data.plan import AnswerKey, CurveFacts
-from evalpack.questions import phrasing
 from evalpack.questions.families.base import Draft, Drafts, money, ratio_answer
 from evalpack.questions.families.trends import month_start, month_text, quarters, window_sql
 from evalpack.questions.phrasing import Wording, Words, month_words, span_words
@@ -48,7 +47,7 @@ def _periods(c: CurveFacts) -> list[tuple[dt.date, ...]]:
 
 
 def _share(w: Words, c: CurveFacts, month: dt.date, run: tuple[dt.date, ...], kind: str, totals: dict) -> tuple:
-    m, defined = w.measure(c.column)
+    m = w.measure(c.column)
     mon, the_whole = month_words(month), the_period(run)
     end = add_months(run[-1], 1)
     total = sum(totals[x] for x in run)
@@ -56,11 +55,7 @@ def _share(w: Words, c: CurveFacts, month: dt.date, run: tuple[dt.date, ...], ki
         f"{kind}:{c.table}.{c.column}:{run[0]}:{month}",
         Wording((f"What share of the {m} of {the_whole} came in {mon}? Answer in percent, to 2 decimal places.",
                  f"What percentage of the {m} of {the_whole} was earned in {mon}, to 2 decimal places?",
-                 f"Of all the {m} in {the_whole}, how many percent fell in {mon}? Give it to 2 decimal places."),
-                phrasing.join(defined, w.window(c.time_column, month, add_months(month, 1), mon),
-                              w.window(c.time_column, run[0], end, the_whole),
-                              f"the share is 100 times the {m} of {mon} divided by that of {the_whole}",
-                              "round to 2 decimal places")),
+                 f"Of all the {m} in {the_whole}, how many percent fell in {mon}? Give it to 2 decimal places.")),
         parse_sql(f"SELECT ROUND(100 * SUM({c.column}) / (SELECT SUM({c.column}) FROM {c.table} "
               f"WHERE {window_sql(c, run[0], end)}), 2) FROM {c.table} "
               f"WHERE {window_sql(c, month, add_months(month, 1))}"),
@@ -68,29 +63,26 @@ def _share(w: Words, c: CurveFacts, month: dt.date, run: tuple[dt.date, ...], ki
     return draft, ratio_answer(Fraction(100 * totals[month], total), 2) if total else None  # NULL: 0 / 0
 
 
-def versus_average(w: Words, c: CurveFacts, m: str, defined: str, source: str = "outcome_curve",
+def versus_average(w: Words, c: CurveFacts, m: str, source: str = "outcome_curve",
                    measure_sql: str | None = None) -> Drafts:
     """Each month's distance from the average month of the whole span (a scalar subquery), for the measure
-    ``m`` (the sum of ``c.column``, or of ``measure_sql`` when given; defined by ``defined``) of the declaration
+    ``m`` (the sum of ``c.column``, or of ``measure_sql`` when given) of the declaration
     ``source``."""
     out: Drafts = []
     summed = measure_sql or c.column
     d, tail = c.decimals, w.rounded(c.decimals)
     whole, totals = c.months, dict(zip(c.months, c.totals))
     n, the_span = len(whole), the_period(whole)
+    below = f" The average month is the {m} of {the_span} over its {n} months; a month below it gives a negative figure."
     end = add_months(whole[-1], 1)
     for month in whole:
         mon = month_words(month)
         out.append((Draft(
             f"versus_average:{c.table}.{c.column}:{month}",
-            Wording((f"How far above or below the average month of {the_span} was the {m} of {mon}?{tail}",
-                     f"By how much did the {m} of {mon} differ from the monthly average of {the_span}?{tail}",
-                     f"Compared with an average month of {the_span}, how much more {m} came in {mon}?{tail}"),
-                    phrasing.join(defined, w.window(c.time_column, month, add_months(month, 1), mon, c.time_type),
-                                  w.window(c.time_column, whole[0], end, the_span, c.time_type),
-                                  f"the average month is the {m} of {the_span} divided by its {n} months; "
-                                  f"the answer is {mon} minus that average, negative when below",
-                                  w.rounding_evidence(d))),
+            Wording(tuple(text + below + tail for text in (
+                f"How far above or below the average month of {the_span} was the {m} of {mon}?",
+                f"By how much did the {m} of {mon} differ from the monthly average of {the_span}?",
+                f"Compared with an average month of {the_span}, how much more {m} came in {mon}?"))),
             parse_sql(f"SELECT ROUND(SUM({summed}) - (SELECT SUM({summed}) / {n} FROM {c.table} "
                   f"WHERE {window_sql(c, whole[0], end)}), {d}) FROM {c.table} "
                   f"WHERE {window_sql(c, month, add_months(month, 1))}"),
@@ -99,7 +91,7 @@ def versus_average(w: Words, c: CurveFacts, m: str, defined: str, source: str = 
     return out
 
 
-def month_ranking(w: Words, c: CurveFacts, m: str, defined: str, kind: str = "month_ranking",
+def month_ranking(w: Words, c: CurveFacts, m: str, kind: str = "month_ranking",
                   source: str = "outcome_curve", measure_sql: str | None = None) -> Drafts:
     """The months of each half-year and of the whole span ranked by the measure ``m`` (the sum of
     ``c.column``, or of ``measure_sql`` when given), each with its total: a monthly CTE ordered by total, a
@@ -116,12 +108,10 @@ def month_ranking(w: Words, c: CurveFacts, m: str, defined: str, kind: str = "mo
         ranked = sorted(run, key=lambda x: -totals[x])
         out.append((Draft(
             f"{kind}:{c.table}.{c.column}:{run[0]}:{len(run)}",
-            Wording((f"Rank the months of {named} by {m}, highest first, with each month's {m}.{tail}",
-                     f"List every month of {named} with its {m}, from the strongest month to the weakest.{tail}",
-                     f"Order the months of {named} from the highest {m} to the lowest, giving each total.{tail}"),
-                    phrasing.join(defined, w.window(c.time_column, run[0], end, named, c.time_type),
-                                  "a month is a calendar month; one answer line per month: the month as YYYY-MM, "
-                                  "then its total", w.rounding_evidence(d))),
+            Wording(tuple(text + f" Give each month, then its {m}." + tail for text in (
+                f"Rank the months of {named} by {m}, highest first.",
+                f"List every month of {named} from the strongest month to the weakest by {m}.",
+                f"Order the months of {named} from the highest {m} to the lowest."))),
             parse_sql(f"WITH monthly AS (SELECT {month_text(c.time_column, c.time_type)} AS month, "
                   f"SUM({measure_sql or c.column}) AS total FROM {c.table} WHERE {window_sql(c, run[0], end)} "
                   f"GROUP BY {month_start(c.time_column, c.time_type)}) "
@@ -136,7 +126,7 @@ def drafts(spec: Spec, key: AnswerKey) -> Drafts:
     out: Drafts = []
     for c in key.curves:
         w = Words(spec.semantics, c.table)
-        m, defined = w.measure(c.column)
+        m = w.measure(c.column)
         totals = dict(zip(c.months, c.totals))
         rows = dict(zip(c.months, c.rows))
         count = spec.semantics.count_measure(c.table) or f"number of {w.many}"
@@ -147,15 +137,13 @@ def drafts(spec: Spec, key: AnswerKey) -> Drafts:
             out.append((Draft(
                 f"{kind}:{c.table}:{run[0]}:{len(run)}",
                 Wording((f"How many {w.many} were there {during}?", f"What was the {count} {during}?",
-                         f"Count the {w.many} {during}."),
-                        phrasing.join(w.window(c.time_column, run[0], end, the_period(run)),
-                                      f"each {w.one} counts once, whatever its other values")),
+                         f"Count the {w.many} {during}.")),
                 parse_sql(f"SELECT COUNT(*) FROM {c.table} WHERE {window_sql(c, run[0], end)}"),
                 "integer", None, kind, ("outcome_curve", c.table, f"{run[0]:%Y-%m}", f"{len(run)} months"), (c.table,)),
                 sum(rows[x] for x in run)))
         whole = c.months
         out += [_share(w, c, month, whole, "share_of_span", totals) for month in whole]
         out += [_share(w, c, month, run, "share_of_quarter", totals) for run in quarters(c.months, 3) for month in run]
-        out += versus_average(w, c, m, defined)
-        out += month_ranking(w, c, m, defined)
+        out += versus_average(w, c, m)
+        out += month_ranking(w, c, m)
     return out

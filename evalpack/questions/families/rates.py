@@ -10,7 +10,6 @@ from __future__ import annotations
 from fractions import Fraction
 
 from evalpack.data.plan import AnswerKey
-from evalpack.questions import phrasing
 from evalpack.questions.families.base import Draft, Drafts, ratio_answer
 from evalpack.questions.families.trends import window_on
 from evalpack.questions.phrasing import Wording, Words, month_words
@@ -32,18 +31,13 @@ def drafts(spec: Spec, key: AnswerKey) -> Drafts:
             change = Fraction(100 * r.flagged[i], r.rows[i]) - Fraction(100 * r.flagged[i - 1], r.rows[i - 1])
             out.append((Draft(
                 f"rate_change:{r.table}.{r.column}:{prev}:{now}",
-                Wording((f"By how many percentage points did the share of {f} {w.many} change from {before} to "
-                         f"{mon}? Answer to 2 decimal places.",
-                         f"How much did the {f} rate move between {before} and {mon}, in percentage points to 2 "
-                         f"decimal places?",
-                         f"What was the change in the share of {w.many} that were {f}, {before} against {mon}? "
-                         f"Give percentage points to 2 decimal places."),
-                        phrasing.join(f"a month's share is the number of its {w.many} with {r.table}.{r.column} true "
-                                      f"divided by the number of all its {w.many}, times 100",
-                                      w.window(t, prev, add_months(prev, 1), before),
-                                      w.window(t, now, add_months(now, 1), mon),
-                                      f"the answer is the share of {mon} minus that of {before}, negative for a fall",
-                                      "round to 2 decimal places")),
+                Wording(tuple(text + f" Give {mon}'s share minus {before}'s, in percentage points to 2 decimal "
+                                     "places." for text in (
+                                         f"By how many percentage points did the share of {f} {w.many} change from "
+                                         f"{before} to {mon}?",
+                                         f"How much did the {f} rate move between {before} and {mon}?",
+                                         f"What was the change in the share of {w.many} that were {f}, {before} "
+                                         f"against {mon}?"))),
                 parse_sql(f"WITH monthly AS (SELECT {month} AS month, 100 * COUNT_IF({r.column}) / COUNT(*) AS share "
                       f"FROM {r.table} WHERE ({window_on(t, r.time_type, prev, add_months(prev, 1))}) "
                       f"OR ({window_on(t, r.time_type, now, add_months(now, 1))}) GROUP BY {month}), "

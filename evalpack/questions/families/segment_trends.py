@@ -12,7 +12,6 @@ from __future__ import annotations
 import datetime as dt
 
 from evalpack.data.plan import AnswerKey, CurveFacts
-from evalpack.questions import phrasing
 from evalpack.questions.families.base import Draft, Drafts, money
 from evalpack.questions.families.periods import period_label
 from evalpack.questions.families.trends import month_start, month_text, quarters, window_sql
@@ -36,9 +35,9 @@ def drafts(spec: Spec, key: AnswerKey) -> Drafts:
         if not c.group_column or len(c.groups) < 2:
             continue
         w = Words(spec.semantics, c.table)
-        m, defined = w.measure(c.column)
+        m = w.measure(c.column)
         d, tail = c.decimals, w.rounded(c.decimals)
-        g, gc, t = w.col(c.group_column), c.group_column, c.time_column
+        g, gc = w.col(c.group_column), c.group_column
         index = {month: i for i, month in enumerate(c.months)}
 
         for run in quarters(c.months, 3):
@@ -53,16 +52,11 @@ def drafts(spec: Spec, key: AnswerKey) -> Drafts:
                     lines.append([group, f"{x:%Y-%m}", money(running, d)])
             out.append((Draft(
                 f"group_running:{c.table}.{c.column}:{run[0]}",
-                Wording((f"For each {g}, what was the {since} {m} at the end of each month of {label}?{tail}",
-                         f"Give every {g}'s {since} {m} as it stood at the close of each month in {label}.{tail}",
-                         f"Show, {g} by {g}, the {since} {m} at each month-end of {label}.{tail}"),
-                        phrasing.join(defined, f"a {g} is one value of {c.table}.{gc}",
-                                      f"a month's {since} total adds up the {m} of every month from "
-                                      f"{month_words(start)} through that month",
-                                      w.window(t, start, end, "the months read"),
-                                      f"one answer line per {g} and month of {label}: the {g}, the month as YYYY-MM, "
-                                      f"then the total from {month_words(start)} through that month, in any order",
-                                      w.rounding_evidence(d))),
+                Wording(tuple(text + f" Give each {g} as the data records it, the month, then the total.{tail}"
+                              for text in (
+                                  f"For each {g}, what was the {since} {m} at the end of each month of {label}?",
+                                  f"Give every {g}'s {since} {m} as it stood at the close of each month in {label}.",
+                                  f"Show, {g} by {g}, the {since} {m} at each month-end of {label}."))),
                 parse_sql(f"{_monthly(c, start, end, text=True)}, running AS (SELECT {gc}, month, SUM(total) OVER (PARTITION BY "
                       f"{gc} ORDER BY month ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS running_total "
                       f"FROM monthly) SELECT {gc}, month, ROUND(running_total, {d}) AS running_total FROM running "
@@ -75,13 +69,12 @@ def drafts(spec: Spec, key: AnswerKey) -> Drafts:
                      for j, group in enumerate(c.groups)]
             out.append((Draft(
                 f"group_change:{c.table}.{c.column}:{now}",
-                Wording((f"How did each {g}'s {m} change from {before} to {mon}?{tail}",
-                         f"For every {g}, by how much did the {m} rise or fall between {before} and {mon}?{tail}",
-                         f"Give the change in {m} from {before} to {mon}, {g} by {g}.{tail}"),
-                        phrasing.join(defined, f"a {g} is one value of {c.table}.{gc}",
-                                      w.window(t, prev, add_months(now, 1), f"{before} and {mon} together"),
-                                      f"one answer line per {g}: its value, then its {m} of {mon} minus that of "
-                                      f"{before} (negative for a fall), in any order", w.rounding_evidence(d))),
+                Wording(tuple(text + f" Give each {g} as the data records it, then {mon}'s figure minus {before}'s "
+                                     f"(negative for a fall).{tail}" for text in (
+                                         f"How did each {g}'s {m} change from {before} to {mon}?",
+                                         f"For every {g}, by how much did the {m} rise or fall between {before} and "
+                                         f"{mon}?",
+                                         f"Give the change in {m} from {before} to {mon}, {g} by {g}."))),
                 parse_sql(f"{_monthly(c, prev, add_months(now, 1))}, changes AS (SELECT {gc}, month, total - LAG(total) "
                       f"OVER (PARTITION BY {gc} ORDER BY month) AS change FROM monthly) "
                       f"SELECT {gc}, ROUND(change, {d}) AS change FROM changes WHERE change IS NOT NULL"),

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from evalpack.core.scoring import quote_literal
 from evalpack.data.plan import AnswerKey
-from evalpack.questions import phrasing
 from evalpack.questions.families.base import Draft, Drafts, money
 from evalpack.questions.families.periods import period_label
 from evalpack.questions.families.trends import quarters, window_sql
@@ -32,29 +31,27 @@ def drafts(spec: Spec, key: AnswerKey) -> Drafts:
         if not c.group_column or len(c.groups) < 2:
             continue
         w = Words(spec.semantics, c.table)
-        m, defined = w.measure(c.column)
+        m = w.measure(c.column)
         d, tail = c.decimals, w.rounded(c.decimals)
         g, gc = w.col(c.group_column), c.group_column
         plural_g = plural_of(g)
-        names = {label: f"the {spec.semantics.value(label)} {g}" for label in c.groups}
-        literal = {label: f"{names[label]} means {c.table}.{gc} = '{label}'" for label in c.groups}
+        names = {label: f"the {spec.semantics.value(label, c.table, gc)} {g}" for label in c.groups}
+        layout = f" Give each {g} as the data records it, then its {m}."
         index = {month: i for i, month in enumerate(c.months)}
         n = len(c.groups)
         for i, month in enumerate(c.months):
             nxt = add_months(month, 1)
             mon = month_words(month)
             totals = c.group_totals[i]
-            window = w.window(c.time_column, month, nxt, mon)
             tag = ("group_shares", c.table, f"{month:%Y-%m}")
             a, b = c.groups[i % n], c.groups[(i + 1) % n]
             ia, ib = c.groups.index(a), c.groups.index(b)
             out.append((Draft(
                 f"group_gap:{c.table}.{c.column}:{a}:{b}:{month}",
-                Wording((f"How much more {m} did {names[a]} bring in than {names[b]} in {mon}?{tail}",
-                         f"In {mon}, what was the {m} of {names[a]} minus that of {names[b]}?{tail}",
-                         f"By how much did {names[a]} exceed {names[b]} in {m} in {mon}?{tail}"),
-                        phrasing.join(defined, literal[a], literal[b], window, "negative when the second is larger",
-                                      w.rounding_evidence(d))),
+                Wording(tuple(text + f" Negative when {names[b]} brought in more.{tail}" for text in (
+                    f"How much more {m} did {names[a]} bring in than {names[b]} in {mon}?",
+                    f"In {mon}, what was the {m} of {names[a]} minus that of {names[b]}?",
+                    f"By how much did {names[a]} exceed {names[b]} in {m} in {mon}?"))),
                 parse_sql(f"SELECT ROUND(SUM({c.column}) FILTER (WHERE {gc} = {quote_literal(a)}) - SUM({c.column}) "
                       f"FILTER (WHERE {gc} = {quote_literal(b)}), {d}) FROM {c.table} WHERE {window_sql(c, month, nxt)}"),
                 "number", d, "group_gap", tag + (a, b), (c.table,)), money(totals[ia] - totals[ib], d)))
@@ -65,15 +62,13 @@ def drafts(spec: Spec, key: AnswerKey) -> Drafts:
             sums = [sum(c.group_totals[index[x]][j] for x in run) for j in range(n)]
             order = sorted(range(n), key=lambda j: -sums[j])
             where = window_sql(c, run[0], nxt)
-            period = phrasing.join(defined, w.window(c.time_column, run[0], nxt, label))[:-1]
             tag = ("group_shares", c.table, f"{run[0]:%Y-%m}")
             out.append((Draft(
                 f"group_ranking:{c.table}.{c.column}:{run[0]}:{len(run)}",
-                Wording((f"List each {g} with its {m} in {label}, highest first.{tail}",
-                         f"Rank the {plural_g} by {m} for {label}, showing each total, largest first.{tail}",
-                         f"What was the {m} of every {g} in {label}? List them from the highest down.{tail}"),
-                        phrasing.join(period, f"one answer line per {g}: its value in {c.table}.{gc}, then its total",
-                                      w.rounding_evidence(d))),
+                Wording(tuple(text + layout + tail for text in (
+                    f"List each {g} with its {m} in {label}, highest first.",
+                    f"Rank the {plural_g} by {m} for {label}, showing each total, largest first.",
+                    f"What was the {m} of every {g} in {label}? List them from the highest down."))),
                 parse_sql(f"SELECT {gc}, ROUND(SUM({c.column}), {d}) AS total FROM {c.table} "
                       f"WHERE {where} GROUP BY {gc} ORDER BY total DESC"),
                 "rows", d, "group_ranking", tag, (c.table,)),
@@ -86,13 +81,10 @@ def drafts(spec: Spec, key: AnswerKey) -> Drafts:
             amount = f"{from_units(bar, d):,}" + (f" {spec.semantics.currency}" if spec.semantics.currency else "")
             out.append((Draft(
                 f"group_threshold:{c.table}.{c.column}:{run[0]}",
-                Wording((f"Which {plural_g} brought in at least {amount} of {m} in {label}? List each with its "
-                         f"{m}.{tail}",
-                         f"In {label}, which {plural_g} reached {amount} or more in {m}? Give each with its "
-                         f"total.{tail}",
-                         f"List the {plural_g} whose {m} in {label} was {amount} or more, with their totals.{tail}"),
-                        phrasing.join(period, f"a {g} is one value of {c.table}.{gc}; one answer line per {g}: "
-                                      f"its value, then its total, in any order", w.rounding_evidence(d))),
+                Wording(tuple(text + layout + tail for text in (
+                    f"Which {plural_g} brought in at least {amount} of {m} in {label}?",
+                    f"In {label}, which {plural_g} reached {amount} or more in {m}?",
+                    f"List the {plural_g} whose {m} in {label} was {amount} or more."))),
                 parse_sql(f"SELECT {gc}, ROUND(SUM({c.column}), {d}) AS total FROM {c.table} WHERE {where} "
                       f"GROUP BY {gc} HAVING SUM({c.column}) >= {from_units(bar, d)}"),
                 "rows", d, "group_threshold", tag, (c.table,)),

@@ -83,11 +83,9 @@ def drafts(spec: Spec, key: AnswerKey) -> Drafts:
     out: Drafts = []
     for c in key.curves:
         w = Words(spec.semantics, c.table)
-        m, defined = w.measure(c.column)
+        m = w.measure(c.column)
         d, tail = c.decimals, w.rounded(c.decimals)
-        t = w.col(c.time_column)
         first = c.months[0]
-        base = f"{defined}; a month is a calendar month of {t} ({c.table}.{c.time_column})"
         for i in range(1, len(c.months)):
             month, prev = c.months[i], c.months[i - 1]
             mon, before = month_words(month), month_words(prev)
@@ -95,24 +93,22 @@ def drafts(spec: Spec, key: AnswerKey) -> Drafts:
             change = c.totals[i] - c.totals[i - 1]
             out.append((Draft(
                 f"mom_change:{c.table}.{c.column}:{month}",
-                Wording((f"By how much did the {m} change from {before} to {mon}?{tail}",
-                         f"What was the change in {m} between {before} and {mon}?{tail}",
-                         f"How much higher or lower was the {m} in {mon} than in {before}?{tail}"),
-                        phrasing.join(base, f"the change is the {m} of {mon} minus that of {before}, negative for a "
-                                      f"fall", w.rounding_evidence(d))),
+                Wording(tuple(text + f" Give {mon}'s figure minus {before}'s (negative for a fall).{tail}" for text in (
+                    f"By how much did the {m} change from {before} to {mon}?",
+                    f"What was the change in {m} between {before} and {mon}?",
+                    f"How much higher or lower was the {m} in {mon} than in {before}?"))),
                 parse_sql(f"{pair}, changes AS (SELECT month, total - LAG(total) OVER (ORDER BY month) AS change "
                       f"FROM monthly) SELECT ROUND(change, {d}) FROM changes WHERE change IS NOT NULL"),
                 "number", d, "month_over_month", _tag(c, month), (c.table,)), money(change, d)))
             if c.totals[i - 1] != 0:
                 out.append((Draft(
                     f"mom_pct:{c.table}.{c.column}:{month}",
-                    Wording((f"By what percentage did the {m} change from {before} to {mon}? Answer in percent, "
-                             f"to 2 decimal places.",
-                             f"What was the percent change in {m} from {before} to {mon}, to 2 decimal places?",
-                             f"How many percent higher or lower was the {m} in {mon} than in {before}? Give the "
-                             f"percentage to 2 decimal places."),
-                            phrasing.join(base, f"the percent change is 100 times ({mon} minus {before}) divided by "
-                                          f"{before}, negative for a fall", "round to 2 decimal places")),
+                    Wording(tuple(text + f" The change is relative to {before}, negative for a fall." for text in (
+                        f"By what percentage did the {m} change from {before} to {mon}? Answer in percent, "
+                        f"to 2 decimal places.",
+                        f"What was the percent change in {m} from {before} to {mon}, to 2 decimal places?",
+                        f"How many percent higher or lower was the {m} in {mon} than in {before}? Give the "
+                        f"percentage to 2 decimal places."))),
                     parse_sql(f"{pair}, paired AS (SELECT month, total, LAG(total) OVER (ORDER BY month) AS prev "
                           f"FROM monthly) SELECT ROUND(100 * (total - prev) / prev, 2) FROM paired "
                           f"WHERE prev IS NOT NULL"),
@@ -123,9 +119,7 @@ def drafts(spec: Spec, key: AnswerKey) -> Drafts:
                 f"running_total:{c.table}.{c.column}:{month}",
                 Wording((f"What was the {since} {m} at the end of {mon}?{tail}",
                          f"Give the cumulative {m} from {month_words(first)} through {mon}.{tail}",
-                         f"How much {m} had built up by the end of {mon}, counting from {month_words(first)}?{tail}"),
-                        phrasing.join(base, f"the running total adds up the {m} of every month from "
-                                      f"{month_words(first)} through {mon}", w.rounding_evidence(d))),
+                         f"How much {m} had built up by the end of {mon}, counting from {month_words(first)}?{tail}")),
                 parse_sql(f"{_monthly(c, first, add_months(month, 1))}, running AS (SELECT month, SUM(total) OVER "
                       f"(ORDER BY month ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS running_total "
                       f"FROM monthly) SELECT ROUND(running_total, {d}) FROM running ORDER BY month DESC LIMIT 1"),
@@ -140,14 +134,12 @@ def drafts(spec: Spec, key: AnswerKey) -> Drafts:
                 out.append((Draft(
                     f"{kind}:{c.table}.{c.column}:{run[0]}",
                     Wording((f"What was the {m} in {label}?{tail}", f"Give the {m} for the {name} {label}.{tail}",
-                             f"How much {m} was there in {label}, {span}?{tail}"),
-                            phrasing.join(defined, w.window(c.time_column, run[0], nxt, label),
-                                          w.rounding_evidence(d))),
+                             f"How much {m} was there in {label}, {span}?{tail}")),
                     parse_sql(f"SELECT ROUND(SUM({c.column}), {d}) FROM {c.table} WHERE {window_sql(c, run[0], nxt)}"),
                     "number", d, kind, _tag(c, run[0]), (c.table,)),
                     money(sum(c.totals[index[x]] for x in run), d)))
         amount = w.col(c.column)
-        # SUM / COUNT(*), not AVG: with empty amounts the question itself says how they count, not the evidence alone
+        # SUM / COUNT(*), not AVG: with empty amounts the question itself says how they count
         every = (f", counting {w.many} without {phrasing.article(amount)} as zero"
                  if spec.table(c.table).column(c.column).nullable else "")
         for i, month in enumerate(c.months):
@@ -158,11 +150,7 @@ def drafts(spec: Spec, key: AnswerKey) -> Drafts:
                     f"average:{c.table}.{c.column}:{month}",
                     Wording((f"What was the average {amount} per {w.one} in {mon}{every}?{tail}",
                              f"In {mon}, what was the {amount} of {phrasing.article(w.one)} on average{every}?{tail}",
-                             f"Give the mean {amount} per {w.one} for {mon}{every}.{tail}"),
-                            phrasing.join(f"the average is the sum of {c.table}.{c.column} divided by the number of "
-                                          f"{w.many}, every {w.one} counting (one without {phrasing.article(amount)} "
-                                          f"adds nothing to the sum)", w.window(c.time_column, month, nxt, mon),
-                                          w.rounding_evidence(d))),
+                             f"Give the mean {amount} per {w.one} for {mon}{every}.{tail}")),
                     parse_sql(f"SELECT ROUND(SUM({c.column}) / COUNT(*), {d}) FROM {c.table} "
                           f"WHERE {window_sql(c, month, nxt)}"),
                     "number", d, "average_per_row", _tag(c, month), (c.table,)),
@@ -172,12 +160,10 @@ def drafts(spec: Spec, key: AnswerKey) -> Drafts:
             nxt = add_months(run[-1], 1)
             out.append((Draft(
                 f"monthly_series:{c.table}.{c.column}:{run[0]}",
-                Wording((f"List the {m} of each month of {label}, in month order.{tail}",
-                         f"Show the monthly {m} for {label}, earliest month first.{tail}",
-                         f"What was the {m} month by month in {label}? List them in month order.{tail}"),
-                        phrasing.join(defined, w.window(c.time_column, run[0], nxt, label),
-                                      "one row per month: the month as YYYY-MM, then its total",
-                                      w.rounding_evidence(d))),
+                Wording(tuple(text + f" Give each month, then its {m}.{tail}" for text in (
+                    f"List the {m} of each month of {label}, in month order.",
+                    f"Show the monthly {m} for {label}, earliest month first.",
+                    f"What was the {m} month by month in {label}? List them in month order."))),
                 parse_sql(f"SELECT {month_text(c.time_column)} AS month, ROUND(SUM({c.column}), {d}) AS total "
                       f"FROM {c.table} WHERE {window_sql(c, run[0], nxt)} GROUP BY {month_start(c.time_column)} "
                       f"ORDER BY month"),

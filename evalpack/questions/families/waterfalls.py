@@ -12,7 +12,6 @@ from __future__ import annotations
 import datetime as dt
 
 from evalpack.data.plan import AnswerKey, CurveFacts, WaterfallFacts
-from evalpack.questions import phrasing
 from evalpack.questions.families.base import Draft, Drafts, money
 from evalpack.questions.families.periods import month_ranking, the_period, versus_average
 from evalpack.questions.families.trends import month_start, month_text, quarters, window_on
@@ -43,28 +42,21 @@ def drafts(spec: Spec, key: AnswerKey) -> Drafts:
         first = f.months[0]
         opening = from_units(f.starting, d)
         nets = [f.endings[0] - f.starting] + [f.endings[i] - f.endings[i - 1] for i in range(1, len(f.months))]
-        signed = (f"amounts are the signed {f.table}.{a} (inflows positive, outflows negative)")
-        # every amount stored positive (as Misata writes them): the evidence says how an amount gets its sign
-        sign = "" if f.signed else phrasing.signed_amount(w, a, tc, f.inflows)
-        if not f.signed:
-            signed = sign
+        # every amount stored positive (as Misata writes them): the dictionary says how a type gives its sign
         measure = None if f.signed else f.movement_sql()
+        negative = f" Any {amount} that takes from the balance counts as negative."
 
         for run in quarters(f.months, 3):
             label, end = the_period(run), add_months(run[-1], 1)
             out.append((Draft(
                 f"waterfall_series:{f.table}:{run[0]}",
-                Wording((f"Starting from {opening} before {month_words(first)}, what was the closing balance at the "
-                         f"end of each month of {label}, in month order?{tail}",
-                         f"List the month-end balance for every month of {label}, earliest first, given an opening "
-                         f"balance of {opening} at the start of {month_words(first)}.{tail}",
-                         f"With {opening} at the start of {month_words(first)}, show how the balance closed each month "
-                         f"of {label}, month by month.{tail}"),
-                        phrasing.join(f"a month's closing balance is {opening} plus the sum of the signed "
-                                      f"{f.table}.{a} from the start of {month_words(first)} to the end of that month",
-                                      sign, w.window(p, first, end, "the months read", f.period_type),
-                                      "one answer line per month of the quarter: the month as YYYY-MM, then its "
-                                      "closing balance", w.rounding_evidence(d))),
+                Wording(tuple(text + " Give each month, then its closing balance." + tail for text in (
+                    f"Starting from {opening} before {month_words(first)}, what was the closing balance at the end "
+                    f"of each month of {label}, in month order?",
+                    f"List the month-end balance for every month of {label}, earliest first, given an opening "
+                    f"balance of {opening} at the start of {month_words(first)}.",
+                    f"With {opening} at the start of {month_words(first)}, show how the balance closed each month "
+                    f"of {label}, month by month."))),
                 parse_sql(f"{_monthly(f, first, end, text=True)}, balances AS (SELECT month, {opening} + SUM(net) OVER (ORDER "
                       f"BY month ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS balance FROM monthly) "
                       f"SELECT month, ROUND(balance, {d}) AS balance FROM balances WHERE month >= '{run[0]:%Y-%m}' "
@@ -76,23 +68,18 @@ def drafts(spec: Spec, key: AnswerKey) -> Drafts:
             mon, before = month_words(now), month_words(prev)
             out.append((Draft(
                 f"net_change:{f.table}:{now}",
-                Wording((f"How much did the net {amount} of {mon} differ from that of {before}?{tail}",
-                         f"By how much did the month's net {amount} change from {before} to {mon}?{tail}",
-                         f"Compare the net {amount} of {mon} with {before}: what is the difference?{tail}"),
-                        phrasing.join(f"a month's net {amount} is the sum of the signed {f.table}.{a} of its "
-                                      f"{w.many}", sign,
-                                      w.window(p, prev, add_months(now, 1), f"{before} and {mon}", f.period_type),
-                                      f"the answer is {mon}'s net minus {before}'s", w.rounding_evidence(d))),
+                Wording(tuple(text + f" Give {mon}'s net minus {before}'s." + tail for text in (
+                    f"How much did the net {amount} of {mon} differ from that of {before}?",
+                    f"By how much did the month's net {amount} change from {before} to {mon}?",
+                    f"Compare the net {amount} of {mon} with {before}: what is the difference?"))),
                 parse_sql(f"{_monthly(f, prev, add_months(now, 1))}, paired AS (SELECT month, net - LAG(net) OVER "
                       f"(ORDER BY month) AS change FROM monthly) SELECT ROUND(change, {d}) FROM paired "
                       f"WHERE change IS NOT NULL"),
                 "number", d, "net_change", ("waterfall", f.table, f"{now:%Y-%m}"), (f.table,)),
                 money(nets[i] - nets[i - 1], d)))
         as_curve = CurveFacts(f.table, a, p, f.period_type, d, f.months, tuple(nets), ())
-        net_is = phrasing.join(f"a month's net {amount} is the sum of the signed {f.table}.{a} of its {w.many}",
-                               sign).removesuffix(".")
-        out += versus_average(w, as_curve, f"net {amount}", net_is, source="waterfall", measure_sql=measure)
-        out += month_ranking(w, as_curve, f"net {amount}", net_is, kind="net_month_ranking", source="waterfall",
+        out += versus_average(w, as_curve, f"net {amount}", source="waterfall", measure_sql=measure)
+        out += month_ranking(w, as_curve, f"net {amount}", kind="net_month_ranking", source="waterfall",
                              measure_sql=measure)
         for run in quarters(f.months, 3):
             label, end = the_period(run), add_months(run[-1], 1)
@@ -102,18 +89,11 @@ def drafts(spec: Spec, key: AnswerKey) -> Drafts:
                      for mtype, values in f.components for x in run]
             out.append((Draft(
                 f"type_running:{f.table}:{run[0]}",
-                Wording((f"For each {kind_word}, what was the {since} {amount} at the end of each month of "
-                         f"{label}?{tail}",
-                         f"Give every {kind_word}'s {since} total {amount} as it stood at each month-end of "
-                         f"{label}.{tail}",
-                         f"Show, {kind_word} by {kind_word}, the {since} {amount} at the close of each month in "
-                         f"{label}.{tail}"),
-                        phrasing.join(f"a {kind_word} is one value of {f.table}.{tc}", signed,
-                                      f"a month's {since} total adds up the signed {f.table}.{a} of every month from "
-                                      f"{month_words(start)} through that month",
-                                      w.window(p, start, end, "the months read", f.period_type),
-                                      f"one answer line per {kind_word} and month of {label}: the {kind_word}, the "
-                                      f"month as YYYY-MM, then the total, in any order", w.rounding_evidence(d))),
+                Wording(tuple(text + f" Give each {kind_word}, the month, then the total.{negative}{tail}" for text in (
+                    f"For each {kind_word}, what was the {since} {amount} at the end of each month of {label}?",
+                    f"Give every {kind_word}'s {since} total {amount} as it stood at each month-end of {label}.",
+                    f"Show, {kind_word} by {kind_word}, the {since} {amount} at the close of each month in "
+                    f"{label}."))),
                 parse_sql(f"{_monthly(f, start, end, text=True, by_type=True)}, running AS (SELECT {tc}, month, SUM(net) "
                       f"OVER (PARTITION BY {tc} ORDER BY month ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS "
                       f"total FROM monthly) SELECT {tc}, month, ROUND(total, {d}) AS total FROM running "
