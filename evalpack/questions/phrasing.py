@@ -96,6 +96,15 @@ def period_rows(w: Words, time_column: str, month: dt.date, nxt: dt.date) -> Wor
                     f"Count the {w.many} whose {t} falls in {mon}."))
 
 
+def month_over_month(w: Words, m: str, before: dt.date, month: dt.date, tail: str) -> Wording:
+    """The change of the measure ``m`` from the month ``before`` to ``month``, one reading of its sign."""
+    mon, prev = month_words(month), month_words(before)
+    return Wording(tuple(text + f" Give {mon}'s figure minus {prev}'s (negative for a fall).{tail}" for text in (
+        f"By how much did the {m} change from {prev} to {mon}?",
+        f"What was the change in {m} between {prev} and {mon}?",
+        f"How much higher or lower was the {m} in {mon} than in {prev}?")))
+
+
 def grand_total(w: Words, column: str, time_column: str, first: dt.date, last: dt.date, end: dt.date,
                 decimals: int) -> Wording:
     m = w.measure(column)
@@ -122,7 +131,7 @@ def group_period_total(w: Words, column: str, time_column: str, group_column: st
     m = w.measure(column)
     seg = _segment(w, group_column, label)
     mon, tail = month_words(month), w.rounded(decimals)
-    return Wording((f"What was the {m} from {seg} in {mon}?{tail}", f"In {mon}, how much of the {m} came from {seg}?"
+    return Wording((f"What was the {m} from {seg} in {mon}?{tail}", f"In {mon}, how much {m} came from {seg}?"
                     f"{tail}", f"Give the {m} of {seg} for {mon}.{tail}"))
 
 

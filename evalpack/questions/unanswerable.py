@@ -15,6 +15,7 @@ import re
 from dataclasses import dataclass
 
 from evalpack.data.plan import AnswerKey, stable_int
+from evalpack.questions import phrasing
 from evalpack.questions.phrasing import Wording, Words, month_words
 from evalpack.spec.model import Spec, add_months
 from evalpack.spec.semantics import singular_of
@@ -24,9 +25,12 @@ REASONS = {
     "no_such_attribute": "an attribute no table holds",
     "no_such_entity": "an entity the schema lacks",
     "beyond_sql": "a request no query answers (a forecast, a cause, advice)",
+    "no_coverage": "a period before the first date the data holds (the dictionary says what it covers)",
+    "no_such_grain": "a time of day, which a date without a time does not hold",
 }
 DIFFICULTY = {"no_such_entity": "simple", "no_such_measure": "moderate", "no_such_attribute": "moderate",
-              "beyond_sql": "challenging"}
+              "beyond_sql": "challenging", "no_coverage": "moderate", "no_such_grain": "moderate"}
+#: the kinds only the dictionary decides: their words are the answerable questions' own (a month, a measure)
 SKILLS = ("decline",)
 PROOF_RULE = (
     "The vocabulary is every word of the spec: table and column names split at underscores, categorical values, "
@@ -35,7 +39,10 @@ PROOF_RULE = (
     "pack's name and description; each lowercased, with its singular. A concept is asked about only when none of "
     "its terms is a vocabulary word, begins one, or (terms of four letters or more) occurs inside one. A forecast "
     "asks for a month after the last date the time column can hold; a cause or advice is asked only when no "
-    "vocabulary word records a reason or a plan. Declining is the correct answer; any SQL is wrong."
+    "vocabulary word records a reason or a plan. A period the data does not cover is a month before the first "
+    "date the time column can hold (the dictionary states the span each table covers); a time of day is asked "
+    "only of a table whose time column is a date and which has no date-and-time column. Declining is the correct "
+    "answer; any SQL is wrong."
 )
 PERSONS = frozenset({"customer", "user", "client", "member", "patient", "student", "employee", "subscriber",
                      "buyer", "person", "contact", "guest", "passenger", "player", "account", "shopper"})
@@ -250,17 +257,62 @@ def derive(spec: Spec, key: AnswerKey) -> list[Unanswerable]:
              "Which strategy would grow the {m} fastest?",
              "Recommend how to increase the {m} of {many}.")
     add("beyond_sql", "advice", PLAN_TERMS, texts, "advice is a judgement, not a value any column holds or a query computes", {})
+    _dictionary_kinds(spec, anchor, w, m, register, pools)
     for kind in pools:
         pools[kind].sort(key=lambda u: stable_int("unanswerable-order", spec.seed, u.key))
     data = [u for pair in zip(pools["no_such_measure"], pools["no_such_attribute"]) for u in pair]
     data += pools["no_such_measure"][len(data) // 2:] + pools["no_such_attribute"][len(data) // 2:]
-    queues = [data, pools["no_such_entity"], pools["beyond_sql"]]
+    decided = [u for pair in zip(pools["no_coverage"], pools["no_such_grain"]) for u in pair]
+    decided += pools["no_coverage"][len(decided) // 2:] + pools["no_such_grain"][len(decided) // 2:]
+    # the dictionary's kinds in four turns of seven: their words are the answerable questions' own, so no word of
+    # a question tells them apart; the others are asked in words no answerable question uses
+    queues = [decided[0::4], data, decided[1::4], pools["no_such_entity"], decided[2::4], pools["beyond_sql"],
+              decided[3::4]]
     out: list[Unanswerable] = []
     depth = 0
     while any(depth < len(q) for q in queues):
         out += [q[depth] for q in queues if depth < len(q)]
         depth += 1
     return out
+
+
+def _dictionary_kinds(spec: Spec, anchor: _Anchor, w: Words, m: str, register: dict[str, str],
+                      pools: dict[str, list[Unanswerable]]) -> None:
+    """The questions to decline that only the dictionary decides, in the answerable questions' own words: a month
+    before the first date the time column can hold (``no_coverage``: a month's total, its count, its change), and
+    a time of day of a table dated by day only (``no_such_grain``)."""
+    table = spec.table(anchor.table)
+    time = table.column(anchor.time_column) if anchor.time_column else None
+    if time is None or time.start is None:
+        return
+    said = w.col(anchor.time_column)
+    first = dt.date(time.start.year, time.start.month, 1)
+    decimals = table.column(anchor.column).decimals if anchor.column else 0
+    for k in range(2, 14):  # the year before the data begins, each month and the one after it both uncovered
+        month = add_months(first, -k)
+        nxt = add_months(month, 1)
+        if not anchor.column:
+            wording = phrasing.period_rows(w, anchor.time_column, month, nxt)
+        else:
+            wording = (phrasing.period_total(w, anchor.column, anchor.time_column, month, nxt, decimals),
+                       phrasing.period_rows(w, anchor.time_column, month, nxt),
+                       phrasing.month_over_month(w, m, month, nxt, w.rounded(decimals)))[k % 3]
+        pools["no_coverage"].append(Unanswerable(
+            f"no_coverage:{anchor.table}:{month:%Y-%m}", wording, "no_coverage",
+            f"{month_words(month)} is before {time.start.isoformat()}, the first date the {said} can hold: the "
+            "data does not cover it", "coverage", ()))
+    if time.type != "date" or any(c.type == "datetime" for c in table.columns):
+        return
+    tail = register["money"] if anchor.column else ""
+    texts = (f"In which hour of the day were the most {w.many} placed in {{when}}? Give the hour, from 0 to 23.",
+             f"What was the {m} of the {w.many} placed before noon in {{when}}?{tail}",
+             f"How many {w.many} in {{when}} came in after 6 pm?")
+    for n, month in enumerate(anchor.months or ()):
+        pools["no_such_grain"].append(Unanswerable(
+            f"no_such_grain:{anchor.table}:{n % 3}:{month:%Y-%m}",
+            Wording((texts[n % 3].format(when=month_words(month)),)), "no_such_grain",
+            f"the {said} is a calendar date with no time of day, and no column of the {w.many} holds one",
+            "time of day", ()))
 
 
 def how_many(spec: Spec, answerable: int) -> int:

@@ -114,6 +114,11 @@ def column_meaning(entry: dict) -> str:
     return "; ".join(p for p in parts if p)
 
 
+def sentence(text: str) -> str:
+    """``text`` with its first letter raised (an initialism keeps its capitals: "an MRR movement")."""
+    return text[:1].upper() + text[1:]
+
+
 def build_dictionary(spec: Spec) -> Dictionary:
     """The dictionary of ``spec`` (pure: same spec, same dictionary)."""
     tables = tuple(_table_entry(spec, t) for t in spec.tables)
@@ -291,9 +296,14 @@ def _which_dates(spec: Spec) -> list[tuple[str, str]]:
         dated = _dated_by(spec, t.name)
         if dated:
             names = spec.semantics.table(t.name)
+            said = spec.semantics.column(t.name, dated)
+            column = t.column(dated)
+            covered = (f" The {names.plural} cover {said}s from {column.start:%B %Y} through {column.end:%B %Y}: a "
+                       "period outside that is not in the data, and a question about it cannot be answered from it."
+                       if column.start and column.end else "")
             out.append((f"month of {article(names.singular)}",
-                        f"{article(names.singular).capitalize()} falls in the month of its "
-                        f"{spec.semantics.column(t.name, dated)}, unless a question names another date."))
+                        f"{sentence(article(names.singular))} falls in the month of its {said}, unless a question "
+                        f"names another date.{covered}"))
     return out
 
 

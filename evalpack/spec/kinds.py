@@ -66,4 +66,7 @@ KINDS: dict[str, str] = {
     "no_such_attribute": "unanswerable: an attribute no table holds (a customer's age); declining is correct",
     "no_such_entity": "unanswerable: an entity the schema lacks (suppliers); declining is correct",
     "beyond_sql": "unanswerable: a forecast past the data, a cause, advice; declining is correct",
+    "no_coverage": "unanswerable: a month before the data begins (the dictionary says what it covers); declining "
+                   "is correct",
+    "no_such_grain": "unanswerable: a time of day of records dated by day only; declining is correct",
 }

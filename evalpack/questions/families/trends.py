@@ -93,10 +93,7 @@ def drafts(spec: Spec, key: AnswerKey) -> Drafts:
             change = c.totals[i] - c.totals[i - 1]
             out.append((Draft(
                 f"mom_change:{c.table}.{c.column}:{month}",
-                Wording(tuple(text + f" Give {mon}'s figure minus {before}'s (negative for a fall).{tail}" for text in (
-                    f"By how much did the {m} change from {before} to {mon}?",
-                    f"What was the change in {m} between {before} and {mon}?",
-                    f"How much higher or lower was the {m} in {mon} than in {before}?"))),
+                phrasing.month_over_month(w, m, prev, month, tail),
                 parse_sql(f"{pair}, changes AS (SELECT month, total - LAG(total) OVER (ORDER BY month) AS change "
                       f"FROM monthly) SELECT ROUND(change, {d}) FROM changes WHERE change IS NOT NULL"),
                 "number", d, "month_over_month", _tag(c, month), (c.table,)), money(change, d)))
