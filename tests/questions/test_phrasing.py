@@ -151,6 +151,9 @@ def test_default_words_come_from_the_identifiers():
     ("semantics:\n  columns: {orders.when: x}\n", "semantics.columns.orders.when"),
     ("semantics:\n  measures: {revenue: {avg: orders.amount}}\n", "semantics.measures.revenue.avg"),
     ("semantics:\n  colums: {}\n", "semantics.colums"),
+    ("semantics:\n  conventions: {percent: ratio}\n", "semantics.conventions.percent"),
+    ("semantics:\n  columns: {journal_lines.account: {name: account, colour: red}}\n",
+     "semantics.columns.journal_lines.account.colour"),
 ])
 def test_a_bad_semantics_key_names_its_line_and_key_path(semantics, where):
     text = (ROOT / "schemas" / "finance.yaml").read_text()
@@ -170,3 +173,24 @@ def test_a_bad_semantics_key_names_its_line_and_key_path(semantics, where):
 def test_the_article_follows_how_the_word_is_said(word, said):
     """Misata's SaaS story has a users table: "a user", never "an user" (found in its questions and card)."""
     assert article(word) == said
+
+
+def test_what_the_spec_says_of_its_data_reaches_the_dictionary():
+    """Descriptions, units, value meanings, terms and conventions given in `semantics:` are the dictionary's."""
+    text = (ROOT / "schemas" / "finance.yaml").read_text().replace("  currency: USD\n", """\
+  currency: USD
+  terms: {booked revenue: "revenue recognised in the month it is earned"}
+  conventions: {week_starts: sunday, percent: fraction}
+""").replace("    journal_lines.entry_id: journal entry\n", """\
+    journal_lines.entry_id: journal entry
+    journal_lines.account: {name: ledger account, description: "the account a line posts to", values: {cash: money held}}
+""")
+    dictionary = build_dictionary(parse_spec(text))
+    account = next(c for c in dictionary.table("journal_lines").columns if c.name == "account")
+    assert account.label == "ledger account" and account.description == "the account a line posts to"
+    assert ("cash", "money held") in account.values and ("equity", "equity") in account.values
+    assert ("booked revenue", "revenue recognised in the month it is earned") in [
+        (t.name, t.definition) for t in dictionary.terms]
+    conventions = {c.name: c.definition for c in dictionary.conventions}
+    assert conventions["week"] == "A week starts on Sunday." and conventions["shares"].endswith("a fraction.")
+    assert "ledger account" in dictionary.markdown() and "cash means money held" in dictionary.markdown()
