@@ -105,6 +105,32 @@ def month_over_month(w: Words, m: str, before: dt.date, month: dt.date, tail: st
         f"How much higher or lower was the {m} in {mon} than in {prev}?")))
 
 
+def versus_average(m: str, the_span: str, months: int, mon: str, tail: str) -> Wording:
+    """A month's distance from the average month of a span (``months`` long), one reading of its sign."""
+    below = f" The average month is the {m} of {the_span} over its {months} months; a month below it gives a negative figure."
+    return Wording(tuple(text + below + tail for text in (
+        f"How far above or below the average month of {the_span} was the {m} of {mon}?",
+        f"By how much did the {m} of {mon} differ from the monthly average of {the_span}?",
+        f"Compared with an average month of {the_span}, how much more {m} came in {mon}?")))
+
+
+def month_ranking(m: str, named: str, tail: str) -> Wording:
+    """The months of a period ranked by the measure ``m``, each with its figure."""
+    return Wording(tuple(text + f" Give each month, then its {m}." + tail for text in (
+        f"Rank the months of {named} by {m}, highest first.",
+        f"List every month of {named} from the strongest month to the weakest by {m}.",
+        f"Order the months of {named} from the highest {m} to the lowest.")))
+
+
+def group_ranking(g: str, groups: str, m: str, label: str, tail: str) -> Wording:
+    """Each group of a categorical column (``g``, plural ``groups``) with its figure of ``m`` in ``label``."""
+    layout = f" Give each {g} as the data records it, then its {m}."
+    return Wording(tuple(text + layout + tail for text in (
+        f"List each {g} with its {m} in {label}, highest first.",
+        f"Rank the {groups} by {m} for {label}, showing each total, largest first.",
+        f"What was the {m} of every {g} in {label}? List them from the highest down.")))
+
+
 def grand_total(w: Words, column: str, time_column: str, first: dt.date, last: dt.date, end: dt.date,
                 decimals: int) -> Wording:
     m = w.measure(column)

@@ -18,7 +18,7 @@ from evalpack.data.plan import AnswerKey, stable_int
 from evalpack.questions import phrasing
 from evalpack.questions.phrasing import Wording, Words, month_words
 from evalpack.spec.model import Spec, add_months
-from evalpack.spec.semantics import singular_of
+from evalpack.spec.semantics import plural_of, singular_of
 
 REASONS = {
     "no_such_measure": "a measure no table holds",
@@ -288,29 +288,43 @@ def _dictionary_kinds(spec: Spec, anchor: _Anchor, w: Words, m: str, register: d
     said = w.col(anchor.time_column)
     first = dt.date(time.start.year, time.start.month, 1)
     decimals = table.column(anchor.column).decimals if anchor.column else 0
+    tail = w.rounded(decimals)
+    shares = next((g for g in spec.group_shares if g.table == anchor.table), None)
+    year = f"{first.year - 1}"  # a whole year before the data begins
     for k in range(2, 14):  # the year before the data begins, each month and the one after it both uncovered
         month = add_months(first, -k)
-        nxt = add_months(month, 1)
+        nxt, mon = add_months(month, 1), month_words(month)
         if not anchor.column:
             wording = phrasing.period_rows(w, anchor.time_column, month, nxt)
-        else:
-            wording = (phrasing.period_total(w, anchor.column, anchor.time_column, month, nxt, decimals),
-                       phrasing.period_rows(w, anchor.time_column, month, nxt),
-                       phrasing.month_over_month(w, m, month, nxt, w.rounded(decimals)))[k % 3]
+        else:  # the answerable questions' wordings, short and long alike
+            forms = [phrasing.period_total(w, anchor.column, anchor.time_column, month, nxt, decimals),
+                     phrasing.period_rows(w, anchor.time_column, month, nxt),
+                     phrasing.month_over_month(w, m, month, nxt, tail),
+                     phrasing.month_ranking(m, year, tail),
+                     phrasing.versus_average(m, year, 12, mon, tail)]
+            if shares is not None:
+                g = w.col(shares.group_column)
+                forms.append(phrasing.group_ranking(g, plural_of(g), m, mon, tail))
+            wording = forms[k % len(forms)]
         pools["no_coverage"].append(Unanswerable(
             f"no_coverage:{anchor.table}:{month:%Y-%m}", wording, "no_coverage",
-            f"{month_words(month)} is before {time.start.isoformat()}, the first date the {said} can hold: the "
-            "data does not cover it", "coverage", ()))
+            f"{mon} is before {time.start.isoformat()}, the first date the {said} can hold: the data does not "
+            "cover it", "coverage", ()))
     if time.type != "date" or any(c.type == "datetime" for c in table.columns):
         return
-    tail = register["money"] if anchor.column else ""
+    money = register["money"] if anchor.column else ""
     texts = (f"In which hour of the day were the most {w.many} placed in {{when}}? Give the hour, from 0 to 23.",
-             f"What was the {m} of the {w.many} placed before noon in {{when}}?{tail}",
-             f"How many {w.many} in {{when}} came in after 6 pm?")
+             f"What was the {m} of the {w.many} placed before noon in {{when}}?{money}",
+             f"How many {w.many} in {{when}} came in after 6 pm?",
+             f"List the hours of the day in {{when}} with the {m} of the {w.many} placed in each, busiest hour "
+             f"first. Give each hour, from 0 to 23, then its {m}.{money}",
+             f"How much higher or lower was the {m} of the {w.many} placed in the morning than of those placed in "
+             f"the afternoon in {{when}}? Give the morning's figure minus the afternoon's (negative when lower)."
+             f"{money}")
     for n, month in enumerate(anchor.months or ()):
         pools["no_such_grain"].append(Unanswerable(
-            f"no_such_grain:{anchor.table}:{n % 3}:{month:%Y-%m}",
-            Wording((texts[n % 3].format(when=month_words(month)),)), "no_such_grain",
+            f"no_such_grain:{anchor.table}:{n % len(texts)}:{month:%Y-%m}",
+            Wording((texts[n % len(texts)].format(when=month_words(month)),)), "no_such_grain",
             f"the {said} is a calendar date with no time of day, and no column of the {w.many} holds one",
             "time of day", ()))
 

@@ -15,6 +15,7 @@ import datetime as dt
 from fractions import Fraction
 
 from evalpack.data.plan import AnswerKey, CurveFacts
+from evalpack.questions import phrasing
 from evalpack.questions.families.base import Draft, Drafts, money, ratio_answer
 from evalpack.questions.families.trends import month_start, month_text, quarters, window_sql
 from evalpack.questions.phrasing import Wording, Words, month_words, span_words
@@ -73,16 +74,12 @@ def versus_average(w: Words, c: CurveFacts, m: str, source: str = "outcome_curve
     d, tail = c.decimals, w.rounded(c.decimals)
     whole, totals = c.months, dict(zip(c.months, c.totals))
     n, the_span = len(whole), the_period(whole)
-    below = f" The average month is the {m} of {the_span} over its {n} months; a month below it gives a negative figure."
     end = add_months(whole[-1], 1)
     for month in whole:
         mon = month_words(month)
         out.append((Draft(
             f"versus_average:{c.table}.{c.column}:{month}",
-            Wording(tuple(text + below + tail for text in (
-                f"How far above or below the average month of {the_span} was the {m} of {mon}?",
-                f"By how much did the {m} of {mon} differ from the monthly average of {the_span}?",
-                f"Compared with an average month of {the_span}, how much more {m} came in {mon}?"))),
+            phrasing.versus_average(m, the_span, n, mon, tail),
             parse_sql(f"SELECT ROUND(SUM({summed}) - (SELECT SUM({summed}) / {n} FROM {c.table} "
                   f"WHERE {window_sql(c, whole[0], end)}), {d}) FROM {c.table} "
                   f"WHERE {window_sql(c, month, add_months(month, 1))}"),
@@ -108,10 +105,7 @@ def month_ranking(w: Words, c: CurveFacts, m: str, kind: str = "month_ranking",
         ranked = sorted(run, key=lambda x: -totals[x])
         out.append((Draft(
             f"{kind}:{c.table}.{c.column}:{run[0]}:{len(run)}",
-            Wording(tuple(text + f" Give each month, then its {m}." + tail for text in (
-                f"Rank the months of {named} by {m}, highest first.",
-                f"List every month of {named} from the strongest month to the weakest by {m}.",
-                f"Order the months of {named} from the highest {m} to the lowest."))),
+            phrasing.month_ranking(m, named, tail),
             parse_sql(f"WITH monthly AS (SELECT {month_text(c.time_column, c.time_type)} AS month, "
                   f"SUM({measure_sql or c.column}) AS total FROM {c.table} WHERE {window_sql(c, run[0], end)} "
                   f"GROUP BY {month_start(c.time_column, c.time_type)}) "

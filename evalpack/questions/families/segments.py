@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from evalpack.core.scoring import quote_literal
 from evalpack.data.plan import AnswerKey
+from evalpack.questions import phrasing
 from evalpack.questions.families.base import Draft, Drafts, money
 from evalpack.questions.families.periods import period_label
 from evalpack.questions.families.trends import quarters, window_sql
@@ -65,10 +66,7 @@ def drafts(spec: Spec, key: AnswerKey) -> Drafts:
             tag = ("group_shares", c.table, f"{run[0]:%Y-%m}")
             out.append((Draft(
                 f"group_ranking:{c.table}.{c.column}:{run[0]}:{len(run)}",
-                Wording(tuple(text + layout + tail for text in (
-                    f"List each {g} with its {m} in {label}, highest first.",
-                    f"Rank the {plural_g} by {m} for {label}, showing each total, largest first.",
-                    f"What was the {m} of every {g} in {label}? List them from the highest down."))),
+                phrasing.group_ranking(g, plural_g, m, label, tail),
                 parse_sql(f"SELECT {gc}, ROUND(SUM({c.column}), {d}) AS total FROM {c.table} "
                       f"WHERE {where} GROUP BY {gc} ORDER BY total DESC"),
                 "rows", d, "group_ranking", tag, (c.table,)),
