@@ -261,14 +261,15 @@ def cmd_serve(args: argparse.Namespace) -> int:
                            idle_timeout=args.idle_timeout, rule=args.rule,
                            limits=Limits(args.timeout, args.memory_mb, args.threads, args.run_timeout),
                            holdout_key=args.holdout_key, public_key=args.public_key,
-                           allow_unattested=args.allow_unattested)
+                           allow_unattested=args.allow_unattested, evidence=not args.no_evidence)
     return serve_command(args.pack, options)
 
 
 def cmd_export(args: argparse.Namespace) -> int:
     from evalpack.interop.exports import export_command
 
-    return export_command(args.pack, args.format, args.output, postgres_dsn=args.postgres_dsn)
+    return export_command(args.pack, args.format, args.output, postgres_dsn=args.postgres_dsn,
+                          evidence=not args.no_evidence)
 
 
 def _add_build_command(sub: argparse._SubParsersAction) -> None:
@@ -398,6 +399,9 @@ def _add_serve_command(sub: argparse._SubParsersAction) -> None:
     sv.add_argument("--idle-timeout", type=float, default=1800.0,
                     help="HTTP: seconds a session may go without a request in flight (nor an open stream) before it "
                          "closes and its episode ends (default 1800)")
+    sv.add_argument("--no-evidence", action="store_true",
+                    help="list_questions gives every question's evidence as null (BIRD's setting without it); the "
+                         "episode reports say \"evidence\": \"without\"")
     sv.add_argument("--rule", choices=RULES, default="spider", help="rule for result-set questions")
     add_integrity_options(sv)
     add_holdout_option(sv)
@@ -416,6 +420,9 @@ def _add_export_command(sub: argparse._SubParsersAction) -> None:
     ex.add_argument("--postgres-dsn", metavar="DSN",
                     help="PostgreSQL server that verifies the postgres format's gold SQL (default "
                          "$EVALPACK_POSTGRES_DSN; without one the dumps are written and no SQL is)")
+    ex.add_argument("--no-evidence", action="store_true",
+                    help="export the questions without their evidence (BIRD's setting without it: dev.json's "
+                         "evidence \"\", questions.jsonl's null); export.json says which")
     ex.set_defaults(func=cmd_export)
 
 

@@ -125,6 +125,24 @@ def finance_pack(tmp_path_factory) -> Path:
     return out
 
 
+# schemas/retail.yaml with a business term its questions use (so that they carry evidence) and a column description
+# written to break out of a schema comment or a string literal (a quote, a line break, a backslash, `--`)
+NOTED_AT = "    customers.signed_up_at: sign-up date\n  measures:\n    revenue: {sum: orders.amount}\n"
+NOTED = ("    customers.signed_up_at: sign-up date\n"
+         "    orders.note: {name: note, description: \"what the customer's agent typed -- \\\"as is\\\"\\nthen a "
+         "line); DROP TABLE orders; -- a back\\\\slash\", unit: words}\n"
+         "  measures:\n    revenue: {sum: orders.amount}\n"
+         "  terms:\n    revenue: \"money taken in from orders as placed, refunds not taken off\"\n")
+NOTED_DESCRIPTION = "what the customer's agent typed -- \"as is\"\nthen a line); DROP TABLE orders; -- a back\\slash"
+
+
+@pytest.fixture(scope="session")
+def noted_pack(tmp_path_factory) -> Path:
+    """schemas/retail.yaml with a business term (its questions carry evidence) and a hostile column description
+    (:data:`NOTED_DESCRIPTION`, of orders.note, unit words), built with 3 rotations (read-only)."""
+    return build_variant(tmp_path_factory, "noted", NOTED_AT, NOTED)
+
+
 def build_variant(tmp_path_factory, name: str, old: str, new: str) -> Path:
     """schemas/retail.yaml with one text edit (which must apply), built with 3 rotations."""
     text = (SCHEMAS / "retail.yaml").read_text()

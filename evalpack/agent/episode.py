@@ -5,7 +5,8 @@ The episode file is JSON Lines, appended to by every episode of a server (each l
 "seconds", "result_bytes", "error"}`` for every tool call, and ``{"event": "end", "answers", "report", "calls",
 "calls_not_logged"}`` when the episode ends. ``answers`` are the episode's last answers per question in the
 candidates form ``evalpack score`` reads (``{"id", "sql"}`` or ``{"id", "declined": true}``), and ``report`` is the
-JSON ``evalpack score --json`` writes for those answers.
+JSON ``evalpack score --json`` writes for those answers, with ``"evidence": "with"`` or ``"without"`` (whether the
+agent was given the questions' evidence: ``evalpack serve --no-evidence``; in the start record too).
 
 The file is bounded however an agent calls: a call record is at most :data:`CALL_RECORD_BYTES` (a longer one has
 its arguments logged by their start and length, its error cut), and an episode's call records take at most its
@@ -222,12 +223,13 @@ class Episode:
 class Episodes:
     """The open episodes of one server, by id; each is logged to ``log`` and ends once (:meth:`end`). An episode's
     call records take at most ``max_call_bytes`` of the log (calls after its end, or without an episode, count too);
-    its calls beyond are counted, not logged."""
+    its calls beyond are counted, not logged. ``evidence`` (``with`` or ``without``: whether the agent was given the
+    questions' evidence) is in each episode's start record and report."""
 
     def __init__(self, grader: Grader, log: EpisodeLog, rotation: str, transport: str,
-                 max_call_bytes: int = int(DEFAULT_EPISODE_MAX_MB * 2**20)) -> None:
+                 max_call_bytes: int = int(DEFAULT_EPISODE_MAX_MB * 2**20), evidence: str = "with") -> None:
         self.grader, self.log, self.rotation, self.transport = grader, log, rotation, transport
-        self.max_call_bytes = max_call_bytes
+        self.max_call_bytes, self.evidence = max_call_bytes, evidence
         self._open: dict[str, Episode] = {}
         self._ended: set[str] = set()
         self._counts: dict[str, CallCount] = {}
@@ -244,7 +246,7 @@ class Episodes:
                 return episode, False
             episode = self._open[episode_id] = Episode(episode_id, self.grader)
             self.log.write({"event": "start", "episode": episode_id, "pack": str(self.grader.pack),
-                            "rotation": self.rotation, "transport": self.transport})
+                            "rotation": self.rotation, "transport": self.transport, "evidence": self.evidence})
             return episode, True
 
     def call(self, episode_id: str, tool: str, arguments: dict[str, Any], seconds: float, result_bytes: int,
@@ -285,7 +287,7 @@ class Episodes:
             graded = dict(episode.graded)
             seconds = episode.grading_seconds
         report = self.grader.report(graded, seconds, {"file": str(self.log.path), "form": "mcp-episode",
-                                                      "episode": episode_id})
+                                                      "episode": episode_id}) | {"evidence": self.evidence}
         self.log.write({"event": "end", "episode": episode_id, "answers": episode.answers(), "report": report,
                         "text": format_report(report), "calls": calls, "calls_not_logged": not_logged})
         return report

@@ -61,6 +61,7 @@ from evalpack.core.scoring import (
 SESSION_HEADER = "mcp-session-id"
 STDIO_EPISODE = "stdio"
 CARD_URI = "evalpack://pack/README.md"
+DICTIONARY_URI = "evalpack://pack/dictionary.md"
 DEFAULT_MAX_ROWS = 200
 SAMPLE_ROWS = 5
 SPLITS = ("dev", "holdout", "all")
@@ -69,11 +70,26 @@ RECORDED = "recorded"
 
 
 @dataclass(frozen=True)
+class ValueMeaning:
+    """A stored value of a column and what it stands for."""
+
+    value: str
+    meaning: str
+
+
+@dataclass(frozen=True)
 class Column:
-    """A column of a table: its name and DuckDB type."""
+    """A column of a table: its name and DuckDB type, and what the pack's data dictionary says of it (None when the
+    pack has none): what questions call it, what it means, its unit, what each stored value stands for, the column it
+    refers to (``table.column``)."""
 
     name: str
     type: str
+    label: str | None = None
+    description: str | None = None
+    unit: str | None = None
+    values: list[ValueMeaning] | None = None
+    refers_to: str | None = None
 
 
 @dataclass(frozen=True)
@@ -86,13 +102,16 @@ class TableList:
 
 @dataclass(frozen=True)
 class TableDescription:
-    """One table: its columns with their types, its number of rows and its first rows."""
+    """One table: its columns with their types and meanings, its number of rows and its first rows, and from the
+    pack's data dictionary what one row is (``one order``) and the table's description (None when it says none)."""
 
     rotation: str
     table: str
     columns: list[Column]
     row_count: int
     sample_rows: list[list[Any]]
+    row: str | None = None
+    description: str | None = None
 
 
 @dataclass(frozen=True)
@@ -192,13 +211,22 @@ class ServeOptions:
     holdout_key: str | Path | None = None
     public_key: str | Path | None = None
     allow_unattested: bool = False
+    evidence: bool = True  # False: list_questions gives no evidence (BIRD's setting without it)
+
+    @property
+    def evidence_setting(self) -> str:
+        """``with`` or ``without`` (evidence), as the episode reports say it."""
+        return "with" if self.evidence else "without"
 
 
 class Desk:
-    """What the tools work on: the pack's grader, the rotation explored, the open episodes."""
+    """What the tools work on: the pack's grader, the rotation explored, the open episodes, the pack's data dictionary
+    (``dictionary.json``; None when the pack has none)."""
 
-    def __init__(self, grader: Grader, episodes: Episodes, rotation: str, options: ServeOptions) -> None:
+    def __init__(self, grader: Grader, episodes: Episodes, rotation: str, options: ServeOptions,
+                 dictionary: dict | None = None) -> None:
         self.grader, self.episodes, self.rotation, self.options = grader, episodes, rotation, options
+        self.dictionary = dictionary
         self._described: dict[str, TableDescription] = {}
         self._tables: list[str] | None = None
         self._schema_lock = threading.Lock()  # the tables do not change: one query fills each cache entry
@@ -235,8 +263,10 @@ class Desk:
                               f"{quote_literal(table)} ORDER BY ordinal_position", 10_000)
         count = self._query(f"SELECT count(*) FROM {quote_ident(table)}", 1)[0][0]
         sample = self._query(f"SELECT * FROM {quote_ident(table)} LIMIT {SAMPLE_ROWS}", SAMPLE_ROWS)
-        return TableDescription(self.rotation, table, [Column(n, t) for n, t in columns], int(count),
-                                jsonable([list(r) for r in sample]))
+        entry = next((t for t in (self.dictionary or {}).get("tables") or () if t["name"] == table), {})
+        meanings = {c["name"]: c for c in entry.get("columns") or ()}
+        return TableDescription(self.rotation, table, [_column(n, t, meanings.get(n)) for n, t in columns], int(count),
+                                jsonable([list(r) for r in sample]), entry.get("row"), entry.get("description"))
 
     def run_sql(self, sql: str) -> QueryResult:
         """``sql`` on the rotation explored, in the scorer's sandbox, at most ``--max-rows`` rows; its error as an
@@ -268,8 +298,9 @@ class Desk:
         if split not in SPLITS:
             raise EvalpackError(f"split {printable(split)!r}: use one of {', '.join(SPLITS)}")
         chosen = [r for r in self.grader.records if split == "all" or r.get("split", "dev") == split]
-        return QuestionList(split, [QuestionText(r["id"], str(r.get("question") or ""), r.get("evidence"))
-                                    for r in chosen])
+        shown = self.options.evidence  # --no-evidence: every question's evidence is null
+        return QuestionList(split, [QuestionText(r["id"], str(r.get("question") or ""),
+                                                 r.get("evidence") if shown else None) for r in chosen])
 
     def shows(self, split: str) -> bool:
         """Whether the agent is told the grades of ``split``'s answers (at once and in end_episode's counts)."""
@@ -361,6 +392,16 @@ class Desk:
             self.episodes.call(episode_id or "-", tool, logged, time.perf_counter() - started, size, error)
 
 
+def _column(name: str, kind: str, entry: dict | None) -> Column:
+    """A column as describe_table gives it: its name and DuckDB type, and its dictionary ``entry`` (None: none)."""
+    if entry is None:
+        return Column(name, kind)
+    values = entry.get("values")
+    return Column(name, kind, entry.get("label"), entry.get("description"), entry.get("unit"),
+                  None if values is None else [ValueMeaning(v["value"], v["meaning"]) for v in values],
+                  entry.get("refers_to"))
+
+
 def episode_summary(desk: Desk, episode: Episode, report: dict[str, Any]) -> EpisodeSummary:
     """What end_episode tells the agent: per split, its questions and how many it answered, and the report's counts
     only of a split it gets feedback on. A holdout count would be a verdict: an agent that answers one holdout
@@ -388,7 +429,8 @@ def episode_summary(desk: Desk, episode: Episode, report: dict[str, Any]) -> Epi
 
 
 def instructions(desk: Desk) -> str:
-    """The server's instructions to the agent: what the pack is and what each tool is for."""
+    """The server's instructions to the agent: what the pack is, what each tool is for, and (a pack with a data
+    dictionary) where the dictionary is and the conventions every question shares."""
     grader, options = desk.grader, desk.options
     dev = sum(1 for r in grader.records if r.get("split", "dev") == "dev")
     if not options.feedback:
@@ -399,20 +441,31 @@ def instructions(desk: Desk) -> str:
         feedback = ("You are told whether an answer to a dev question is correct; of a holdout question only that "
                     "the answer was recorded. ")
     tries = options.holdout_attempts
-    return (
+    described = ("columns, types, what each column and stored value means from the pack's data dictionary, row "
+                 "count, sample rows" if desk.dictionary else "columns, types, row count, sample rows")
+    evidence = ("evidence: knowledge the question shares, to follow, or null" if options.evidence else
+                "evidence: null in this evaluation, which is run without evidence")
+    text = (
         f"This server holds an evalpack evaluation pack ({grader.pack.name}): {len(grader.records)} questions about "
         f"the tables of a database ({dev} in the dev split), each with one right answer fixed before the data was "
         f"made. You work on rotation {desk.rotation}; your answers are graded on every rotation "
         f"({', '.join(grader.rotations)}), which hold other rows but the same facts, so answer with a query rather "
-        "than a number you saw. Tools: list_tables and describe_table (columns, types, row count, sample rows) to "
+        f"than a number you saw. Tools: list_tables and describe_table ({described}) to "
         "learn the schema; run_sql runs one read-only SELECT (DuckDB SQL) on your rotation, with a time limit and "
         f"at most {desk.options.max_rows} rows; list_questions gives the questions of a split (id, question, "
-        "evidence: definitions to follow); submit_answer records your answer to one question: the SQL that answers "
+        f"{evidence}); submit_answer records your answer to one question: the SQL that answers "
         "it (preferred), a value, or decline: true when no query on this schema can answer it (some questions are "
         "like that; declining them is correct). You may submit again: the last answer counts; a holdout question "
         f"takes at most {tries} answer{'s' if tries != 1 else ''} per episode. {feedback}end_episode ends your "
         f"episode and grades it. The dataset card is the resource {CARD_URI}."
     )
+    if not desk.dictionary:
+        return text
+    where = f", the resource {DICTIONARY_URI}" if PackLayout(grader.pack).dictionary_md.is_file() else ""
+    conventions = "\n".join(f"- {c['name']}: {c['definition']}" for c in desk.dictionary.get("conventions") or ())
+    return (f"{text} Every question reads under the pack's data dictionary{where}: what one row of each table is, "
+            "what each column and stored value means, the measures and terms"
+            + (f", and these conventions:\n{conventions}" if conventions else "."))
 
 
 def build_server(desk: Desk) -> MCPServer:
@@ -460,12 +513,20 @@ def build_server(desk: Desk) -> MCPServer:
         """End your episode: your answers are final and graded (questions without an answer count as declined)."""
         return await desk.call(ctx, "end_episode", {}, desk.end_episode)
 
-    card = PackLayout(desk.grader.pack).card
+    layout = PackLayout(desk.grader.pack)
 
     @server.resource(CARD_URI, name="dataset card", description="the pack's dataset card (README.md)",
                      mime_type="text/markdown")
     def dataset_card() -> str:
-        return card.read_text(encoding="utf-8")
+        return layout.card.read_text(encoding="utf-8")
+
+    if desk.dictionary is not None and layout.dictionary_md.is_file():
+
+        @server.resource(DICTIONARY_URI, name="data dictionary",
+                         description="the pack's data dictionary (dictionary.md): conventions, measures, terms, and "
+                                     "what each table's rows and each column mean", mime_type="text/markdown")
+        def data_dictionary() -> str:
+            return layout.dictionary_md.read_text(encoding="utf-8")
 
     return server
 
@@ -546,14 +607,16 @@ def open_desk(pack: str | Path, options: ServeOptions) -> Desk:
     refuse_inside_pack(episode_file, folder, options.holdout_key)  # before the server starts, anything read or written
     limits = options.limits.checked()
     integrity = check_integrity(folder, options.public_key, allow_unattested=options.allow_unattested)
+    dictionary = PackLayout(folder).read_dictionary()  # its shape checked before an agent reads a word of it
     grader = Grader(folder, rule=options.rule, limits=limits, holdout_key=options.holdout_key,
                     integrity=integrity, workers=options.workers)
     rotation = options.rotation or grader.rotations[0]
     if rotation not in grader.rotations:
         raise EvalpackError(f"--rotation {rotation}: the pack's rotations are {', '.join(grader.rotations)}")
     log = EpisodeLog(episode_file)
-    episodes = Episodes(grader, log, rotation, options.transport, max(1, int(options.episode_max_mb * 2**20)))
-    return Desk(grader, episodes, rotation, options)
+    episodes = Episodes(grader, log, rotation, options.transport, max(1, int(options.episode_max_mb * 2**20)),
+                        evidence=options.evidence_setting)
+    return Desk(grader, episodes, rotation, options, dictionary)
 
 
 def serve_command(pack: str | Path, options: ServeOptions) -> int:

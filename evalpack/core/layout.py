@@ -89,9 +89,16 @@ class PackLayout:
     def dictionary(self) -> Path:
         return self.root / DICTIONARY
 
+    @property
+    def dictionary_md(self) -> Path:
+        return self.root / DICTIONARY_MD
+
     def read_dictionary(self) -> dict | None:
-        """The pack's data dictionary (None for a pack without one: imported, or built before it existed)."""
-        return self.read_json(self.dictionary) if self.dictionary.is_file() else None
+        """The pack's data dictionary (None for a pack without one: imported, or built before it existed), its fields
+        of the types evalpack writes (:func:`check_dictionary`)."""
+        if not self.dictionary.is_file():
+            return None
+        return check_dictionary(self.read_json(self.dictionary), self.dictionary)
 
     @property
     def manifest(self) -> Path:
@@ -165,11 +172,11 @@ class PackLayout:
             raise EvalpackError(f"{exc}; the pack is damaged") from None
 
 
-# --------------------------------------------------------------------------- manifest.json's shape
-# A pack may come from anyone: before a reader (audit, export, diff, the card) indexes into manifest.json, the
-# fields it reads are checked once, here, against the types evalpack writes. A field may be absent (older and
-# imported packs lack some; the readers handle that), null only where evalpack writes null or readers take null
-# for empty.
+# --------------------------------------------------------------------------- manifest.json's and dictionary.json's shape
+# A pack may come from anyone: before a reader (audit, export, diff, the card, serve) indexes into manifest.json or
+# dictionary.json, the fields it reads are checked once, here, against the types evalpack writes. A field may be
+# absent (older and imported packs lack some; the readers handle that), null only where evalpack writes null or
+# readers take null for empty.
 
 
 @dataclass(frozen=True)
@@ -216,6 +223,21 @@ MANIFEST_SHAPE = Obj({
     "dialects": Obj(),
 }, nullable=("tool", "spec", "primary_keys", "declared_links", "tables", "semantics", "near_miss_study", "source",
              "dialects"))  # their readers take null for none
+DEFINITION = Obj({"name": str, "definition": str}, required=("name", "definition"))
+DICTIONARY_SHAPE = Obj({  # dictionary.json (evalpack.spec.dictionary.Dictionary.as_json)
+    "format": str,
+    "pack": str,
+    "tables": Arr(Obj({
+        "name": str, "row": str, "description": str,
+        "columns": Arr(Obj({"name": str, "label": str, "type": str, "description": str, "unit": str,
+                            "values": Arr(Obj({"value": str, "meaning": str}, required=("value", "meaning"))),
+                            "refers_to": str},
+                           required=("name",), nullable=("label", "type", "description", "unit", "values", "refers_to"))),
+    }, required=("name",), nullable=("row", "description", "columns"))),
+    "measures": Arr(DEFINITION),
+    "terms": Arr(DEFINITION),
+    "conventions": Arr(DEFINITION),
+}, nullable=("tables", "measures", "terms", "conventions"))
 _NAMES = {dict: "an object", list: "a list", str: "a text", int: "an integer", float: "a number", bool: "true or false",
           type(None): "null"}
 _PLAIN_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -229,6 +251,14 @@ def check_manifest(data: dict[str, Any], path: Path | str = MANIFEST) -> dict[st
         raise EvalpackError(f"{path}: a pack misata {data['misata_version']} wrote; this command reads packs "
                             "`evalpack build` wrote (`evalpack verify` and `evalpack score` read Misata's packs too)")
     _check_shape(data, MANIFEST_SHAPE, "", Path(path))
+    return data
+
+
+def check_dictionary(data: dict[str, Any], path: Path | str = DICTIONARY) -> dict[str, Any]:
+    """``data`` (dictionary.json, read from ``path``) when each field evalpack reads has the shape it writes
+    (:data:`DICTIONARY_SHAPE`): the exports put its words in a database's schema and ``evalpack serve`` hands them to
+    an agent; else EvalpackError naming the file and the key path."""
+    _check_shape(data, DICTIONARY_SHAPE, "", Path(path))
     return data
 
 

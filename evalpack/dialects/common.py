@@ -1,10 +1,12 @@
-"""What every dialect shares: the pack's declared keys, a rotation's table files read a bounded batch at a time, a
-file written whole or not at all, and the limits a gold query runs under in a dialect's engine."""
+"""What every dialect shares: the pack's declared keys, what its data dictionary says of each table and column (in a
+form a database's schema can carry), a rotation's table files read a bounded batch at a time, a file written whole or
+not at all, and the limits a gold query runs under in a dialect's engine."""
 
 from __future__ import annotations
 
 import contextlib
 import os
+import re
 import tempfile
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -20,6 +22,7 @@ from evalpack.core.scoring import (
     DEFAULT_MEMORY_MB,
     first_line,
 )
+from evalpack.spec.dictionary import column_meaning
 
 Run = Callable[[str], list[tuple]]  # a gold query run in a dialect's engine: its rows
 GOLD_SECONDS = 120.0  # a gold query's time in a dialect's engine before it is that question's error
@@ -72,6 +75,80 @@ def keys_of(manifest: Mapping[str, Any]) -> Keys:
             if link not in foreign and link not in linked:
                 linked.append(link)
     return Keys(tuple(primary.items()), foreign, tuple(linked))
+
+
+# --------------------------------------------------------------------------- the dictionary in a schema
+
+MAX_COMMENT_CHARS = 1_000  # a table's or a column's comment is cut to this many characters ...
+MAX_TABLE_COMMENT_CHARS = 64_000  # ... and a table's column comments take at most this many (its CREATE TABLE stays
+# far below the statement length the SQLite sandbox accepts, evalpack.dialects.sqlite.open_sqlite_sandbox)
+# what a comment may not hold: line breaks and other control characters (a `--` comment ends at a line break, so one
+# would let a dictionary's words write SQL), and lone surrogates (no UTF-8 for them)
+_UNPRINTABLE = re.compile(r"[\s\x00-\x1f\x7f-\x9f\ud800-\udfff]+")
+
+
+def comment_text(text: str) -> str:
+    """``text`` as one line a schema comment can hold: every run of whitespace or control characters one space, lone
+    surrogates dropped, at most :data:`MAX_COMMENT_CHARS` characters (a cut one ends in ``...``)."""
+    line = _UNPRINTABLE.sub(" ", text).strip()
+    return line if len(line) <= MAX_COMMENT_CHARS else line[:MAX_COMMENT_CHARS - 3].rstrip() + "..."
+
+
+def column_words(entry: Mapping[str, Any], *, values: bool = True) -> str:
+    """A column of ``dictionary.json``'s meaning (:func:`evalpack.spec.dictionary.column_meaning`: its description,
+    unit and, with ``values``, what each stored value stands for) and the column it refers to where the meaning does
+    not say."""
+    meaning = column_meaning(entry if values else {**entry, "values": None})
+    refers = entry.get("refers_to")
+    return "; ".join(p for p in (meaning, f"refers to {refers}" if refers and refers not in meaning else "") if p)
+
+
+def column_comment(entry: Mapping[str, Any]) -> str:
+    """A column of ``dictionary.json`` in one line: what questions call it, then its meaning (:func:`column_words`):
+    ``order amount: an amount in EUR, to the cent``."""
+    label, meaning = entry.get("label") or "", column_words(entry)
+    return comment_text(f"{label}: {meaning}" if label and meaning else label or meaning)
+
+
+def table_comment(entry: Mapping[str, Any]) -> str:
+    """A table of ``dictionary.json`` in one line: what one row is, and its description (``One row is one order.``)."""
+    row, description = entry.get("row"), entry.get("description")
+    return comment_text(" ".join(p for p in (f"One row is {row}." if row else "", description or "") if p))
+
+
+@dataclass(frozen=True)
+class Comments:
+    """What the pack's data dictionary says of each table and column, one line each (:func:`comments_of`), for the
+    schema of a database the pack is exported to: comments inside SQLite's CREATE TABLE, PostgreSQL's COMMENT ON. A
+    pack without a dictionary has none, and its schema is as it was before the dictionary."""
+
+    tables: tuple[tuple[str, str], ...] = ()  # (table, comment)
+    columns: tuple[tuple[str, str, str], ...] = ()  # (table, column, comment)
+
+    def table(self, table: str) -> str | None:
+        return dict(self.tables).get(table)
+
+    def column(self, table: str, column: str) -> str | None:
+        return next((text for t, c, text in self.columns if (t, c) == (table, column)), None)
+
+
+def comments_of(dictionary: Mapping[str, Any] | None) -> Comments:
+    """The comments of a pack's ``dictionary.json`` (as :meth:`evalpack.core.layout.PackLayout.read_dictionary` reads
+    it, its shape checked; None: no dictionary, no comments). Empty ones are left out, and a table's column comments
+    stop at :data:`MAX_TABLE_COMMENT_CHARS`."""
+    if not dictionary:
+        return Comments()
+    tables, columns = [], []
+    for table in dictionary.get("tables") or ():
+        name, budget = table["name"], MAX_TABLE_COMMENT_CHARS
+        if text := table_comment(table):
+            tables.append((name, text))
+        for column in table.get("columns") or ():
+            text = column_comment(column)
+            if text and len(text) <= budget:
+                budget -= len(text)
+                columns.append((name, column["name"], text))
+    return Comments(tuple(tables), tuple(columns))
 
 
 BATCH_BYTES = 16 * 2**20  # Arrow bytes of a table file turned into Python values at a time (a batch's rows)

@@ -38,7 +38,7 @@ from evalpack.core.scoring import (
     top_level_order_by,
 )
 from evalpack.dialects import DIALECTS
-from evalpack.dialects.common import GOLD_MEMORY_MB, GOLD_SECONDS, Keys, Run
+from evalpack.dialects.common import GOLD_MEMORY_MB, GOLD_SECONDS, Comments, Keys, Run
 from evalpack.dialects.postgres import DSN_ENV, PostgresEngine
 from evalpack.dialects.sqlite import SqliteWorker, write_sqlite
 from evalpack.dialects.translate import Untranslatable, transpile
@@ -59,10 +59,12 @@ class DialectEngine(Protocol):
 
 @dataclass(frozen=True)
 class SqliteEngine:
-    """The standard library's sqlite3, on a rotation written as a SQLite file in a private temporary folder."""
+    """The standard library's sqlite3, on a rotation written as a SQLite file in a private temporary folder (with the
+    pack's keys and its data dictionary's comments, as the export writes it)."""
 
     keys: Keys = Keys()
     name: str = "sqlite"
+    comments: Comments = Comments()
 
     @contextlib.contextmanager
     def open_rotation(self, tables_dir: Path, columns: dict[str, dict[str, str]]) -> Iterator[Run]:
@@ -73,7 +75,7 @@ class SqliteEngine:
 
         with debris.sqlite_scratch() as folder:
             database = folder / "rotation.sqlite"
-            write_sqlite(tables_dir, columns, database, keys=self.keys)
+            write_sqlite(tables_dir, columns, database, keys=self.keys, comments=self.comments)
             with SqliteWorker(database, folder, Limits(GOLD_SECONDS, GOLD_MEMORY_MB)) as worker:
                 def run(sql: str) -> list[tuple]:
                     outcome = worker.run(sql, GOLD_SECONDS, max_rows=MAX_FETCH_ROWS)
@@ -86,11 +88,13 @@ class SqliteEngine:
 
 
 
-def engine_for(dialect: str, *, postgres_dsn: str | None = None, keys: Keys = Keys()) -> DialectEngine:
-    """The engine of ``dialect``: :class:`SqliteEngine`, or ``evalpack.dialects.postgres.PostgresEngine`` on the server at
-    ``postgres_dsn``. Raises EvalpackError for an unknown dialect or a missing DSN."""
+def engine_for(dialect: str, *, postgres_dsn: str | None = None, keys: Keys = Keys(),
+               comments: Comments = Comments()) -> DialectEngine:
+    """The engine of ``dialect``: :class:`SqliteEngine` (``comments``: the data dictionary's, in its schema), or
+    ``evalpack.dialects.postgres.PostgresEngine`` on the server at ``postgres_dsn``. Raises EvalpackError for an
+    unknown dialect or a missing DSN."""
     if dialect == "sqlite":
-        return SqliteEngine(keys)
+        return SqliteEngine(keys, comments=comments)
     if dialect == "postgres":
         if not postgres_dsn:
             raise EvalpackError(f"the postgres dialect needs a server: give --postgres-dsn (or set {DSN_ENV}), e.g. "

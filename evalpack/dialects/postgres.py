@@ -2,7 +2,8 @@
 candidate SQL.
 
 * :func:`write_dump` writes one rotation as a plain-SQL file that ``psql -f`` restores into an empty database: a
-  CREATE TABLE per table with PostgreSQL types mapped from the manifest's DuckDB types (:func:`pg_type`), the rows
+  CREATE TABLE per table with PostgreSQL types mapped from the manifest's DuckDB types (:func:`pg_type`) and what the
+  pack's data dictionary says of it and its columns as ``COMMENT ON`` (:func:`comment_statements`), the rows
   as ``COPY ... FROM stdin`` read from the rotation's Parquet files, then the primary keys and the foreign keys the
   pack declares (:func:`evalpack.dialects.common.keys_of`). A declared link whose rotation holds orphans by design (child
   rows pointing at no parent) is added ``NOT VALID``: PostgreSQL keeps it for new rows and does not check the
@@ -62,10 +63,19 @@ from evalpack.core.scoring import (
     pack_source,
     query_outcome,
     quote_ident,
+    quote_literal,
     sql_refused,
     worker_main,
 )
-from evalpack.dialects.common import GOLD_MEMORY_MB, GOLD_SECONDS, ForeignKey, file_into_place, parquet_batches
+from evalpack.dialects.common import (
+    GOLD_MEMORY_MB,
+    GOLD_SECONDS,
+    Comments,
+    ForeignKey,
+    comment_text,
+    file_into_place,
+    parquet_batches,
+)
 
 # DuckDB type -> PostgreSQL type, for the types without parameters
 PG_TYPES = {
@@ -185,6 +195,21 @@ def create_table_sql(table: str, columns: Mapping[str, str]) -> str:
     return f"CREATE TABLE {quote_ident(table)} (\n{body}\n);\n"
 
 
+def comment_statements(table: str, columns: Iterable[str], comments: Comments) -> str:
+    """``COMMENT ON TABLE`` and ``COMMENT ON COLUMN`` for what the pack's data dictionary says of ``table`` and its
+    ``columns`` (``obj_description`` and ``col_description`` read them; ``\\d+`` shows them), each one line
+    (:func:`evalpack.dialects.common.comment_text`: no NUL, which PostgreSQL's text cannot hold) as a string literal
+    (quotes doubled: the dump sets ``standard_conforming_strings``, so a backslash is itself); '' when the dictionary
+    says nothing of them."""
+    out = []
+    if about := comment_text(comments.table(table) or ""):
+        out.append(f"COMMENT ON TABLE {quote_ident(table)} IS {quote_literal(about)};\n")
+    for column in columns:
+        if note := comment_text(comments.column(table, column) or ""):
+            out.append(f"COMMENT ON COLUMN {quote_ident(table)}.{quote_ident(column)} IS {quote_literal(note)};\n")
+    return "".join(out)
+
+
 def copy_sql(table: str, columns: Iterable[str]) -> str:
     """``COPY table (columns) FROM stdin`` (the data follows in COPY's text format)."""
     return f"COPY {quote_ident(table)} ({', '.join(map(quote_ident, columns))}) FROM stdin"
@@ -244,13 +269,15 @@ def key_statements(tables_dir: Path, columns: Mapping[str, Mapping[str, str]], p
 
 def write_dump(tables_dir: Path, columns: dict[str, dict[str, str]], path: Path, *,
                primary_keys: Mapping[str, str] | None = None,
-               links: Iterable[ForeignKey | Mapping[str, str]] = ()) -> None:
+               links: Iterable[ForeignKey | Mapping[str, str]] = (), comments: Comments = Comments()) -> None:
     """A plain-SQL dump of one rotation at ``path``, for ``psql -f`` into an empty database (one transaction).
 
     ``columns`` is manifest.json's ``tables[name]["columns"]`` (table -> column -> DuckDB type); the rows come from
     ``tables_dir/<table>.parquet``. ``primary_keys`` (table -> column) and ``links`` (foreign keys, as
     :func:`evalpack.dialects.common.keys_of` reads them from the manifest, or ``declared_links`` entries) are added after
-    the data. The file is written beside ``path`` and renamed into place when complete; same input, same bytes."""
+    the data; ``comments`` (the pack's data dictionary, :func:`evalpack.dialects.common.comments_of`) follow each CREATE
+    TABLE as COMMENT ON statements (:func:`comment_statements`). The file is written beside ``path`` and renamed into
+    place when complete; same input, same bytes."""
     with file_into_place(path) as temporary, open(temporary, "w", encoding="utf-8", newline="\n") as out:
         out.write("-- A rotation of an evalpack pack, for PostgreSQL: psql -v ON_ERROR_STOP=1 -f THIS_FILE "
                   "(into an empty database)\n"
@@ -259,6 +286,7 @@ def write_dump(tables_dir: Path, columns: dict[str, dict[str, str]], path: Path,
                   "SET search_path = public;\nBEGIN;\n\n")
         for table, cols in columns.items():
             out.write(create_table_sql(table, cols))
+            out.write(comment_statements(table, cols, comments))
             out.write(copy_sql(table, cols) + ";\n")
             for chunk in copy_chunks(tables_dir, table, cols):
                 out.write(chunk)

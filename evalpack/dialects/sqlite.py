@@ -54,7 +54,15 @@ from evalpack.core.scoring import (
     sql_refused,
     worker_main,
 )
-from evalpack.dialects.common import Keys, file_into_place, keys_of, parquet_batches
+from evalpack.dialects.common import (
+    Comments,
+    Keys,
+    comment_text,
+    comments_of,
+    file_into_place,
+    keys_of,
+    parquet_batches,
+)
 
 SQLITE_WORKER_FLAG = "--sqlite-worker"
 MAX_VALUE_BYTES = 64 * 2**20  # the longest text or blob a SQLite expression may build (SQLITE_LIMIT_LENGTH)
@@ -107,23 +115,39 @@ def sqlite_value(value: Any) -> Any:
     return str(value)
 
 
-def sqlite_ddl(table: str, columns: Mapping[str, str], keys: Keys = Keys()) -> str:
-    """CREATE TABLE for one table: SQLite types, the primary key and the foreign keys it declares."""
+def sqlite_ddl(table: str, columns: Mapping[str, str], keys: Keys = Keys(), comments: Comments = Comments()) -> str:
+    """CREATE TABLE for one table: SQLite types, the primary key and the foreign keys it declares, and what the pack's
+    data dictionary says of the table and each column as ``--`` comments (SQLite keeps a CREATE TABLE's text as
+    written in ``sqlite_schema.sql``, so that ``.schema`` shows them). A comment is one line whatever it was given
+    (:func:`evalpack.dialects.common.comment_text`): a line break in it would end the comment and make its words
+    SQL. Without comments the statement is as it was before the dictionary."""
     pk = keys.primary_of(table)
-    lines = [f"{quote_ident(c)} {sqlite_type(t)}{' NOT NULL PRIMARY KEY' if c == pk else ''}"
-             for c, t in columns.items()]
-    lines += [f"FOREIGN KEY ({quote_ident(fk.child_column)}) REFERENCES {quote_ident(fk.parent_table)} "
-              f"({quote_ident(fk.parent_column)})" for fk in keys.foreign_of(table)]
-    return f"CREATE TABLE {quote_ident(table)} (\n  " + ",\n  ".join(lines) + "\n)"
+    lines = [(f"{quote_ident(c)} {sqlite_type(t)}{' NOT NULL PRIMARY KEY' if c == pk else ''}",
+              _comment(comments.column(table, c), t)) for c, t in columns.items()]
+    lines += [(f"FOREIGN KEY ({quote_ident(fk.child_column)}) REFERENCES {quote_ident(fk.parent_table)} "
+               f"({quote_ident(fk.parent_column)})", "") for fk in keys.foreign_of(table)]
+    body = [f"  {sql}{',' if i < len(lines) - 1 else ''}{f' -- {note}' if note else ''}"
+            for i, (sql, note) in enumerate(lines)]
+    about = _comment(comments.table(table))
+    return f"CREATE TABLE {quote_ident(table)} ({f' -- {about}' if about else ''}\n" + "\n".join(body) + "\n)"
+
+
+def _comment(text: str | None, duckdb_type: str = "") -> str:
+    """A comment as one line ('' for none), a boolean column's saying how SQLite stores it (1 or 0)."""
+    line = comment_text(text or "")
+    if line and duckdb_type.upper() in ("BOOLEAN", "BOOL"):
+        return f"{line} (stored as 1 for true, 0 for false)"
+    return line
 
 
 def load_sqlite(con: sqlite3.Connection, tables_dir: Path, columns: Mapping[str, Mapping[str, str]],
-                keys: Keys = Keys()) -> None:
+                keys: Keys = Keys(), comments: Comments = Comments()) -> None:
     """Create and fill, in ``con``, one table per entry of ``columns`` from ``tables_dir/<table>.parquet``
-    (rows in file order, one transaction), and index each foreign key column."""
+    (rows in file order, one transaction), and index each foreign key column; ``comments``: the dictionary's, in
+    each CREATE TABLE (:func:`sqlite_ddl`)."""
     with con:
         for table, cols in columns.items():
-            con.execute(sqlite_ddl(table, cols, keys))
+            con.execute(sqlite_ddl(table, cols, keys, comments))
             names = list(cols)
             insert = (f"INSERT INTO {quote_ident(table)} ({', '.join(map(quote_ident, names))}) "
                       f"VALUES ({', '.join('?' * len(names))})")
@@ -141,16 +165,18 @@ def load_sqlite(con: sqlite3.Connection, tables_dir: Path, columns: Mapping[str,
                             f"({quote_ident(column)})")
 
 
-def write_sqlite(tables_dir: Path, columns: dict[str, dict[str, str]], path: Path, *, keys: Keys = Keys()) -> None:
-    """One SQLite file at ``path`` holding a rotation's tables (:func:`load_sqlite`), written beside it and
-    renamed into place only when complete (:func:`file_into_place`). The same input gives the same bytes with the
-    same SQLite version (the file's header records the version that wrote it)."""
+def write_sqlite(tables_dir: Path, columns: dict[str, dict[str, str]], path: Path, *, keys: Keys = Keys(),
+                 comments: Comments = Comments()) -> None:
+    """One SQLite file at ``path`` holding a rotation's tables (:func:`load_sqlite`, the data dictionary's
+    ``comments`` in its schema), written beside it and renamed into place only when complete
+    (:func:`file_into_place`). The same input gives the same bytes with the same SQLite version (the file's header
+    records the version that wrote it)."""
     with file_into_place(path) as name:  # SQLite takes an empty file for an empty database
         con = sqlite3.connect(name)
         try:
             con.execute("PRAGMA page_size=4096")
             con.execute("PRAGMA journal_mode=OFF")
-            load_sqlite(con, tables_dir, columns, keys)
+            load_sqlite(con, tables_dir, columns, keys, comments)
         finally:
             con.close()
 
@@ -366,13 +392,14 @@ def pack_sqlite_file(pack: Path, rotation: str) -> Path | None:
 
 
 def write_rotation_sqlite(pack: Path, rotation: str, tables_dir: Path, folder: Path) -> Path:
-    """The rotation's tables as a SQLite file in ``folder``, with the keys the pack declares
-    (:func:`evalpack.dialects.sqlite.write_sqlite`, as ``evalpack export --format sqlite`` writes it)."""
+    """The rotation's tables as a SQLite file in ``folder``, with the keys the pack declares and its data dictionary
+    in the schema (:func:`evalpack.dialects.sqlite.write_sqlite`, as ``evalpack export --format sqlite`` writes it)."""
 
-    manifest = PackLayout(pack).read_manifest()
+    layout = PackLayout(pack)
+    manifest = layout.read_manifest()
     columns = {table: dict(info["columns"]) for table, info in (manifest.get("tables") or {}).items()}
     target = Path(folder) / f"{rotation}.sqlite"
-    write_sqlite(tables_dir, columns, target, keys=keys_of(manifest))
+    write_sqlite(tables_dir, columns, target, keys=keys_of(manifest), comments=comments_of(layout.read_dictionary()))
     return target
 
 

@@ -16,9 +16,16 @@ Formats (``DIR`` is the ``-o`` folder, or ``PACK/exports/<format>``):
 * ``bird``: ``dev.json`` (question_id, db_id, question, evidence, SQL, difficulty), ``dev_tables.json``,
   ``dev.sql`` and ``dev_gold.sql`` (``SQL<TAB>db_id`` per line, BIRD's gold file under both its names) and
   ``dev_databases/<db_id>/<db_id>.sqlite`` with
-  BIRD's ``database_description/<table>.csv`` beside it (the pack's column meanings).
+  BIRD's ``database_description/<table>.csv`` beside it (from the pack's data dictionary: each column's
+  description, and what its stored values stand for as the ``value_description``).
 * ``spider``: ``dev.json`` (db_id, question, query), ``tables.json`` (column names, types, primary and foreign
   keys), ``dev_gold.sql`` and ``database/<db_id>/<db_id>.sqlite``.
+
+The data dictionary (``dictionary.json``) travels in every database's schema: ``--`` comments in SQLite's CREATE
+TABLE (``.schema`` shows them), ``COMMENT ON`` in the PostgreSQL dumps (:class:`evalpack.dialects.common.Comments`);
+a pack without one (an import) is exported as before. ``evalpack export --no-evidence`` writes the questions without
+their evidence (BIRD's "without evidence" setting: dev.json's ``evidence`` is ``""``, questions.jsonl's ``null``);
+``export.json`` says which (``"evidence": "with"`` or ``"without"``).
 
 One db_id per rotation (``<pack>_<rotation>``): with rotated answers a question's answer differs per rotation, so
 each question appears once per db_id. ``evalpack export`` also writes ``export.json``, what was exported and what was
@@ -58,7 +65,16 @@ from evalpack.core.scoring import (
     scorable,
 )
 from evalpack.dialects import DIALECTS
-from evalpack.dialects.common import Keys, file_into_place, keys_of, table_file, unreadable_table
+from evalpack.dialects.common import (
+    Comments,
+    Keys,
+    column_words,
+    comments_of,
+    file_into_place,
+    keys_of,
+    table_file,
+    unreadable_table,
+)
 from evalpack.dialects.engines import DialectEngine, DialectResult, engine_for, verify_in_dialects
 from evalpack.dialects.postgres import DSN_ENV, dsn_from
 from evalpack.dialects.sqlite import sqlite_type, write_sqlite
@@ -82,7 +98,9 @@ PLAIN_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]{0,127}")
 @dataclass(frozen=True)
 class Source:
     """What an export reads: the pack's name, its public question records, rotation name -> tables folder, the
-    tables' DuckDB column types (manifest.json's ``tables``), the declared keys and the column meanings."""
+    tables' DuckDB column types (manifest.json's ``tables``), the declared keys, the column meanings (manifest.json's
+    ``semantics``), the pack's data dictionary (``dictionary.json``; None when the pack has none, as an imported
+    one) and the comments a database's schema carries of it, and whether the questions' evidence is exported."""
 
     name: str
     records: tuple[dict, ...]
@@ -90,11 +108,15 @@ class Source:
     columns: dict[str, dict[str, str]]
     keys: Keys
     semantics: dict
+    dictionary: dict | None = None
+    comments: Comments = Comments()
+    evidence: bool = True  # False: BIRD's "without evidence" setting (dev.json's evidence "", questions.jsonl's null)
     written: dict[str, Path] = field(default_factory=dict, compare=False, repr=False)  # rotation -> its SQLite file
 
     @classmethod
-    def of(cls, folder: Path, records: Iterable[dict], manifest: Mapping[str, Any]) -> Source:
-        """The source of the pack (built or being built) in ``folder`` with these records and manifest."""
+    def of(cls, folder: Path, records: Iterable[dict], manifest: Mapping[str, Any], *, evidence: bool = True) -> Source:
+        """The source of the pack (built or being built) in ``folder`` with these records and manifest (its
+        dictionary read from the folder: a build writes it before the exports)."""
         layout = PackLayout(folder)
         tables = manifest.get("tables") or {}  # its shape checked as read (evalpack.core.layout.check_manifest)
         # names that become paths (a table's file, a BIRD/Spider database id) must stay inside their folders
@@ -103,13 +125,30 @@ class Source:
                 raise EvalpackError(f"{layout.manifest}: {key}: {printable(repr(name))} is not a plain name (letters, "
                                     f"digits, '_', '-' and '.', not starting with '.'); {DAMAGED}")
         columns = {t: dict(info["columns"]) for t, info in tables.items()}
+        dictionary = layout.read_dictionary()  # its shape checked as read (evalpack.core.layout.check_dictionary)
         return cls(str(manifest.get("pack")), tuple(records),
                    tuple((r, layout.tables(r)) for r in layout.rotations()), columns, keys_of(manifest),
-                   dict(manifest.get("semantics") or {}))
+                   dict(manifest.get("semantics") or {}), dictionary, comments_of(dictionary), evidence)
 
     def db_id(self, rotation: str) -> str:
         """The BIRD/Spider database id of a rotation (``retail_seed_42``)."""
         return f"{self.name}_{rotation}"
+
+    def column_entry(self, table: str, column: str) -> dict | None:
+        """The dictionary's entry of a column (``name``, ``label``, ``description``, ``unit``, ``values``,
+        ``refers_to``), or None."""
+        entry = next((t for t in (self.dictionary or {}).get("tables") or () if t["name"] == table), None)
+        return next((c for c in (entry or {}).get("columns") or () if c["name"] == column), None)
+
+    def evidence_of(self, record: dict) -> str | None:
+        """A question's evidence as exported: its own, or None when the export is without evidence."""
+        return record.get("evidence") if self.evidence else None
+
+    @property
+    def evidence_setting(self) -> str:
+        """``with`` or ``without`` (evidence), as the export's report and the episode reports of ``evalpack serve``
+        say it."""
+        return "with" if self.evidence else "without"
 
 
 def left_out(record: dict) -> str | None:
@@ -130,9 +169,11 @@ def dialects_needed(formats: Iterable[str]) -> tuple[str, ...]:
     return tuple(d for d in DIALECTS if d in wanted)
 
 
-def engines(dialects: Iterable[str], keys: Keys, postgres_dsn: str | None) -> list[DialectEngine]:
-    """One engine per dialect that can be verified: PostgreSQL only with a DSN."""
-    return [engine_for(d, postgres_dsn=postgres_dsn, keys=keys) for d in dialects
+def engines(dialects: Iterable[str], keys: Keys, postgres_dsn: str | None, comments: Comments = Comments()
+            ) -> list[DialectEngine]:
+    """One engine per dialect that can be verified: PostgreSQL only with a DSN; SQLite's databases with the data
+    dictionary's ``comments`` in their schema, as the export writes them."""
+    return [engine_for(d, postgres_dsn=postgres_dsn, keys=keys, comments=comments) for d in dialects
             if d != "postgres" or postgres_dsn]
 
 
@@ -155,7 +196,7 @@ def verify(source: Source, formats: Iterable[str], postgres_dsn: str | None) -> 
     records = [r for r in source.records if left_out(r) is None]
     with sqlglot_quiet():
         return verify_in_dialects(records, dict(source.rotations), source.columns,
-                                  engines(dialects_needed(formats), source.keys, postgres_dsn))
+                                  engines(dialects_needed(formats), source.keys, postgres_dsn, source.comments))
 
 
 def engine_name(dialect: str, postgres_dsn: str | None = None) -> str:
@@ -183,6 +224,8 @@ def _questions_jsonl(source: Source, result: DialectResult, path: Path) -> None:
     lines = []
     for r in _verified(source, result):
         record = {**r, "gold_sql": result.translated[r["id"]], "duckdb_sql": r["gold_sql"], "dialect": result.dialect}
+        if not source.evidence:
+            record["evidence"] = None
         lines.append(json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n")
     path.write_text("".join(lines), encoding="utf-8")
 
@@ -196,7 +239,7 @@ def _databases(source: Source, folder: Path, place: str) -> None:
             with file_into_place(target) as name:
                 shutil.copyfile(source.written[rotation], name)
         else:
-            write_sqlite(tables, source.columns, target, keys=source.keys)
+            write_sqlite(tables, source.columns, target, keys=source.keys, comments=source.comments)
             source.written[rotation] = target
 
 
@@ -212,7 +255,7 @@ def write_postgres_format(source: Source, result: DialectResult | None, folder: 
 
     for rotation, tables in source.rotations:
         write_dump(tables, source.columns, folder / f"{rotation}.sql", primary_keys=dict(source.keys.primary),
-                   links=source.keys.foreign)
+                   links=source.keys.foreign, comments=source.comments)
     if result is not None:
         _questions_jsonl(source, result, folder / QUESTIONS)
 
@@ -277,7 +320,7 @@ def write_bird_format(source: Source, result: DialectResult, folder: Path) -> No
         for r in _verified(source, result):
             sql = _one_line(result.translated[r["id"]])
             entries.append({"question_id": len(entries), "db_id": source.db_id(rotation), "question": r["question"],
-                            "evidence": r.get("evidence") or "", "SQL": sql, "difficulty": difficulty_of(r),
+                            "evidence": source.evidence_of(r) or "", "SQL": sql, "difficulty": difficulty_of(r),
                             "evalpack_id": r["id"]})
             gold.append(f"{sql}\t{source.db_id(rotation)}\n")
     _write_json(folder / "dev.json", entries)
@@ -295,8 +338,10 @@ DESCRIPTION_HEADER = ("original_column_name", "column_name", "column_description
 
 
 def write_descriptions(source: Source, folder: Path) -> None:
-    """BIRD's ``database_description/<table>.csv``: per column its name in words, what it holds (the pack's column
-    meanings) and its data format as the SQLite file stores it."""
+    """BIRD's ``database_description/<table>.csv``: per column its name in words, what it holds and its data format as
+    the SQLite file stores it, and what its stored values stand for. From the pack's data dictionary
+    (:func:`evalpack.dialects.common.column_words`, :func:`value_description`), else (a pack without one) from manifest.json's column
+    meanings with no value description."""
     from evalpack.dialects.sqlite import sqlite_type
 
     folder.mkdir(parents=True, exist_ok=True)
@@ -306,13 +351,24 @@ def write_descriptions(source: Source, folder: Path) -> None:
         writer.writerow(DESCRIPTION_HEADER)
         meanings = source.semantics.get("tables", {}).get(table, {}).get("columns", {})
         for column, kind in cols.items():
-            meaning = meanings.get(column)
-            what = meaning.split(":", 1)[1].strip() if isinstance(meaning, str) and ":" in meaning else ""
             upper = kind.upper()
             fmt = ("date" if upper == "DATE" else "datetime" if upper.startswith("TIMESTAMP")
                    else "integer (0 or 1)" if upper == "BOOLEAN" else BIRD_FORMATS.get(sqlite_type(kind), "text"))
+            entry = source.column_entry(table, column)
+            if entry is not None:  # the description without the values' meanings: they are the value description
+                writer.writerow((column, entry.get("label") or column_name(source, table, column),
+                                 column_words(entry, values=False), fmt, value_description(entry)))
+                continue
+            meaning = meanings.get(column)
+            what = meaning.split(":", 1)[1].strip() if isinstance(meaning, str) and ":" in meaning else ""
             writer.writerow((column, column_name(source, table, column), what, fmt, ""))
         (folder / f"{table}.csv").write_text(out.getvalue(), encoding="utf-8")
+
+
+def value_description(entry: Mapping[str, Any]) -> str:
+    """BIRD's ``value_description`` of a dictionary column: what each stored value stands for, as BIRD's own files
+    give it (``web: web; app: app; small_business: small business``); '' for a column without listed values."""
+    return "; ".join(f"{v['value']}: {v['meaning']}" for v in entry.get("values") or ())
 
 
 def write_spider_format(source: Source, result: DialectResult, folder: Path) -> None:
@@ -506,10 +562,13 @@ def _missing_folders(path: Path) -> list[Path]:
     return missing
 
 
-def export_pack(pack: str | Path, fmt: str, out: str | Path, *, postgres_dsn: str | None = None) -> dict[str, Any]:
+def export_pack(pack: str | Path, fmt: str, out: str | Path, *, postgres_dsn: str | None = None,
+                evidence: bool = True) -> dict[str, Any]:
     """Write format ``fmt`` of the attested pack at ``pack`` into the new folder ``out`` (written beside it and renamed
-    into place when complete), with its report ``export.json``; returns the report. Raises EvalpackError (exit 2)
-    for an unknown format, a pack that fails its integrity check or an ``out`` that exists and is not empty."""
+    into place when complete), with its report ``export.json``; returns the report. ``evidence`` False: without the
+    questions' evidence (BIRD's dev.json ``""``, questions.jsonl ``null``; the report's ``evidence`` says which).
+    Raises EvalpackError (exit 2) for an unknown format, a pack that fails its integrity check or an ``out`` that
+    exists and is not empty."""
     pack, out = Path(pack), Path(out)
     if fmt not in FORMATS:
         raise EvalpackError(f"--format {fmt}: not a format evalpack writes; use one of {', '.join(FORMATS)}")
@@ -522,7 +581,8 @@ def export_pack(pack: str | Path, fmt: str, out: str | Path, *, postgres_dsn: st
         raise EvalpackError(f"{pack}: not a pack evalpack built (manifest.json names no evalpack tool or tables); "
                             "export packs that `evalpack build` wrote")
     dsn = dsn_from(postgres_dsn)
-    source = Source.of(pack, load_questions(pack), manifest)  # the scorer's reader: duplicate ids are refused
+    # the questions by the scorer's reader: duplicate ids are refused
+    source = Source.of(pack, load_questions(pack), manifest, evidence=evidence)
     needed = check_export_size(source)
     made = _missing_folders(out.parent)  # removed again when the export fails: nothing is left behind
     try:  # before the verification, which can take minutes: a folder that cannot be written fails now
@@ -538,6 +598,7 @@ def export_pack(pack: str | Path, fmt: str, out: str | Path, *, postgres_dsn: st
         dialect = DIALECT_OF[fmt]
         report = {"pack": source.name, "version": manifest.get("version"), "format": fmt, "dialect": dialect,
                   "integrity": integrity.status, "verification": VERIFICATION_RULE,
+                  "evidence": source.evidence_setting,
                   "questions": {"public": len(source.records) - left_out_counts(source).get("holdout", 0),
                                 "exported": len(results[dialect].translated) if dialect in results else 0,
                                 "left_out": left_out_counts(source)},
@@ -557,9 +618,10 @@ def export_pack(pack: str | Path, fmt: str, out: str | Path, *, postgres_dsn: st
     return report
 
 
-def export_command(pack: str | Path, fmt: str, out: str | Path, *, postgres_dsn: str | None = None) -> int:
+def export_command(pack: str | Path, fmt: str, out: str | Path, *, postgres_dsn: str | None = None,
+                   evidence: bool = True) -> int:
     """``evalpack export``: write the format, print what was dropped per dialect on stderr and a summary on stdout."""
-    report = export_pack(pack, fmt, out, postgres_dsn=postgres_dsn)
+    report = export_pack(pack, fmt, out, postgres_dsn=postgres_dsn, evidence=evidence)
     dialect = report[report["dialect"]]
     for d in dialect.get("drops", []):
         print(f"evalpack: export: {report['dialect']}: {d['id']} dropped ({d['drop']}"
@@ -568,5 +630,6 @@ def export_command(pack: str | Path, fmt: str, out: str | Path, *, postgres_dsn:
     verified = (f"{dialect['verified']} of {dialect['checked']} verified on {dialect['engine']}, "
                 f"{dialect['dropped']} dropped" if dialect.get("verified_on_engine") else dialect["note"])
     print(f"exported {report['pack']} as {fmt} to {out}: {report['questions']['exported']} questions x "
-          f"{len(report['databases'])} rotations; {verified}; left out: {left} (see {Path(out) / REPORT})")
+          f"{len(report['databases'])} rotations, {report['evidence']} evidence; {verified}; left out: {left} (see "
+          f"{Path(out) / REPORT})")
     return 0

@@ -31,7 +31,7 @@ from test_scoring_isolation import hostile
 from test_scoring_sandbox import _snapshot
 
 from evalpack.agent.grader import Grader, value_sql
-from evalpack.agent.serve import ServeOptions, build_server, close_desk, open_desk
+from evalpack.agent.serve import CARD_URI, DICTIONARY_URI, ServeOptions, build_server, close_desk, open_desk
 from evalpack.core.errors import EvalpackError
 from evalpack.core.scoring import Limits
 
@@ -128,6 +128,7 @@ def comparable(report: dict) -> dict:
     report = copy.deepcopy(report)
     report.pop("timing")
     report.pop("candidates")
+    report.pop("evidence", None)  # the episode's: whether the agent was given the questions' evidence
     for question in report["questions"]:
         for run in question["rotations"].values():
             run.pop("seconds")
@@ -227,6 +228,7 @@ def check_episode(pack: Path, episode: Path, records: list[dict], answers: dict,
     assert comparable(end["report"]) == comparable(json.loads(scored.read_text()))
     assert end["text"].splitlines()[-4:] == run.stdout.splitlines()[-4:]  # the totals as `evalpack score` prints them
     assert end["report"]["summary"]["overall"]["wrong"] == wrong
+    assert end["report"]["evidence"] == "with"
     text = "\n".join(seen)
     for record in records:
         if record["split"] == "holdout":
@@ -619,3 +621,98 @@ def test_a_folder_for_the_episode_file_is_refused(retail_pack, tmp_path):
     run = subprocess.run([*SERVE, str(retail_pack), "--episode", str(tmp_path)], capture_output=True, text=True,
                          stdin=subprocess.DEVNULL, timeout=120)
     assert run.returncode == 2 and run.stderr.count("\n") == 1 and "is a folder" in run.stderr
+
+
+# --------------------------------------------------------------------------- the data dictionary and the evidence
+
+
+def test_describe_table_and_a_resource_give_the_pack_its_data_dictionary(retail_pack, tmp_path):
+    dictionary = json.loads((retail_pack / "dictionary.json").read_text())
+
+    async def agent() -> tuple:
+        seen: list[str] = []
+        async with memory_session(retail_pack, tmp_path / "episode.jsonl") as session:
+            tools = {tool.name for tool in (await session.list_tools()).tools}
+            described = {t["name"]: await call(session, seen, "describe_table", table=t["name"])
+                         for t in dictionary["tables"]}
+            resources = [r.uri for r in (await session.list_resources()).resources]
+            text = (await session.read_resource(DICTIONARY_URI)).contents[0].text
+            return tools, described, resources, text, session.instructions
+
+    tools, described, resources, text, instructions = anyio.run(agent)
+    assert tools == TOOLS  # the tool set is unchanged
+    for table in dictionary["tables"]:
+        got = described[table["name"]]
+        assert (got["row"], got["description"]) == (table["row"], table["description"])
+        assert [c["name"] for c in got["columns"]] == [c["name"] for c in table["columns"]]
+        for column, entry in zip(got["columns"], table["columns"], strict=True):
+            assert {k: column[k] for k in ("label", "description", "unit", "values", "refers_to")} == \
+                {k: entry[k] for k in ("label", "description", "unit", "values", "refers_to")}, entry["name"]
+    orders = {c["name"]: c for c in described["orders"]["columns"]}
+    assert described["orders"]["row"] == "one order" and orders["amount"]["unit"] == "EUR"
+    assert orders["customer_id"]["refers_to"] == "customers.customer_id"
+    assert orders["channel"]["values"] == [{"value": v, "meaning": v} for v in ("web", "app", "store")]
+    assert [str(uri) for uri in resources] == [CARD_URI, DICTIONARY_URI]
+    assert text == (retail_pack / "dictionary.md").read_text(encoding="utf-8")
+    assert DICTIONARY_URI in instructions and "evidence: knowledge the question shares" in instructions
+    for convention in dictionary["conventions"]:
+        assert f"- {convention['name']}: {convention['definition']}" in instructions
+
+
+def test_a_pack_without_a_dictionary_is_described_as_before(retail_pack, tmp_path):
+    pack = copy_pack(retail_pack, tmp_path / "plain")
+    for name in ("dictionary.json", "dictionary.md", "attestation.intoto.json"):  # as an imported pack: no dictionary
+        (pack / name).unlink()
+
+    async def agent() -> tuple:
+        async with memory_session(pack, tmp_path / "episode.jsonl", allow_unattested=True) as session:
+            described = await call(session, [], "describe_table", table="orders")
+            resources = [str(r.uri) for r in (await session.list_resources()).resources]
+            return described, resources, session.instructions
+
+    described, resources, instructions = anyio.run(agent)
+    assert described["row"] is None and described["description"] is None and described["row_count"] > 0
+    for column in described["columns"]:
+        assert set(column) == {"name", "type", "label", "description", "unit", "values", "refers_to"}
+        assert column["type"] and all(column[k] is None for k in ("label", "description", "unit", "values",
+                                                                  "refers_to"))
+    assert resources == [CARD_URI] and "dictionary" not in instructions
+
+
+def test_no_evidence_gives_the_agent_none_and_the_report_says_so(noted_pack, tmp_path):
+    records = {r["id"]: r for r in full_questions(noted_pack)}
+    assert sum(1 for r in records.values() if r.get("evidence")) > 50  # the noted pack's term gives evidence
+    dev = next(r for r in records.values() if r["split"] == "dev" and r.get("evidence") and r.get("answerable")
+               is not False)
+
+    async def agent(episode: Path, **options) -> tuple[dict, str]:
+        seen: list[str] = []
+        async with memory_session(noted_pack, episode, **options) as session:
+            listed = await call(session, seen, "list_questions", split="all")
+            await call(session, seen, "submit_answer", question_id=dev["id"], sql=dev["gold_sql"])
+            return listed, session.instructions
+
+    given, told = anyio.run(agent, tmp_path / "with.jsonl")
+    withheld, told_without = anyio.run(lambda: agent(tmp_path / "without.jsonl", evidence=False))
+    assert [q["evidence"] for q in given["questions"]] == [records[q["id"]].get("evidence")
+                                                            for q in given["questions"]]
+    assert [q["evidence"] for q in withheld["questions"]] == [None] * len(given["questions"])
+    assert [{**q, "evidence": None} for q in given["questions"]] == withheld["questions"]
+    assert "evidence: knowledge the question shares" in told and "run without evidence" in told_without
+    for name, setting in (("with", "with"), ("without", "without")):
+        records_of = episode_records(tmp_path / f"{name}.jsonl")
+        [start] = [r for r in records_of if r["event"] == "start"]
+        [end] = [r for r in records_of if r["event"] == "end"]
+        assert start["evidence"] == end["report"]["evidence"] == setting
+        assert end["report"]["summary"]["overall"]["correct"] >= 1
+
+
+def test_the_no_evidence_flag_reaches_the_server(retail_pack, monkeypatch):
+    from evalpack.cli import main
+
+    given: list[ServeOptions] = []
+    monkeypatch.setattr("evalpack.agent.serve.serve_command", lambda pack, options: given.append(options) or 0)
+    assert main(["serve", str(retail_pack)]) == 0
+    assert main(["serve", str(retail_pack), "--no-evidence"]) == 0
+    assert [o.evidence for o in given] == [True, False]
+    assert [o.evidence_setting for o in given] == ["with", "without"]

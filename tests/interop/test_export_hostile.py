@@ -24,7 +24,7 @@ from evalpack.cli import main
 from evalpack.core.layout import PackLayout
 from evalpack.core.scoring import quote_ident, quote_literal
 from evalpack.dialects import common
-from evalpack.dialects.common import keys_of, parquet_batches
+from evalpack.dialects.common import Comments, comments_of, keys_of, parquet_batches
 from evalpack.dialects.sqlite import sqlite_ddl, sqlite_value, write_sqlite
 from evalpack.interop import exports
 from evalpack.pack.attest import attest, now_utc
@@ -109,14 +109,15 @@ def test_the_sqlite_writer_turns_a_bounded_number_of_bytes_into_python_values_at
     assert max(b.nbytes for b in batches) <= 1 << 20, max(b.nbytes for b in batches)
 
 
-def reference_sqlite(tables_dir: Path, columns: dict, keys, path: Path) -> None:
-    """The rotation as evalpack wrote it before exports were bounded: each table read whole, one transaction."""
+def reference_sqlite(tables_dir: Path, columns: dict, keys, path: Path, comments: Comments = Comments()) -> None:
+    """The rotation as evalpack wrote it before exports were bounded: each table read whole, one transaction (the
+    schema with the data dictionary's comments, as the export writes it since)."""
     con = sqlite3.connect(path)
     con.execute("PRAGMA page_size=4096")
     con.execute("PRAGMA journal_mode=OFF")
     with con:
         for table, cols in columns.items():
-            con.execute(sqlite_ddl(table, cols, keys))
+            con.execute(sqlite_ddl(table, cols, keys, comments))
             rows = pq.read_table(tables_dir / f"{table}.parquet", columns=list(cols)).to_pylist()
             con.executemany(f"INSERT INTO {quote_ident(table)} VALUES ({', '.join('?' * len(cols))})",
                             [[sqlite_value(row[c]) for c in cols] for row in rows])
@@ -134,9 +135,11 @@ def test_a_pack_evalpack_built_exports_byte_for_byte_as_before(retail_pack, tmp_
     columns = {t: dict(info["columns"]) for t, info in manifest["tables"].items()}
     keys = keys_of(manifest)
     assert not keys.linked
+    comments = comments_of(PackLayout(retail_pack).read_dictionary())
+    assert comments.columns  # the schema carries the dictionary
     for rotation in PackLayout(retail_pack).rotations():
         reference = tmp_path / f"{rotation}.sqlite"
-        reference_sqlite(PackLayout(retail_pack).tables(rotation), columns, keys, reference)
+        reference_sqlite(PackLayout(retail_pack).tables(rotation), columns, keys, reference, comments)
         db = f"retail_{rotation}"
         written = out / (f"{rotation}.sqlite" if fmt == "sqlite" else f"dev_databases/{db}/{db}.sqlite")
         assert written.read_bytes() == reference.read_bytes(), rotation
