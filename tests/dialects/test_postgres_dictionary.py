@@ -50,7 +50,7 @@ def test_the_dump_restores_the_dictionary_as_comments(noted_pack, postgres_dsn, 
     assert main(["export", str(noted_pack), "--format", "postgres", "-o", str(out)]) == 0
     layout = PackLayout(noted_pack)
     manifest, dictionary = layout.read_manifest(), layout.read_dictionary()
-    rotation = layout.rotations()[1]
+    rotation = layout.rotations()[-1]
     try:
         with restored(postgres_dsn, out / f"{rotation}.sql", "noted_comments") as con:
             tables = [r[0] for r in con.execute("SELECT tablename FROM pg_tables WHERE schemaname = 'public' "

@@ -198,8 +198,8 @@ def without_dictionary(pack: Path, target: Path) -> Source:
     return Source.of(copy, layout.read_records(), layout.read_manifest())
 
 
-def test_a_pack_without_a_dictionary_exports_as_before(retail_pack, tmp_path):
-    source = without_dictionary(retail_pack, tmp_path / "plain")
+def test_a_pack_without_a_dictionary_exports_as_before(noted_pack, tmp_path):
+    source = without_dictionary(noted_pack, tmp_path / "plain")
     assert source.dictionary is None and source.comments == Comments()
     results = verify(source, ["bird", "postgres"], None)
     for fmt in ("bird", "postgres"):
