@@ -279,8 +279,9 @@ def derive(spec: Spec, key: AnswerKey) -> list[Unanswerable]:
 def _dictionary_kinds(spec: Spec, anchor: _Anchor, w: Words, m: str, register: dict[str, str],
                       pools: dict[str, list[Unanswerable]]) -> None:
     """The questions to decline that only the dictionary decides, in the answerable questions' own words: a month
-    before the first date the time column can hold (``no_coverage``: a month's total, its count, its change), and
-    a time of day of a table dated by day only (``no_such_grain``)."""
+    before the first date the time column can hold (``no_coverage``: a month's total, its count, its change, a
+    ranking of the months of the year before, its distance from that year's average month, its groups ranked), and a
+    time of day of a table dated by day only (``no_such_grain``)."""
     table = spec.table(anchor.table)
     time = table.column(anchor.time_column) if anchor.time_column else None
     if time is None or time.start is None:
