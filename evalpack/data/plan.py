@@ -22,6 +22,7 @@ from evalpack.core.layout import rotation_name
 from evalpack.core.scoring import quote_literal
 from evalpack.spec import links
 from evalpack.spec.crosschecks import segment_labels, segment_path
+from evalpack.spec.dictionary import waterfall_signed
 from evalpack.spec.model import (
     Column,
     GroupShares,
@@ -1008,9 +1009,7 @@ class _Planner:
         d = acol.decimals
         lo_neg = to_units(acol.min, d) if acol.min is not None else -NO_MAX_UNITS
         hi_pos = to_units(acol.max, d) if acol.max is not None else NO_MAX_UNITS
-        # a min of 0 or more: every amount positive, its type giving its direction (as Misata writes them);
-        # otherwise outflows are stored as negative amounts
-        signed = lo_neg < 0
+        signed = waterfall_signed(acol)
         least = max(lo_neg, 1)  # the smallest positive amount a row holds
         start = to_units(fall.starting_value, d)
         endings = [to_units(self.value(f"{table.name}.ending.{p.month}", p.ending_value), d) for p in fall.points]

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from evalpack.spec.model import Column, Spec, Table
 from evalpack.spec.semantics import article, words
+from evalpack.spec.units import to_units
 
 FORMAT = "evalpack-dictionary/1"
 
@@ -160,9 +161,10 @@ def _column_entry(spec: Spec, table: Table, c: Column) -> ColumnEntry:
 
 
 def waterfall_signed(amount: Column) -> bool:
-    """Whether a waterfall's outflows are stored negative: its amount column may hold a negative amount (the
-    plan's rule: a min of 0 or more stores every amount positive, its type giving its direction)."""
-    return amount.min is None or amount.min < 0
+    """Whether a waterfall's outflows are stored negative: its amount column may hold a negative amount at its
+    decimals. A min of 0 or more stores every amount positive, its type giving its direction (as Misata writes
+    them); the plan (evalpack.data.plan) and the dictionary both ask this."""
+    return amount.min is None or to_units(amount.min, amount.decimals) < 0
 
 
 def _movement_meanings(spec: Spec, table: str, column: str) -> dict[str, str]:
