@@ -81,7 +81,7 @@ def with_synonyms(semantics: Semantics, word: str, phrasings: tuple[str, ...]) -
     return phrasings + tuple(base.replace(word, alt, 1) for alt in semantics.alternatives(word) if word in base)
 
 
-def period_total(w: Words, column: str, time_column: str, month: dt.date, nxt: dt.date, decimals: int) -> Wording:
+def period_total(w: Words, column: str, month: dt.date, decimals: int) -> Wording:
     m = w.measure(column)
     mon = month_words(month)
     tail = w.rounded(decimals)
@@ -89,14 +89,14 @@ def period_total(w: Words, column: str, time_column: str, month: dt.date, nxt: d
                                             f"For {mon}, what is the {m}?{tail}")))
 
 
-def period_rows(w: Words, time_column: str, month: dt.date, nxt: dt.date) -> Wording:
+def period_rows(w: Words, time_column: str, month: dt.date) -> Wording:
     mon, t = month_words(month), w.col(time_column)
     count = w.sem.count_measure(w.table) or f"number of {w.many}"
     return Wording((f"How many {w.many} have {article(t)} in {mon}?", f"What was the {count} in {mon}?",
                     f"Count the {w.many} whose {t} falls in {mon}."))
 
 
-def month_over_month(w: Words, m: str, before: dt.date, month: dt.date, tail: str) -> Wording:
+def month_over_month(m: str, before: dt.date, month: dt.date, tail: str) -> Wording:
     """The change of the measure ``m`` from the month ``before`` to ``month``, one reading of its sign."""
     mon, prev = month_words(month), month_words(before)
     return Wording(tuple(text + f" Give {mon}'s figure minus {prev}'s (negative for a fall).{tail}" for text in (
@@ -131,8 +131,7 @@ def group_ranking(g: str, groups: str, m: str, label: str, tail: str) -> Wording
         f"What was the {m} of every {g} in {label}? List them from the highest down.")))
 
 
-def grand_total(w: Words, column: str, time_column: str, first: dt.date, last: dt.date, end: dt.date,
-                decimals: int) -> Wording:
+def grand_total(w: Words, column: str, first: dt.date, last: dt.date, decimals: int) -> Wording:
     m = w.measure(column)
     span, tail = span_words(first, last), w.rounded(decimals)
     return Wording(with_synonyms(w.sem, m, (f"What was the {m} {span}?{tail}",
@@ -140,7 +139,7 @@ def grand_total(w: Words, column: str, time_column: str, first: dt.date, last: d
                                             f"Taking every month {span} together, what is the {m}?{tail}")))
 
 
-def peak_period(w: Words, column: str, time_column: str) -> Wording:
+def peak_period(w: Words, column: str) -> Wording:
     m = w.measure(column)
     return Wording((f"Of all the months the data covers, in which was the {m} highest? Answer as YYYY-MM.",
                     f"Which month of all the data had the largest {m}? Give it as YYYY-MM.",
@@ -152,8 +151,8 @@ def _segment(w: Words, group_column: str, label: str) -> str:
     return f"the {w.sem.value(label, w.table, group_column)} {w.col(group_column)}"
 
 
-def group_period_total(w: Words, column: str, time_column: str, group_column: str, label: str, month: dt.date,
-                       nxt: dt.date, decimals: int) -> Wording:
+def group_period_total(w: Words, column: str, group_column: str, label: str, month: dt.date,
+                       decimals: int) -> Wording:
     m = w.measure(column)
     seg = _segment(w, group_column, label)
     mon, tail = month_words(month), w.rounded(decimals)
@@ -161,8 +160,8 @@ def group_period_total(w: Words, column: str, time_column: str, group_column: st
                     f"{tail}", f"Give the {m} of {seg} for {mon}.{tail}"))
 
 
-def group_total(w: Words, column: str, time_column: str, group_column: str, label: str, first: dt.date,
-                last: dt.date, end: dt.date, decimals: int) -> Wording:
+def group_total(w: Words, column: str, group_column: str, label: str, first: dt.date, last: dt.date,
+                decimals: int) -> Wording:
     m = w.measure(column)
     seg = _segment(w, group_column, label)
     span, tail = span_words(first, last), w.rounded(decimals)
@@ -170,14 +169,14 @@ def group_total(w: Words, column: str, time_column: str, group_column: str, labe
                     f"Give the {m} of {seg} over the whole period {span}.{tail}"))
 
 
-def rate(w: Words, flag: str, time_column: str, month: dt.date, nxt: dt.date) -> Wording:
+def rate(w: Words, flag: str, month: dt.date) -> Wording:
     f, mon = w.col(flag), month_words(month)
     return Wording((f"What share of {w.many} in {mon} were {f}? Give the fraction to 4 decimal places.",
                     f"In {mon}, what fraction of {w.many} were {f}? Answer to 4 decimal places.",
                     f"What was the rate of {f} {w.many} in {mon}, as a fraction to 4 decimal places?"))
 
 
-def flagged_count(w: Words, flag: str, time_column: str, month: dt.date, nxt: dt.date) -> Wording:
+def flagged_count(w: Words, flag: str, month: dt.date) -> Wording:
     f, mon = w.col(flag), month_words(month)
     return Wording((f"How many {w.many} in {mon} were {f}?", f"In {mon}, how many {w.many} were {f}?",
                     f"Count the {w.many} of {mon} that were {f}."))
@@ -199,16 +198,15 @@ def trial_balance(w: Words, debit: str, credit: str, decimals: int) -> Wording:
                     f"By how much does the total {d} exceed the total {c} across the {w.many}?{tail}"))
 
 
-def waterfall_net(w: Words, amount: str, period: str, month: dt.date, nxt: dt.date, decimals: int,
-                  type_column: str = "", inflows: tuple[str, ...] | None = None, time_type: str = "date") -> Wording:
+def waterfall_net(w: Words, amount: str, month: dt.date, decimals: int) -> Wording:
     a, mon, tail = w.col(amount), month_words(month), w.rounded(decimals)
     return Wording((f"What was the net {a} of the {w.many} in {mon}?{tail}",
                     f"In {mon}, what do the {w.many} add up to, each {a} with its sign?{tail}",
                     f"Give the net change from {w.many} in {mon}.{tail}"))
 
 
-def waterfall_component(w: Words, amount: str, period: str, type_column: str, kind: str, month: dt.date,
-                        nxt: dt.date, decimals: int, signed: bool = True, time_type: str = "date") -> Wording:
+def waterfall_component(w: Words, amount: str, type_column: str, kind: str, month: dt.date, decimals: int,
+                        signed: bool = True) -> Wording:
     a, k, mon = w.col(amount), w.sem.value(kind, w.table, type_column), month_words(month)
     # one reading of an outflow's total: with its sign, or its size as stored
     tail = (" An amount that takes from the balance counts as negative." if signed else
@@ -218,9 +216,7 @@ def waterfall_component(w: Words, amount: str, period: str, type_column: str, ki
                     f"Give the {k} {a} for {mon}.{tail}"))
 
 
-def waterfall_ending(w: Words, amount: str, period: str, start: str, first: dt.date, month: dt.date, nxt: dt.date,
-                     decimals: int, type_column: str = "", inflows: tuple[str, ...] | None = None,
-                     time_type: str = "date") -> Wording:
+def waterfall_ending(w: Words, start: str, first: dt.date, month: dt.date, decimals: int) -> Wording:
     mon, opening, tail = month_words(month), month_words(first), w.rounded(decimals)
     return Wording((f"Starting from a balance of {start} before {opening}, what is the balance at the end of "
                     f"{mon}?{tail}",
@@ -230,13 +226,13 @@ def waterfall_ending(w: Words, amount: str, period: str, start: str, first: dt.d
                     f"{tail}"))
 
 
-def fk_orphans(child: Words, parent: Words, child_column: str, parent_column: str) -> Wording:
+def fk_orphans(child: Words, parent: Words) -> Wording:
     return Wording((f"How many {child.many} name {article(parent.one)} that is not on record?",
                     f"Count the {child.many} whose recorded {parent.one} is missing from the {parent.many} on record.",
                     f"How many {child.many} point to {article(parent.one)} no longer on record?"))
 
 
-def fk_nulls(child: Words, parent: Words, child_column: str) -> Wording:
+def fk_nulls(child: Words, parent: Words) -> Wording:
     # no key at all, as against a key naming a parent that is gone (fk_orphans): one reading each
     return Wording((f"How many {child.many} have no {parent.one} recorded at all?",
                     f"Count the {child.many} with no {parent.one} recorded.",

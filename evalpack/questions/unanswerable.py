@@ -296,11 +296,11 @@ def _dictionary_kinds(spec: Spec, anchor: _Anchor, w: Words, m: str, register: d
         month = add_months(first, -k)
         nxt, mon = add_months(month, 1), month_words(month)
         if not anchor.column:
-            wording = phrasing.period_rows(w, anchor.time_column, month, nxt)
+            wording = phrasing.period_rows(w, anchor.time_column, month)
         else:  # the answerable questions' wordings, short and long alike
-            forms = [phrasing.period_total(w, anchor.column, anchor.time_column, month, nxt, decimals),
-                     phrasing.period_rows(w, anchor.time_column, month, nxt),
-                     phrasing.month_over_month(w, m, month, nxt, tail),
+            forms = [phrasing.period_total(w, anchor.column, month, decimals),
+                     phrasing.period_rows(w, anchor.time_column, month),
+                     phrasing.month_over_month(m, month, nxt, tail),
                      phrasing.month_ranking(m, year, tail),
                      phrasing.versus_average(m, year, 12, mon, tail)]
             if shares is not None:

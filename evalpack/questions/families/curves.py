@@ -33,15 +33,15 @@ def drafts(spec: Spec, key: AnswerKey) -> Drafts:
             w = window(c.time_column, month, nxt, c.time_type)
             tag = ("outcome_curve", c.table, month_label(month))
             out.append((Draft(f"curve_total:{c.table}.{c.column}:{month}",
-                       phrasing.period_total(words, c.column, c.time_column, month, nxt, d),
+                       phrasing.period_total(words, c.column, month, d),
                        select_from(rounded(sum_of(c.column), d), c.table, w), "number", d, "period_total", tag, (c.table,)),
                 money(total, d)))
             out.append((Draft(f"curve_rows:{c.table}:{month}",
-                       phrasing.period_rows(words, c.time_column, month, nxt),
+                       phrasing.period_rows(words, c.time_column, month),
                        select_from(count_star(), c.table, w), "integer", None, "period_rows", tag, (c.table,)), rows))
         w_all = window(c.time_column, first, end, c.time_type)
         out.append((Draft(f"curve_grand:{c.table}.{c.column}",
-                   phrasing.grand_total(words, c.column, c.time_column, first, c.months[-1], end, d),
+                   phrasing.grand_total(words, c.column, first, c.months[-1], d),
                    select_from(rounded(sum_of(c.column), d), c.table, w_all), "number", d, "grand_total",
                    ("outcome_curve", c.table), (c.table,)), money(sum(c.totals), d)))
         best = max(c.totals)
@@ -54,7 +54,7 @@ def drafts(spec: Spec, key: AnswerKey) -> Drafts:
             sql = (exp.select(exp.alias_(label, "month")).from_(c.table)
                    .group_by(year.copy(), month.copy()).order_by(exp.Ordered(this=sum_of(c.column), desc=True)).limit(1))
             out.append((Draft(f"curve_peak:{c.table}.{c.column}",
-                       phrasing.peak_period(words, c.column, c.time_column),
+                       phrasing.peak_period(words, c.column),
                        sql, "string", None, "peak_period", ("outcome_curve", c.table), (c.table,)),
                 month_label(peak)))
         if c.group_column:
@@ -63,15 +63,13 @@ def drafts(spec: Spec, key: AnswerKey) -> Drafts:
                     nxt = add_months(month, 1)
                     w = exp.and_(equals_text(c.group_column, label), window(c.time_column, month, nxt, c.time_type))
                     out.append((Draft(f"group_month:{c.table}.{c.column}:{label}:{month}",
-                               phrasing.group_period_total(words, c.column, c.time_column, c.group_column, label,
-                                                           month, nxt, d),
+                               phrasing.group_period_total(words, c.column, c.group_column, label, month, d),
                                select_from(rounded(sum_of(c.column), d), c.table, w), "number", d, "group_period_total",
                                ("group_shares", c.table, label, month_label(month)), (c.table,)),
                         money(c.group_totals[m][g], d)))
                 w = exp.and_(equals_text(c.group_column, label), w_all)
                 out.append((Draft(f"group_total:{c.table}.{c.column}:{label}",
-                           phrasing.group_total(words, c.column, c.time_column, c.group_column, label, first,
-                                                c.months[-1], end, d),
+                           phrasing.group_total(words, c.column, c.group_column, label, first, c.months[-1], d),
                            select_from(rounded(sum_of(c.column), d), c.table, w), "number", d, "group_total",
                            ("group_shares", c.table, label), (c.table,)),
                     money(sum(row[g] for row in c.group_totals), d)))

@@ -29,11 +29,11 @@ def drafts(spec: Spec, key: AnswerKey) -> Drafts:
         tag = ("relationship", k.child_table, k.parent_table)
         child, parent = phrasing.Words(sem, k.child_table), phrasing.Words(sem, k.parent_table)
         out.append((Draft(f"fk_orphans:{k.child_table}.{k.child_column}",
-                   phrasing.fk_orphans(child, parent, k.child_column, k.parent_column),
+                   phrasing.fk_orphans(child, parent),
                    orphan_sql, "integer", None, "fk_orphans", tag + ("orphans",), (k.child_table, k.parent_table)),
             k.orphans))
         out.append((Draft(f"fk_nulls:{k.child_table}.{k.child_column}",
-                   phrasing.fk_nulls(child, parent, k.child_column),
+                   phrasing.fk_nulls(child, parent),
                    select_from(count_star(), k.child_table, exp.Is(this=exp.column(k.child_column), expression=exp.Null())),
                    "integer", None, "fk_nulls", tag, (k.child_table,)), k.nulls))
     return out

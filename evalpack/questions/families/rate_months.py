@@ -35,11 +35,11 @@ def drafts(spec: Spec, key: AnswerKey) -> Drafts:
             )
             tag = ("rate_curve", r.table, month_label(month))
             out.append((Draft(f"rate:{r.table}.{r.column}:{month}",
-                       phrasing.rate(words, r.column, r.time_column, month, nxt),
+                       phrasing.rate(words, r.column, month),
                        select_from(rounded(ratio, 4), r.table, w), "number", 4, "rate", tag, (r.table,)),
                 ratio_answer(Fraction(flagged, rows), 4)))
             out.append((Draft(f"flagged:{r.table}.{r.column}:{month}",
-                       phrasing.flagged_count(words, r.column, r.time_column, month, nxt),
+                       phrasing.flagged_count(words, r.column, month),
                        select_from(count_star(), r.table, exp.and_(w, exp.column(r.column))), "integer", None,
                        "flagged_count", tag, (r.table,)), flagged))
     return out

@@ -93,7 +93,7 @@ def drafts(spec: Spec, key: AnswerKey) -> Drafts:
             change = c.totals[i] - c.totals[i - 1]
             out.append((Draft(
                 f"mom_change:{c.table}.{c.column}:{month}",
-                phrasing.month_over_month(w, m, prev, month, tail),
+                phrasing.month_over_month(m, prev, month, tail),
                 parse_sql(f"{pair}, changes AS (SELECT month, total - LAG(total) OVER (ORDER BY month) AS change "
                       f"FROM monthly) SELECT ROUND(change, {d}) FROM changes WHERE change IS NOT NULL"),
                 "number", d, "month_over_month", _tag(c, month), (c.table,)), money(change, d)))
