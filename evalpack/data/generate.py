@@ -37,6 +37,7 @@ from evalpack.spec.units import allocate, from_units, to_units
 
 EPOCH = dt.date(1970, 1, 1)
 US_PER_DAY = 86_400_000_000
+UNCOUNTED_STREAM = 1 << 24  # the random streams of rows that do not count start past every chunk's index
 EDGE_SHARE = 3e-4  # rows of a cell placed on each edge of its period
 
 
@@ -46,6 +47,8 @@ def arrow_type(spec: Spec, table: Table, col: Column) -> pa.DataType:
         rel = next(r for r in spec.relationships if (r.child_table, r.child_column) == (table.name, col.name))
         parent = spec.table(rel.parent_table).column(rel.parent_column)
         return arrow_type(spec, spec.table(rel.parent_table), parent)
+    if spec.traps.coded(table.name, col.name):
+        return pa.int64()
     return {
         "int": pa.int64(),
         "float": pa.decimal128(18, col.decimals),
@@ -80,6 +83,15 @@ def _decimal(units: np.ndarray, decimals: int, valid: np.ndarray | None = None) 
     words[:, 1] = units >> 63
     validity = None if valid is None or valid.all() else pa.py_buffer(np.packbits(valid, bitorder="little"))
     return pa.Array.from_buffers(pa.decimal128(18, decimals), len(units), [validity, pa.py_buffer(words)])
+
+
+def _units_of(values: pa.Array) -> np.ndarray:
+    """The integer units of an int64 or decimal128 array (a decimal's 128-bit integers, whose low 64 bits hold every
+    amount evalpack writes), 0 where NULL."""
+    if pa.types.is_integer(values.type):
+        return pc.fill_null(values, 0).to_numpy().astype(np.int64)
+    words = np.frombuffer(values.buffers()[1], dtype=np.int64)[2 * values.offset:2 * (values.offset + len(values))]
+    return np.where(values.is_valid().to_numpy(zero_copy_only=False), words[::2], 0)
 
 
 def _edges(cells: tuple[Cell, ...], rows: int, span_start: bool) -> list[tuple[int, int, int, int]]:
@@ -234,6 +246,12 @@ class _TableGen:
         time = self.table.column(tplan.time_column) if tplan.time_column else None
         self.timestamps = time is not None and time.type == "datetime"
         self.first_month = next((c.month for c in tplan.chunks if c.kind == "month"), None)
+        traps = spec.traps
+        self.marks = {nc.column: nc.values for nc in traps.excluded(self.table.name)}
+        self.uncounted = traps.excluded(self.table.name)
+        self.uncounted_keys = tplan.rows  # the row index the next row that does not count takes its keys from
+        self.codes = {c.column: c for c in traps.codes if c.table == self.table.name}
+        self.siblings = {s.column: s for s in traps.siblings if s.table == self.table.name}
 
     def edges(self, chunk: Chunk) -> list[tuple[int, int, int, int]]:
         """:func:`_edges` of a month of this table."""
@@ -387,9 +405,27 @@ class _TableGen:
     def plain_columns(self, arrays: dict[str, pa.Array], n: int, k: int, offset: int) -> None:
         """Fill ``arrays`` with every column not yet in it: the independent ones, then the ``depends_on`` ones
         (which read their label column's values)."""
-        for col in sorted(self.table.columns, key=lambda c: c.depends_on is not None):
-            if col.name not in arrays:
+        for col in sorted(self.table.columns, key=lambda c: (c.name in self.siblings, c.depends_on is not None)):
+            if col.name in arrays:
+                continue
+            if col.name in self.siblings:
+                arrays[col.name] = self.sibling(col, arrays[self.siblings[col.name].of], k)
+            else:
                 arrays[col.name] = self.plain(col, n, k, offset, arrays.get(col.depends_on or ""))
+
+    def sibling(self, col: Column, of: pa.Array, k: int) -> pa.Array:
+        """A sibling trap's values: each row's value of its column times a factor drawn in [low, high], to the
+        column's decimals, and never equal to it (one unit past it, the way the factor points), NULL where it is."""
+        trap = self.siblings[col.name]
+        valid = of.is_valid().to_numpy(zero_copy_only=False)
+        units = _units_of(of)
+        factor = trap.low + self.rng(col.name, k).random(len(of)) * (trap.high - trap.low)
+        moved = np.rint(units * factor).astype(np.int64)
+        step = 1 if trap.low > 1 else -1
+        moved = np.where(moved == units, units + step, moved)
+        if col.type == "int" and not col.decimals:
+            return pa.array(moved, pa.int64(), mask=~valid)
+        return _decimal(moved, col.decimals, valid)
 
     def plain(self, col: Column, n: int, k: int, offset: int, labels: pa.Array | None = None) -> pa.Array:
         rng = self.rng(col.name, k)
@@ -416,11 +452,12 @@ class _TableGen:
             return pc.take(pa.array(col.choices, pa.string()), pa.array(planned.codes[offset:offset + n]))
         if col.type == "categorical":
             p = np.array(col.weights or [1.0] * len(col.choices), dtype=float)
+            p[[col.choices.index(v) for v in self.marks.get(col.name, ())]] = 0.0  # the marks of rows not counted
             idx = rng.choice(len(col.choices), size=n, p=p / p.sum())
             values = pc.take(pa.array(col.choices, pa.string()), pa.array(idx))
             return values if valid is None else pc.if_else(pa.array(valid), values, pa.scalar(None, pa.string()))
         if col.type == "boolean":
-            rate = col.rate if col.rate is not None else 0.5
+            rate = 0.0 if col.name in self.marks else col.rate if col.rate is not None else 0.5
             return pa.array(rng.random(n) < rate, pa.bool_(), mask=None if valid is None else ~valid)
         if col.type in ("date", "datetime"):
             first, last = _days(col.start), _days(col.end)
@@ -486,6 +523,13 @@ class _TableGen:
             for name in self.rates:
                 arrays[name] = self.flags(chunk, k, boundary, special)
         self.plain_columns(arrays, n, k, chunk.offset)
+        return self.assemble(arrays)
+
+    def assemble(self, arrays: dict[str, pa.Array]) -> pa.RecordBatch:
+        """The batch of ``arrays`` in the schema's order, each coded column's labels stored as their codes."""
+        for name, coded in self.codes.items():
+            labels, codes = zip(*coded.book)
+            arrays[name] = pc.take(pa.array(codes, pa.int64()), pc.index_in(arrays[name], pa.array(labels)))
         return pa.RecordBatch.from_arrays([arrays[f.name] for f in self.schema], schema=self.schema)
 
     def measure(self, chunk: Chunk, k: int, order: np.ndarray | None = None) -> pa.Array:
@@ -688,14 +732,67 @@ class _TableGen:
             if col.name not in arrays and col.type == "foreign_key":
                 arrays[col.name] = self.foreign_keys(col, n, empty, k)
         self.plain_columns(arrays, n, k, offset)
-        return pa.RecordBatch.from_arrays([arrays[f.name] for f in self.schema], schema=self.schema)
+        return self.assemble(arrays)
 
     def batches(self) -> Iterator[pa.RecordBatch]:
         if self.tplan.ledger:
             yield from self.ledger_batches()
             return
         for k, chunk in enumerate(self.tplan.chunks):
-            yield self.chunk_batch(chunk, k)
+            batch = self.chunk_batch(chunk, k)
+            yield self.with_uncounted(batch, k) if self.uncounted and batch.num_rows else batch
+
+    def with_uncounted(self, batch: pa.RecordBatch, k: int) -> pa.RecordBatch:
+        """``batch`` with the rows that do not count added (``traps.not_counted``): for each such trap, copies of
+        ``share`` of its rows, each marked by one of the trap's values, given new keys past every counted row's and
+        merged into the batch's time order. So that counting them changes every answer, and not only totals, the
+        copies hold one row of each group the batch has, the rest come from its rarest group (a group's share moves),
+        each is flagged by every rate column (a rate moves), and their parents are drawn anew (parents without a
+        counted child gain one), one of them missing and one unknown where the relationship declares such rows."""
+        tp, n = self.tplan, batch.num_rows
+        parts = [batch]
+        for j, trap in enumerate(self.uncounted):
+            rng = self.rng(f"~uncounted{j}", k)
+            order = rng.permutation(n)
+            must, pool = [], order
+            if tp.group_column:
+                groups = pc.fill_null(batch.column(tp.group_column).cast(pa.string()), "").to_numpy(
+                    zero_copy_only=False)[order]
+                labels, first, counts = np.unique(groups, return_index=True, return_counts=True)
+                must.append(order[first])
+                pool = order[groups == labels[np.argmin(counts)]]
+            chosen = np.unique(np.concatenate(must)) if must else np.zeros(0, np.int64)
+            rest = pool[~np.isin(pool, chosen)][:max(0, round(trap.share * n) - len(chosen))]
+            pick = np.concatenate([chosen, rest]) if len(chosen) + len(rest) else order[:1]
+            copy = batch.take(pa.array(np.sort(pick).astype(np.int64)))
+            arrays = {f.name: copy.column(f.name) for f in self.schema}
+            index = np.arange(self.uncounted_keys, self.uncounted_keys + len(copy))
+            self.uncounted_keys += len(copy)
+            for col in self.table.columns:
+                if col.unique:
+                    arrays[col.name] = self.key_values(self.table, col, index, self.deleted.get(col.name, ()))
+            for name in self.rates:
+                arrays[name] = pa.array(np.ones(len(copy), dtype=bool), pa.bool_())
+            for col in self.table.columns:
+                if col.type == "foreign_key":
+                    rel = self.parents[col.name]
+                    planted = Chunk("block", None, len(copy), 0, orphans=((col.name, 1),) if rel.orphans else (),
+                                    fk_nulls=((col.name, 1),) if rel.nulls else ())
+                    arrays[col.name] = self.foreign_keys(col, len(copy), planted, UNCOUNTED_STREAM * (j + 1) + k)
+            col = self.table.column(trap.column)
+            if col.type == "boolean":
+                arrays[col.name] = pa.array(np.ones(len(copy), dtype=bool), pa.bool_())
+            else:
+                marks = pa.array(trap.values, pa.string()).take(pa.array(rng.integers(0, len(trap.values), len(copy))))
+                coded = self.codes.get(col.name)
+                arrays[col.name] = marks if coded is None else pc.take(
+                    pa.array([c for _, c in coded.book], pa.int64()),
+                    pc.index_in(marks, pa.array([label for label, _ in coded.book])))
+            parts.append(pa.RecordBatch.from_arrays([arrays[f.name] for f in self.schema], schema=self.schema))
+        merged = pa.Table.from_batches(parts)
+        if tp.time_column:
+            merged = merged.take(pc.sort_indices(merged, sort_keys=[(tp.time_column, "ascending")]))
+        return merged.combine_chunks().to_batches()[0]
 
 
 def table_batches(spec: Spec, plan: RotationPlan, table: str) -> Iterator[pa.RecordBatch]:

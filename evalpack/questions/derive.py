@@ -29,6 +29,7 @@ from evalpack.questions.families import FAMILIES
 from evalpack.questions.families.base import Draft, Drafts
 from evalpack.questions.phrasing import evidence_for
 from evalpack.questions.sqltext import DIALECT, parse_sql
+from evalpack.questions.traps import read_traps
 from evalpack.spec.kinds import LEVELS
 from evalpack.spec.model import Spec
 
@@ -98,7 +99,10 @@ class Question:
 def _drafts(spec: Spec, key: AnswerKey) -> Drafts:
     """Every question the answer key of one rotation yields, with that rotation's answer: each family's drafts, in
     the order of :data:`~evalpack.questions.families.FAMILIES`."""
-    return [draft for family in FAMILIES for draft in family(spec, key)]
+    drafts = [draft for family in FAMILIES for draft in family(spec, key)]
+    if not spec.traps:
+        return drafts
+    return [(replace(draft, sql=read_traps(spec, draft.sql)), answer) for draft, answer in drafts]
 
 
 @dataclass(frozen=True)

@@ -149,7 +149,10 @@ def _column_entry(spec: Spec, table: Table, c: Column) -> ColumnEntry:
     unit = note.unit or (sem.currency if _is_money(spec, table.name, c.name) else None)
     values: tuple[tuple[str, str], ...] = ()
     movements = _movement_meanings(spec, table.name, c.name)
-    if c.type == "categorical":
+    coded = spec.traps.coded(table.name, c.name)
+    if coded is not None:  # the stored codes, each with the label questions use
+        values = tuple((str(code), label) for label, code in coded.book)
+    elif c.type == "categorical":
         given = dict(note.values) | movements
         values = tuple((v, given.get(v) or words(v)) for v in c.choices)
     elif movements:  # a text column a waterfall's types are written in
@@ -157,7 +160,8 @@ def _column_entry(spec: Spec, table: Table, c: Column) -> ColumnEntry:
     elif note.values:
         values = note.values
     described = note.description or _default_description(spec, table, c, one, label, rel)
-    return ColumnEntry(c.name, label, _type_words(c, rel is not None), described, unit, values, refers_to)
+    kind = "whole number (a code; what each stands for is listed)" if coded else _type_words(c, rel is not None)
+    return ColumnEntry(c.name, label, kind, described, unit, values, refers_to)
 
 
 def waterfall_signed(amount: Column) -> bool:
@@ -224,6 +228,12 @@ def _default_description(spec: Spec, table: Table, c: Column, one: str, label: s
         what += ("; positive when it adds to the balance, negative when it takes from it"
                  if waterfall_signed(c) else
                  f"; always stored positive: its {kind} says whether it adds to the balance or takes from it")
+    sibling = spec.traps.sibling(table.name, c.name)
+    if sibling is not None and c.type != "categorical":
+        what = (f"another amount of the {one}, in the same unit as its {sem.column(table.name, sibling.of)} but "
+                "not it")
+    if spec.traps.coded(table.name, c.name):
+        what = "a code: the values list what each stands for"
     notes = ["unique"] if c.unique else []
     if c.nullable or (rel is not None and rel.nulls):
         notes.append("may be null")
@@ -263,8 +273,11 @@ def _measure_words(spec: Spec, kind: str, table: str, column: str | None) -> str
     when = (f" A month's figure counts the {names.plural} whose {sem.column(table, dated)} falls in that month."
             if dated else "")
     if kind == "count":
-        return f"How many {names.plural} there are; each {names.singular} counts once.{when}"
+        counted = " that count (see the conventions)" if spec.traps.excluded(table) else ""
+        return f"How many {names.plural}{counted} there are; each {names.singular} counts once.{when}"
     money = f", in {sem.currency}" if sem.currency else ""
+    if spec.traps.excluded(table):
+        when = f" Only the {names.plural} that count (see the conventions)." + when
     return (f"The total {sem.column(table, column)} of the {names.plural}{money}; {article(names.singular)} with no "
             f"{sem.column(table, column)} adds nothing.{when}")
 
@@ -309,6 +322,29 @@ def _which_dates(spec: Spec) -> list[tuple[str, str]]:
     return out
 
 
+def _not_counted(spec: Spec) -> list[tuple[str, str]]:
+    """Per table with rows that do not count (``traps.not_counted``): which they are, and that no figure counts them."""
+    sem, out = spec.semantics, []
+    for t in spec.tables:
+        traps = spec.traps.excluded(t.name)
+        if not traps:
+            continue
+        names = sem.table(t.name)
+        marks = []
+        for trap in traps:
+            said = sem.column(t.name, trap.column)
+            if trap.values == ("true",):
+                marks.append(f"whose {said} is true")
+            else:
+                meant = [dict(sem.note(t.name, trap.column).values).get(v) or words(v) for v in trap.values]
+                marks.append(f"whose {said} is " + " or ".join(meant))
+        out.append((f"{names.plural} that count",
+                    f"{sentence(names.plural.capitalize())} {' and those '.join(marks)} are in the table but do not "
+                    f"count: no figure a question asks for includes them (totals, counts, shares, rankings, a "
+                    f"parent's {names.plural}), unless the question asks about them by name."))
+    return out
+
+
 def _conventions(spec: Spec) -> tuple[Definition, ...]:
     sem, conv = spec.semantics, spec.semantics.conventions
     money = (f"Money is in {sem.currency}" if sem.currency else "Money is in the unit the data holds")
@@ -317,6 +353,7 @@ def _conventions(spec: Spec) -> tuple[Definition, ...]:
                   "covers every row whose date falls in it; \"from January 2025 through March 2025\" includes both "
                   "end months; Q1 is January to March, H1 January to June, a year January to December."),
         *_which_dates(spec),
+        *_not_counted(spec),
         ("month in an answer", f"Written {conv.month_label}: 2025-03 for March 2025."),
         ("week", f"A week starts on {conv.week_starts.capitalize()}."),
         ("shares", "A share asked in percent is out of 100 (12.5 means 12.5%); one asked as a fraction is between "

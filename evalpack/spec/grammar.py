@@ -161,7 +161,7 @@ TOP_KEYS = (
     "name", "version", "description", "license", "seed", "rotations", "answers", "holdout", "gate",
     "gate_margin", "rows", "tables", "relationships", "outcome_curves", "rate_curves", "group_shares",
     "waterfalls", "time_grids", "constraints", "semantics", "questions", "repo", "segment_shares", "per_parent",
-    "exports",
+    "exports", "traps",
 )
 GATE_POLICIES = ("block", "warn", "off")  # evalpack.pack.diff.POLICIES
 EXPORT_FORMATS = ("sqlite", "postgres", "bird", "spider")  # evalpack.interop.exports writes them

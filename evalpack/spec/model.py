@@ -216,6 +216,70 @@ class BalancedLedger:
     path: tuple = ()  # where it is declared: ("tables", t, "constraints", i) or ("constraints", i)
 
 
+@dataclass(frozen=True)
+class Sibling:
+    """``traps.siblings[i]``: a column that reads like ``of`` but is not it. Each row holds ``of``'s value times a
+    factor drawn evenly from [low, high] (to ``of``'s decimals), NULL where ``of`` is NULL; the trap adds the column."""
+
+    table: str
+    column: str
+    of: str  # the real column, of the same table
+    low: float
+    high: float
+    line: int
+
+
+@dataclass(frozen=True)
+class NotCounted:
+    """``traps.not_counted[i]``: rows of ``table`` that exist but do not count. For every ``per_rows`` rows that
+    count, ``share`` times as many more are written that do not, in every month and group of the rows they copy;
+    they carry one of ``values`` in ``column`` (a categorical column of the table, or a boolean one marked by
+    true), which the counted rows never do. Every declared fact holds over the rows that count."""
+
+    table: str
+    column: str
+    values: tuple[str, ...]  # labels of a categorical column, or ("true",) of a boolean one
+    share: float
+    reason: str
+    line: int
+
+
+@dataclass(frozen=True)
+class Coded:
+    """``traps.codes[i]``: a categorical column stored as integer codes; ``book`` pairs each label (what questions and
+    answers say) with its code (what the table holds), from ``semantics.columns.<column>.values`` or 1, 2, ... in
+    the order of the column's choices."""
+
+    table: str
+    column: str
+    book: tuple[tuple[str, int], ...]
+    line: int
+
+    def code(self, label: str) -> int:
+        return dict(self.book)[label]
+
+
+@dataclass(frozen=True)
+class Traps:
+    """``traps:``: columns and rows that punish a careless query (none unless declared)."""
+
+    siblings: tuple[Sibling, ...] = ()
+    not_counted: tuple[NotCounted, ...] = ()
+    codes: tuple[Coded, ...] = ()
+
+    def __bool__(self) -> bool:
+        return bool(self.siblings or self.not_counted or self.codes)
+
+    def sibling(self, table: str, column: str) -> Sibling | None:
+        return next((s for s in self.siblings if (s.table, s.column) == (table, column)), None)
+
+    def excluded(self, table: str) -> tuple[NotCounted, ...]:
+        return tuple(n for n in self.not_counted if n.table == table)
+
+    def coded(self, table: str, column: str) -> Coded | None:
+        return next((c for c in self.codes if (c.table, c.column) == (table, column)), None)
+
+
 DEFAULT_MIX = (("simple", 0.3), ("moderate", 0.5), ("challenging", 0.2))  # BIRD's split
 
 
@@ -255,6 +319,7 @@ class Spec:
     time_grids: tuple[TimeGrid, ...] = ()
     ledgers: tuple[BalancedLedger, ...] = ()
     semantics: Semantics = Semantics()
+    traps: Traps = Traps()
     questions: QuestionPlan = QuestionPlan()
     repo: str | None = None  # `repo:` OWNER/NAME on the Hub, named by the card (evalpack.pack.card)
     gate: str = "block"  # the release gate's policy (evalpack.pack.diff.gate): block | warn | off

@@ -47,6 +47,7 @@ from evalpack.spec.grammar import (
     UNSUPPORTED_TOP,
 )
 from evalpack.spec.model import BalancedLedger, Spec, Table
+from evalpack.spec.traps import bind_traps, check_traps, read_traps
 from evalpack.spec.yamldoc import _clip, _Doc, _kind, _number, _Reader
 
 
@@ -139,7 +140,9 @@ def parse_spec(text: str, *, file: str = "<spec>", seed: int | None = None, rota
         ("rate_curves", lambda rr, raw, p: _read_rate_curve(rr, raw, p, table_map)),
         ("group_shares", _read_group_shares),
         ("segment_shares", _read_segment_shares), ("per_parent", _read_per_parent))}
+    traps, table_map = read_traps(r, top.get("traps"), table_map)
     tables = [table_map[t.name] for t in tables]
+    semantics = _read_semantics(r, top.get("semantics"), table_map)
     relationships, per_parent, rel_paths, pp_paths = _implied(
         r, top, tables, read["relationships"], read["per_parent"], read["outcome_curves"])
 
@@ -165,7 +168,8 @@ def parse_spec(text: str, *, file: str = "<spec>", seed: int | None = None, rota
         waterfalls=many("waterfalls", _read_waterfall),
         time_grids=many("time_grids", _read_time_grid),
         ledgers=tuple(ledgers),
-        semantics=_read_semantics(r, top.get("semantics"), table_map),
+        semantics=semantics,
+        traps=bind_traps(r, traps, semantics, table_map),
         questions=_read_questions(r, top.get("questions")),
         repo=_read_repo(r, top.get("repo")),
         exports=_read_exports(r, top.get("exports")),
@@ -178,4 +182,5 @@ def parse_spec(text: str, *, file: str = "<spec>", seed: int | None = None, rota
         raise SpecError(file, None, "rotations", "at least one rotation is needed")
     _check_references(r, spec, rel_paths, pp_paths)
     _rotation_rows(r, spec)
+    check_traps(r, spec)
     return spec

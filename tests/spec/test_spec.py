@@ -269,6 +269,49 @@ BAD = [
 ]
 
 
+TRAPS = """\
+      status: {type: categorical, choices: [placed, cancelled]}
+"""
+TRAPPED = edit("      ordered_at: {type: date", TRAPS + "      ordered_at: {type: date"
+               ) + """\
+traps:
+  siblings:
+    - {column: orders.gross, of: orders.amount, relation: {times: [1.07, 1.19]}}
+  not_counted:
+    - {table: orders, share: 0.05, marked_by: {orders.status: [cancelled]}}
+  codes: [orders.channel]
+"""
+
+
+def trapped(old: str, new: str) -> str:
+    return edit(old, new, base=TRAPPED)
+
+
+BAD += [
+    Bad("trap_factor_straddles_one", trapped("times: [1.07, 1.19]", "times: [0.9, 1.1]"), "times: [0.9",
+        "traps.siblings[0].relation.times", "lie on one side of 1"),
+    Bad("trap_sibling_exists", trapped("column: orders.gross,", "column: orders.refunded,"), "column: orders.refunded",
+        "traps.siblings[0].column", "already declared"),
+    Bad("trap_sibling_of_text", trapped("of: orders.amount", "of: orders.channel"), "of: orders.channel",
+        "traps.siblings[0].of", "is not an amount a sibling can shadow"),
+    Bad("trap_date_sibling", trapped("relation: {times: [1.07, 1.19]}", "relation: {plus_days: [0, 9]}"),
+        "plus_days", "traps.siblings[0].relation.plus_days", "not supported"),
+    Bad("trap_unknown_mark", trapped("[cancelled]}", "[refunded]}"), "marked_by",
+        "traps.not_counted[0].marked_by.orders.status", "'refunded' is not a value of orders.status"),
+    Bad("trap_mark_every_value", trapped("[cancelled]}", "[cancelled, placed]}"), "marked_by",
+        "traps.not_counted[0].marked_by.orders.status", "leave at least one"),
+    Bad("trap_mark_by_fact", trapped("{orders.status: [cancelled]}", "{orders.channel: [web]}"), "marked_by",
+        "traps.not_counted[0].marked_by", "carries a declared fact"),
+    Bad("trap_marks_a_parent", trapped("{table: orders, share: 0.05, marked_by: {orders.status: [cancelled]}}",
+                                       "{table: customers, share: 0.05, marked_by: {customers.segment: [b]}}"),
+        "table: customers, share", "traps.not_counted[0].table", "other tables' keys point at customers"),
+    Bad("trap_code_of_number", trapped("codes: [orders.channel]", "codes: [orders.amount]"), "codes: [orders.amount]",
+        "traps.codes[0]", "codes store a categorical column's labels"),
+    Bad("trap_zero_share", trapped("share: 0.05", "share: 0"), "share: 0,", "traps.not_counted[0].share",
+        "a share above 0 is needed"),
+]
+
+
 def _run_cli(spec: Path, out: Path, capsys) -> tuple[int, str, str]:
     code = main(["build", str(spec), "-o", str(out), "--jobs", "1"])
     captured = capsys.readouterr()
@@ -295,7 +338,7 @@ def test_bad_spec_is_refused_with_file_line_and_key_path(bad: Bad, tmp_path: Pat
     assert sorted(p.name for p in tmp_path.iterdir()) == [spec.name], "a temporary folder was left behind"
 
 
-@pytest.mark.parametrize("base", [BASE, BOOKS], ids=["shop", "books"])
+@pytest.mark.parametrize("base", [BASE, BOOKS, TRAPPED], ids=["shop", "books", "trapped"])
 def test_base_specs_are_valid(base: str, tmp_path: Path, capsys) -> None:
     """The bad specs are refused for their one change, not for something wrong in the spec they edit."""
     spec = tmp_path / "base.yaml"

@@ -14,12 +14,14 @@ import datetime as dt
 import functools
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
+from dataclasses import field as dataclass_field
 from decimal import Decimal, InvalidOperation
 
 from sqlglot import exp
 from sqlglot.dialects.dialect import Dialect
 
 from evalpack.questions.derive import DIALECT, Question, lean, parse_gold
+from evalpack.questions.traps import counted_predicate
 
 # one dialect object for the thousands of mutants printed: naming the dialect made a new one for every print
 PRINTER = Dialect.get_or_raise(DIALECT)
@@ -463,6 +465,7 @@ class Gold:
     types: dict[str, dict[str, str]]
     nullable: dict[str, set[str]]
     unique: dict[str, set[str]]
+    traps: dict = dataclass_field(default_factory=dict)  # :func:`trap_facts` of the spec
 
 
 @dataclass(frozen=True)
@@ -472,6 +475,68 @@ class Operator:
     name: str
     nodes: type | tuple[type, ...]
     edit: Callable[[exp.Expression, Gold], list[exp.Expression]]
+
+
+def trap_facts(spec) -> dict:
+    """What the trap operators read of a spec's traps, as JSON-able data (the study's cache key holds it): each
+    table's sibling of each column, the predicates of the rows that count (unqualified, printed) and each coded
+    column's codes."""
+    traps = spec.traps
+    siblings: dict[str, dict[str, str]] = {}
+    for s in traps.siblings:
+        siblings.setdefault(s.table, {})[s.of] = s.column
+    codes: dict[str, dict[str, list[int]]] = {}
+    for c in traps.codes:
+        codes.setdefault(c.table, {})[c.column] = [code for _, code in c.book]
+    counted = sorted(counted_predicate(spec, nc).sql(dialect=PRINTER) for nc in traps.not_counted)
+    return {"siblings": siblings, "counted": counted, "codes": codes} if traps else {}
+
+
+def _unqualified(node: exp.Expression) -> str:
+    bare = node.copy()
+    for col in bare.find_all(exp.Column):
+        col.set("table", None)
+    return bare.sql(dialect=PRINTER)
+
+
+def sibling_swap(n: exp.Column, g: Gold) -> list[exp.Expression]:
+    """A column -> its sibling trap (the gross amount for the net one)."""
+    table = g.cols.table_of(n)
+    sibling = g.traps.get("siblings", {}).get(table or "", {}).get(n.name)
+    return [exp.column(sibling, table=n.table or None)] if sibling else []
+
+
+def _counts_rows(node: exp.Expression, g: Gold) -> bool:
+    return bool(g.traps.get("counted")) and _unqualified(node) in g.traps["counted"]
+
+
+def exclusion_dropped(n: exp.Expression, g: Gold) -> list[exp.Expression]:
+    """The predicate of the rows that count (cancelled and test orders left out) dropped: every row counts."""
+    if isinstance(n, exp.Where):
+        return [None] if _counts_rows(n.this, g) else []
+    return [n.args[keep].copy() for drop_, keep in (("this", "expression"), ("expression", "this"))
+            if _counts_rows(n.args[drop_], g)]
+
+
+def code_misread(n: exp.Expression, g: Gold) -> list[exp.Expression]:
+    """A coded column compared with a code -> with each other code of its book (the app channel read as 3)."""
+    column = n.this
+    if not isinstance(column, exp.Column) or not g.traps.get("codes"):
+        return []
+    codes = g.traps["codes"].get(g.cols.table_of(column) or "", {}).get(column.name)
+    if not codes:
+        return []
+    literals = n.expressions if isinstance(n, exp.In) else [n.expression]
+    out_ = []
+    for i, lit in enumerate(literals):
+        if not (isinstance(lit, exp.Literal) and not lit.is_string and lit.this.isdigit()):
+            continue
+        for other in codes:
+            if other != int(lit.this):
+                new = n.copy()
+                (new.expressions if isinstance(n, exp.In) else [new.expression])[i].replace(exp.Literal.number(other))
+                out_.append(new)
+    return out_
 
 
 def inclusive_end(n: exp.LT, g: Gold) -> list[exp.Expression]:
@@ -779,6 +844,10 @@ def constant_shift(n: exp.Literal, g: Gold) -> list[exp.Expression]:
 
 # every operator, in the order the study makes their mutants (and a mutant that repeats an earlier one is dropped)
 REGISTRY: tuple[Operator, ...] = (
+    # the traps' first: a mutant another operator also makes (column_swap, drop_conjunct, constant_shift) is theirs
+    Operator("sibling_swap", exp.Column, sibling_swap),
+    Operator("exclusion_dropped", (exp.And, exp.Where), exclusion_dropped),
+    Operator("code_misread", (exp.EQ, exp.NEQ, exp.In), code_misread),
     Operator("inclusive_end", exp.LT, inclusive_end),
     Operator("exclusive_start", exp.GTE, exclusive_start),
     Operator("inclusive_start", exp.GT, inclusive_start),
@@ -817,13 +886,13 @@ OPERATORS = (*dict.fromkeys(op.name for op in REGISTRY), "constant_answer")
 
 def mutants_of(q: Question, types: dict[str, dict[str, str]], nullable: dict[str, set[str]] | None = None,
                rotated_answers: dict[str, object] | None = None, unique: dict[str, set[str]] | None = None,
-               parsed: exp.Expression | None = None) -> list[tuple[str, exp.Expression]]:
+               parsed: exp.Expression | None = None, traps: dict | None = None) -> list[tuple[str, exp.Expression]]:
     """Every (operator, mutated AST) for one question's gold SQL: each operator of :data:`REGISTRY` on every node
     of its kind, in order, then, with ``rotated_answers``, :func:`constant_answer`. ``nullable`` and ``unique``: see
     :class:`Gold`; ``parsed``: the gold SQL already parsed and :func:`lean` (it is left as it is; each mutant is a
     copy)."""
     tree = lean(parse_gold(q.gold_sql)) if parsed is None else parsed
-    gold = Gold(tree, _Columns(types, tree), types, nullable or {}, unique or {})
+    gold = Gold(tree, _Columns(types, tree), types, nullable or {}, unique or {}, traps or {})
     out = [(op.name, mutant) for op in REGISTRY for mutant in _edits(tree, op.nodes, lambda n, op=op: op.edit(n, gold))]
     if rotated_answers:
         out.append(("constant_answer", constant_answer(rotated_answers)))

@@ -28,7 +28,7 @@ from sqlglot.optimizer.simplify import simplify
 
 from evalpack.checks.golden import orders_result
 from evalpack.checks.nearmiss.cells import Cells, cells_form, merged, worth_computing
-from evalpack.checks.nearmiss.operators import AGGREGATES, OPERATORS, constant_answer, mutants_of
+from evalpack.checks.nearmiss.operators import AGGREGATES, OPERATORS, constant_answer, mutants_of, trap_facts
 from evalpack.checks.nearmiss.rollup import (
     Need,
     Rollup,
@@ -159,8 +159,9 @@ def prepare_mutants(spec: Spec, questions: tuple[Question, ...], types: dict[str
     schema = json.dumps(types, sort_keys=True)
     maybe_null = json.dumps({t: sorted(c) for t, c in nullable.items()}, sort_keys=True)
     unique = json.dumps({t: sorted(c) for t, c in unique_columns(spec).items()}, sort_keys=True)
+    traps = json.dumps(trap_facts(spec), sort_keys=True)
     keys = [(q.gold_sql, schema, maybe_null, json.dumps(list(q.expected), default=str)
-             if spec.answers == "rotated" else None, unique) for q in questions]
+             if spec.answers == "rotated" else None, unique, traps) for q in questions]
     missing = [k for k in dict.fromkeys(keys) if k not in _PREPARED]
     if len(_PREPARED) + len(missing) > PREPARED_CACHE:
         _PREPARED.clear()
@@ -240,8 +241,8 @@ def decode_prepared(stored: list) -> tuple:
     return tuple(out)
 
 
-def _prepared(gold_sql: str, schema: str, maybe_null: str, rotated: str | None, unique_keys: str = "{}"
-              ) -> tuple[tuple[str, tuple | None], ...]:
+def _prepared(gold_sql: str, schema: str, maybe_null: str, rotated: str | None, unique_keys: str = "{}",
+              traps: str = "{}") -> tuple[tuple[str, tuple | None], ...]:
     """(operator, (sql, batch form, rollup need, rollup SQL, table subqueries, cells form) or None when equivalent to the
     gold SQL) for one gold SQL. Pure, and its arguments are text (JSON), so that they key :data:`_PREPARED`.
 
@@ -250,7 +251,7 @@ def _prepared(gold_sql: str, schema: str, maybe_null: str, rotated: str | None, 
     :func:`constant_answer`, the last of :func:`mutants_of` and the only one that reads them."""
     expected = json.loads(rotated) if rotated else []
     if expected:
-        unanswered = _cached_prepared((gold_sql, schema, maybe_null, None, unique_keys))
+        unanswered = _cached_prepared((gold_sql, schema, maybe_null, None, unique_keys, traps))
         return unanswered + (_constant_prepared(gold_sql, schema, dict((r, v) for r, v in expected), unanswered),)
     types = json.loads(schema)
     nullable = {t: set(c) for t, c in json.loads(maybe_null).items()}
@@ -260,7 +261,7 @@ def _prepared(gold_sql: str, schema: str, maybe_null: str, rotated: str | None, 
     gold = lean(parse_gold(gold_sql))
     seen = {gold.sql(dialect=PRINTER), _canonical(gold.copy())}
     return tuple((op, _prepared_one(op, tree, types, result_types, seen))
-                 for op, tree in mutants_of(q, types, nullable, None, unique, parsed=gold))
+                 for op, tree in mutants_of(q, types, nullable, None, unique, parsed=gold, traps=json.loads(traps)))
 
 
 def _constant_prepared(gold_sql: str, schema: str, rotated_answers: dict[str, object],
