@@ -20,6 +20,7 @@ from evalpack.pack.holdout import SALT_RULE, derivable
 from evalpack.questions import unanswerable
 from evalpack.questions.derive import SPLIT_RULE, PreviousSplits, Question, fixed_answers
 from evalpack.questions.difficulty import RULE
+from evalpack.questions.traps import trap_names
 from evalpack.spec.dictionary import build_dictionary, column_meaning
 from evalpack.spec.kinds import LEVELS
 from evalpack.spec.model import Spec
@@ -237,11 +238,31 @@ def manifest(spec: Spec, plans: tuple[RotationPlan, ...], verdicts: tuple[Verdic
             "by_split": dict(sorted(Counter(v.question.split for v in shipped).items())),
             "by_difficulty": {level: sum(v.question.difficulty == level for v in shipped) for level in LEVELS},
             "by_skill": dict(sorted(Counter(s for v in shipped for s in v.question.skills).items())),
-            "difficulty_rule": RULE,
+            "difficulty_rule": RULE + (TRAPS_DIFFICULTY if spec.traps else ""),
             **({"selection": selection} if selection else {}),
         },
         "warnings": all_warnings,
         "dropped": [dropped_entry(v) for v in dropped],
         "near_miss_study": near_miss,
         "unanswerable": unanswerable.manifest_section(spec, plans[0].answer_key, [(q.id, q.key) for q in declines]),
+        **({"traps": traps_section(spec, [v.question for v in shipped])} if spec.traps else {}),
+    }
+
+
+TRAPS_DIFFICULTY = (" With traps declared, the query read is the gold SQL as its family writes it, before the traps' "
+                    "reading (rows that do not count left out, codes compared for labels): a question that reads "
+                    "through a trap gains the skill business_rule, not points.")
+
+
+def traps_section(spec: Spec, shipped: list[Question]) -> dict:
+    """The manifest's ``traps``: each declared trap with the shipped questions that read through it, and the share
+    of the answerable shipped questions some trap touches."""
+    answerable = [q for q in shipped if q.answerable]
+    touched = sum(bool(q.traps) for q in answerable)
+    return {
+        "rule": "a question reads through a trap when the query its family writes reads a table with rows that do "
+                "not count, a column with a sibling, or a coded column; its record lists them (traps)",
+        "declared": {name: {"questions": sum(name in q.traps for q in answerable)} for name in trap_names(spec)},
+        "questions_touched": touched,
+        "share_touched": round(touched / len(answerable), 4) if answerable else 0.0,
     }

@@ -29,7 +29,7 @@ from evalpack.questions.families import FAMILIES
 from evalpack.questions.families.base import Draft, Drafts
 from evalpack.questions.phrasing import evidence_for
 from evalpack.questions.sqltext import DIALECT, parse_sql
-from evalpack.questions.traps import read_traps
+from evalpack.questions.traps import TRAP_SKILL, read_traps, touched_by
 from evalpack.spec.kinds import LEVELS
 from evalpack.spec.model import Spec
 
@@ -56,6 +56,7 @@ class Question:
     orphan_rows: str = ""  # "included": the answer counts rows whose parent is missing; "excluded": joined away
     answerable: bool = True  # False: no SQL on this schema answers it, declining is correct (evalpack.questions.unanswerable)
     unanswerable_reason: str = ""  # why not, in a sentence
+    traps: tuple[str, ...] = ()  # the traps its answer reads through (evalpack.questions.traps.touched_by)
 
     @property
     def question_sha256(self) -> str:
@@ -87,6 +88,7 @@ class Question:
             "split": self.split,
             "question_sha256": self.question_sha256,
             "tags": list(self.tags),
+            **({"traps": list(self.traps)} if self.traps else {}),
         }
 
 
@@ -99,10 +101,7 @@ class Question:
 def _drafts(spec: Spec, key: AnswerKey) -> Drafts:
     """Every question the answer key of one rotation yields, with that rotation's answer: each family's drafts, in
     the order of :data:`~evalpack.questions.families.FAMILIES`."""
-    drafts = [draft for family in FAMILIES for draft in family(spec, key)]
-    if not spec.traps:
-        return drafts
-    return [(replace(draft, sql=read_traps(spec, draft.sql)), answer) for draft, answer in drafts]
+    return [draft for family in FAMILIES for draft in family(spec, key)]
 
 
 @dataclass(frozen=True)
@@ -241,8 +240,12 @@ def derive_selected(spec: Spec, plans: tuple[RotationPlan, ...], previous: Previ
     :func:`rotation_answers` of the rotations after the first, being computed elsewhere (a build's worker
     processes); else they are computed here."""
     base = _drafts(spec, plans[0].answer_key)
-    gold = [draft.sql.sql(dialect=DIALECT) for draft, _ in base]
-    labels = labels_of([(sql, draft.answer_type) for sql, (draft, _) in zip(gold, base)])
+    written = [draft.sql.sql(dialect=DIALECT) for draft, _ in base]
+    # the level and skills are those of the query as its family writes it (difficulty.RULE); reading the traps
+    # adds the skill TRAP_SKILL, not a level
+    gold = [read_traps(spec, draft.sql).sql(dialect=DIALECT) for draft, _ in base] if spec.traps else written
+    labels = labels_of([(sql, draft.answer_type) for sql, (draft, _) in zip(written, base)])
+    reached = [touched_by(spec, draft.sql) for draft, _ in base]
     keys = [draft.key for draft, _ in base]
     per_rotation = [[answer for _, answer in base]]
     for plan, pending in zip(plans[1:], later or [None] * (len(plans) - 1), strict=True):
@@ -260,6 +263,8 @@ def derive_selected(spec: Spec, plans: tuple[RotationPlan, ...], previous: Previ
         expected = tuple((p.rotation, answers[i]) for p, answers in zip(plans, per_rotation))
         text, paraphrases = draft.wording.chosen(spec.seed, draft.key)
         level, skills = labels[i]
+        if reached[i]:
+            skills = (*skills, TRAP_SKILL)
         questions.append(Question(
             id=f"q{n + 1:0{width}d}",
             question=text,
@@ -276,6 +281,7 @@ def derive_selected(spec: Spec, plans: tuple[RotationPlan, ...], previous: Previ
             skills=skills,
             key=draft.key,
             orphan_rows="included" if draft.kind in ABOUT_ORPHANS else orphan_rows(draft.tables),
+            traps=reached[i],
         ))
     return assign_splits(spec, tuple(questions), previous, public_numbers(plans)), selection
 

@@ -17,6 +17,7 @@ import datetime as dt
 from dataclasses import dataclass
 
 from evalpack.data.plan import stable_int
+from evalpack.spec.model import Spec
 from evalpack.spec.semantics import Semantics, article, plural_of  # noqa: F401 - article: the families' name for it
 
 #: Words that give away SQL instead of asking a business question (tests/questions/test_phrasing.py checks them).
@@ -122,9 +123,19 @@ def month_ranking(m: str, named: str, tail: str) -> Wording:
         f"Order the months of {named} from the highest {m} to the lowest.")))
 
 
-def group_ranking(g: str, groups: str, m: str, label: str, tail: str) -> Wording:
-    """Each group of a categorical column (``g``, plural ``groups``) with its figure of ``m`` in ``label``."""
-    layout = f" Give each {g} as the data records it, then its {m}."
+AS_RECORDED = "as the data records it"
+
+
+def recorded(spec: Spec, table: str, column: str) -> str:
+    """How a question asks for a group's value: as stored, or, for a coded column (``traps.codes``), by the name
+    the dictionary gives its code."""
+    return "by its name" if spec.traps.coded(table, column) else AS_RECORDED
+
+
+def group_ranking(g: str, groups: str, m: str, label: str, tail: str, written: str = AS_RECORDED) -> Wording:
+    """Each group of a categorical column (``g``, plural ``groups``) with its figure of ``m`` in ``label``, each
+    group given ``written`` (:func:`recorded`)."""
+    layout = f" Give each {g} {written}, then its {m}."
     return Wording(tuple(text + layout + tail for text in (
         f"List each {g} with its {m} in {label}, highest first.",
         f"Rank the {groups} by {m} for {label}, showing each total, largest first.",

@@ -13,6 +13,39 @@ from sqlglot import exp
 
 from evalpack.spec.model import Coded, NotCounted, Spec
 
+TRAP_SKILL = "business_rule"  # the skill of a question whose answer reads through a trap
+
+
+def trap_names(spec: Spec) -> tuple[str, ...]:
+    """Each declared trap's name, as questions, the manifest and the card count them: ``not_counted:orders``,
+    ``sibling:orders.gross_amount``, ``codes:orders.channel``."""
+    traps = spec.traps
+    return (*(f"not_counted:{t}" for t in dict.fromkeys(n.table for n in traps.not_counted)),
+            *(f"sibling:{s.table}.{s.column}" for s in traps.siblings),
+            *(f"codes:{c.table}.{c.column}" for c in traps.codes))
+
+
+def touched_by(spec: Spec, tree: exp.Expression) -> tuple[str, ...]:
+    """The traps a family's query (before :func:`read_traps`) reaches for: a table with rows that do not count that
+    it reads, a column with a sibling or a coded column that it reads."""
+    if not spec.traps:
+        return ()
+    tables = {t.name for t in tree.find_all(exp.Table)}
+    columns = {(_owner(spec, c), c.name) for c in tree.find_all(exp.Column)}
+    out = []
+    for name in trap_names(spec):
+        kind, _, target = name.partition(":")
+        if kind == "not_counted":
+            hit = target in tables
+        elif kind == "sibling":
+            sibling = spec.traps.sibling(*target.split("."))
+            hit = (sibling.table, sibling.of) in columns
+        else:
+            hit = tuple(target.split(".")) in columns
+        if hit:
+            out.append(name)
+    return tuple(out)
+
 
 def counted_predicate(spec: Spec, trap: NotCounted, qualifier: str | None = None) -> exp.Expression:
     """The rows of ``trap.table`` that count: its marking column holds none of the trap's values."""

@@ -305,7 +305,8 @@ def _dictionary_kinds(spec: Spec, anchor: _Anchor, w: Words, m: str, register: d
                      phrasing.versus_average(m, year, 12, mon, tail)]
             if shares is not None:
                 g = w.col(shares.group_column)
-                forms.append(phrasing.group_ranking(g, plural_of(g), m, mon, tail))
+                forms.append(phrasing.group_ranking(g, plural_of(g), m, mon, tail,
+                                                    phrasing.recorded(spec, shares.table, shares.group_column)))
             wording = forms[k % len(forms)]
         pools["no_coverage"].append(Unanswerable(
             f"no_coverage:{anchor.table}:{month:%Y-%m}", wording, "no_coverage",

@@ -75,7 +75,7 @@ def _segment_words(spec: Spec, s: SegmentFacts) -> tuple[dict[str, str], str]:
         value = spec.semantics.value(label, s.by_table, s.by_column)
         names[label] = (f"{parent.many} with {attribute} {value}" if len(s.path) == 1 else
                         f"{parent.many} whose {owner.one} has {attribute} {value}")
-    written = f"written {LABEL_FORMS[s.grain]}" if s.grain else "as the data records it"
+    written = f"written {LABEL_FORMS[s.grain]}" if s.grain else phrasing.recorded(spec, s.by_table, s.by_column)
     return names, written
 
 

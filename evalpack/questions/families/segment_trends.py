@@ -12,6 +12,7 @@ from __future__ import annotations
 import datetime as dt
 
 from evalpack.data.plan import AnswerKey, CurveFacts
+from evalpack.questions import phrasing
 from evalpack.questions.families.base import Draft, Drafts, money
 from evalpack.questions.families.periods import period_label
 from evalpack.questions.families.trends import month_start, month_text, quarters, window_sql
@@ -38,6 +39,7 @@ def drafts(spec: Spec, key: AnswerKey) -> Drafts:
         m = w.measure(c.column)
         d, tail = c.decimals, w.rounded(c.decimals)
         g, gc = w.col(c.group_column), c.group_column
+        written = phrasing.recorded(spec, c.table, gc)
         index = {month: i for i, month in enumerate(c.months)}
 
         for run in quarters(c.months, 3):
@@ -52,7 +54,7 @@ def drafts(spec: Spec, key: AnswerKey) -> Drafts:
                     lines.append([group, f"{x:%Y-%m}", money(running, d)])
             out.append((Draft(
                 f"group_running:{c.table}.{c.column}:{run[0]}",
-                Wording(tuple(text + f" Give each {g} as the data records it, the month, then the total.{tail}"
+                Wording(tuple(text + f" Give each {g} {written}, the month, then the total.{tail}"
                               for text in (
                                   f"For each {g}, what was the {since} {m} at the end of each month of {label}?",
                                   f"Give every {g}'s {since} {m} as it stood at the close of each month in {label}.",
@@ -69,7 +71,7 @@ def drafts(spec: Spec, key: AnswerKey) -> Drafts:
                      for j, group in enumerate(c.groups)]
             out.append((Draft(
                 f"group_change:{c.table}.{c.column}:{now}",
-                Wording(tuple(text + f" Give each {g} as the data records it, then {mon}'s figure minus {before}'s "
+                Wording(tuple(text + f" Give each {g} {written}, then {mon}'s figure minus {before}'s "
                                      f"(negative for a fall).{tail}" for text in (
                                          f"How did each {g}'s {m} change from {before} to {mon}?",
                                          f"For every {g}, by how much did the {m} rise or fall between {before} and "

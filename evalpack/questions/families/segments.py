@@ -37,7 +37,7 @@ def drafts(spec: Spec, key: AnswerKey) -> Drafts:
         g, gc = w.col(c.group_column), c.group_column
         plural_g = plural_of(g)
         names = {label: f"the {spec.semantics.value(label, c.table, gc)} {g}" for label in c.groups}
-        layout = f" Give each {g} as the data records it, then its {m}."
+        layout = f" Give each {g} {phrasing.recorded(spec, c.table, gc)}, then its {m}."
         index = {month: i for i, month in enumerate(c.months)}
         n = len(c.groups)
         for i, month in enumerate(c.months):
@@ -66,7 +66,7 @@ def drafts(spec: Spec, key: AnswerKey) -> Drafts:
             tag = ("group_shares", c.table, f"{run[0]:%Y-%m}")
             out.append((Draft(
                 f"group_ranking:{c.table}.{c.column}:{run[0]}:{len(run)}",
-                phrasing.group_ranking(g, plural_g, m, label, tail),
+                phrasing.group_ranking(g, plural_g, m, label, tail, phrasing.recorded(spec, c.table, gc)),
                 parse_sql(f"SELECT {gc}, ROUND(SUM({c.column}), {d}) AS total FROM {c.table} "
                       f"WHERE {where} GROUP BY {gc} ORDER BY total DESC"),
                 "rows", d, "group_ranking", tag, (c.table,)),
