@@ -35,3 +35,8 @@ class SpecError(EvalpackError):
         self.file = file
         self.line = line
         self.path = path
+        self.detail = message
+
+    def __reduce__(self):
+        # raised in a build's worker process, it must cross back whole (the default rebuilds it from args alone)
+        return SpecError, (self.file, self.line, self.path, self.detail)

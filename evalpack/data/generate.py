@@ -37,6 +37,7 @@ from evalpack.spec.units import allocate, from_units, to_units
 
 EPOCH = dt.date(1970, 1, 1)
 US_PER_DAY = 86_400_000_000
+GOLDEN = 0.6180339887498949  # successive months' factor centres, spread evenly over a sibling's range
 UNCOUNTED_STREAM = 1 << 24  # the random streams of rows that do not count start past every chunk's index
 EDGE_SHARE = 3e-4  # rows of a cell placed on each edge of its period
 
@@ -246,12 +247,14 @@ class _TableGen:
         time = self.table.column(tplan.time_column) if tplan.time_column else None
         self.timestamps = time is not None and time.type == "datetime"
         self.first_month = next((c.month for c in tplan.chunks if c.kind == "month"), None)
+        self.last_month = max((c.month for c in tplan.chunks if c.kind == "month"), default=None)
         traps = spec.traps
         self.marks = {nc.column: nc.values for nc in traps.excluded(self.table.name)}
         self.uncounted = traps.excluded(self.table.name)
         self.uncounted_keys = tplan.rows  # the row index the next row that does not count takes its keys from
         self.codes = {c.column: c for c in traps.codes if c.table == self.table.name}
         self.siblings = {s.column: s for s in traps.siblings if s.table == self.table.name}
+        self.handed_on: dict[str, int] = {}  # a date sibling's rows the last month moved into the next
 
     def edges(self, chunk: Chunk) -> list[tuple[int, int, int, int]]:
         """:func:`_edges` of a month of this table."""
@@ -409,17 +412,29 @@ class _TableGen:
             if col.name in arrays:
                 continue
             if col.name in self.siblings:
-                arrays[col.name] = self.sibling(col, arrays[self.siblings[col.name].of], k)
+                arrays[col.name] = self.sibling(col, arrays, k)
             else:
                 arrays[col.name] = self.plain(col, n, k, offset, arrays.get(col.depends_on or ""))
 
-    def sibling(self, col: Column, of: pa.Array, k: int) -> pa.Array:
-        """A sibling trap's values: each row's value of its column times a factor drawn in [low, high], to the
-        column's decimals, and never equal to it (one unit past it, the way the factor points), NULL where it is."""
+    def sibling(self, col: Column, arrays: dict[str, pa.Array], k: int) -> pa.Array:
+        """A sibling trap's values (:class:`~evalpack.spec.model.Sibling`). An amount's: each row's value of its
+        column times a factor in [low, high], to the column's decimals, and never equal to it (one unit past it, the
+        way the factor points), NULL where it is. The factor centres on a point of its range that differs from month
+        to month and group to group (as a tax rate differs by channel), so that the sibling's shares and rankings
+        are not the real column's."""
         trap = self.siblings[col.name]
+        of = arrays[trap.of]
+        if trap.relation == "plus_days":
+            return self.later_dates(col, of, k)
         valid = of.is_valid().to_numpy(zero_copy_only=False)
         units = _units_of(of)
-        factor = trap.low + self.rng(col.name, k).random(len(of)) * (trap.high - trap.low)
+        centre = np.full(len(of), (k * GOLDEN) % 1.0)
+        if self.tplan.group_column and self.tplan.group_column in arrays:
+            groups = pc.fill_null(arrays[self.tplan.group_column].cast(pa.string()), "").to_numpy(zero_copy_only=False)
+            labels, index = np.unique(groups, return_inverse=True)
+            centre = (centre + np.array([stable_int(self.seed, g) % 997 / 997 for g in labels])[index] * 0.5) % 1.0
+        spread = 0.8 * centre + 0.2 * self.rng(col.name, k).random(len(of))
+        factor = trap.low + spread * (trap.high - trap.low)
         moved = np.rint(units * factor).astype(np.int64)
         step = 1 if trap.low > 1 else -1
         moved = np.where(moved == units, units + step, moved)
@@ -524,6 +539,43 @@ class _TableGen:
                 arrays[name] = self.flags(chunk, k, boundary, special)
         self.plain_columns(arrays, n, k, chunk.offset)
         return self.assemble(arrays)
+
+    def later_dates(self, col: Column, of: pa.Array, k: int) -> pa.Array:
+        """A date sibling's values: ``of``'s date or time plus whole days drawn in [low, high]. On the table's time
+        axis the rows are planted so that reading the sibling moves every window of months: no row before the first
+        month crosses into it, and each month hands more rows to the next than the month before it did (one more
+        at least), so that any run of months loses more rows at its end than it gains at its start."""
+        trap = self.siblings[col.name]
+        unit = 1 if col.type == "date" else US_PER_DAY
+        valid = of.is_valid().to_numpy(zero_copy_only=False)
+        t = pc.fill_null(of.cast(pa.int32() if unit == 1 else pa.int64()), 0).to_numpy().astype(np.int64)
+        rng = self.rng(col.name, k)
+        later = t + rng.integers(int(trap.low), int(trap.high) + 1, size=len(t)) * unit
+        if self.tplan.time_column == trap.of and self.first_month is not None and valid.any():
+            first = _days(self.first_month) * unit
+            before = valid & (t < first)
+            if before.any():  # what the rows before the first month hand on to it: one row at least
+                if not (later[before] >= first).any():
+                    row = np.flatnonzero(before)[-1]
+                    later[row] = t[row] + int(trap.high) * unit
+                self.handed_on[col.name] = self.handed_on.get(col.name, 0) + int((later[before] >= first).sum())
+            month = t[valid].max() // unit
+            start = dt.date(1970, 1, 1) + dt.timedelta(days=int(month))
+            if self.first_month <= start.replace(day=1) <= self.last_month:
+                nxt = _days(add_months(start.replace(day=1), 1)) * unit
+                crossing = valid & (later >= nxt)
+                target = max(int(crossing.sum()), self.handed_on.get(col.name, 0) + 1)
+                can = np.flatnonzero(valid & ~crossing & (t + int(trap.high) * unit >= nxt))
+                short = target - int(crossing.sum())
+                if short > len(can):
+                    i = self.spec.traps.siblings.index(trap)
+                    raise SpecError(self.spec.path, trap.line, f"traps.siblings[{i}].relation.plus_days",
+                                    f"{start:%B %Y} has too few rows near its end for {col.name} to move more of "
+                                    "them into the next month than the month before did; widen plus_days")
+                moved = rng.permutation(can)[:max(0, short)]
+                later[moved] = t[moved] + int(trap.high) * unit
+                self.handed_on[col.name] = target
+        return self.time_array(col, later, valid if not valid.all() else None)
 
     def assemble(self, arrays: dict[str, pa.Array]) -> pa.RecordBatch:
         """The batch of ``arrays`` in the schema's order, each coded column's labels stored as their codes."""

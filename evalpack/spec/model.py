@@ -218,8 +218,10 @@ class BalancedLedger:
 
 @dataclass(frozen=True)
 class Sibling:
-    """``traps.siblings[i]``: a column that reads like ``of`` but is not it. Each row holds ``of``'s value times a
-    factor drawn evenly from [low, high] (to ``of``'s decimals), NULL where ``of`` is NULL; the trap adds the column."""
+    """``traps.siblings[i]``: a column that reads like ``of`` but is not it; the trap adds the column. An amount's
+    sibling (``relation: times``) holds ``of``'s value times a factor drawn evenly from [low, high], to its decimals;
+    a date's (``plus_days``) holds ``of``'s date or time a whole number of days in [low, high] later. NULL where
+    ``of`` is NULL."""
 
     table: str
     column: str
@@ -227,6 +229,7 @@ class Sibling:
     low: float
     high: float
     line: int
+    relation: str = "times"  # times | plus_days
 
 
 @dataclass(frozen=True)

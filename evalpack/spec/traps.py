@@ -15,7 +15,7 @@ from evalpack.spec.yamldoc import _keys, _Reader
 
 TRAPS_KEYS = ("siblings", "not_counted", "codes")
 SIBLING_KEYS = ("column", "of", "relation")
-RELATIONS = ("times",)  # a sibling's relation to its column; plus_days (a date sibling) is not built yet
+RELATIONS = ("times", "plus_days")  # a sibling's relation to its column: an amount's, a date's
 NOT_COUNTED_KEYS = ("table", "share", "marked_by", "reason")
 
 
@@ -56,23 +56,39 @@ def read_traps(r: _Reader, raw: Any, tables: dict[str, Table]) -> tuple[Traps, d
         if table.column(name) is not None:
             raise r.err(sp + ("column",), f"{t}.{name} is already declared; a sibling trap adds its column itself, "
                                           "so name a new column (or remove it from tables)")
-        if of.type not in ("int", "float") or of.unique or (of.min is not None and of.min < 0):
+        rel = r.mapping(r.required(sm, "relation", sp), sp + ("relation",), RELATIONS, (), "relation")
+        if len(rel) != 1:
+            raise r.err(sp + ("relation",), "give the relation as {times: [low, high]} (an amount) or "
+                                            "{plus_days: [low, high]} (a date)")
+        (kind, raw_bounds), = rel.items()
+        rp = sp + ("relation", kind)
+        dated = kind == "plus_days"
+        if dated and of.type not in ("date", "datetime"):
+            raise r.err(sp + ("of",), f"{t}.{of.name} is {of.type}; plus_days follows a date or datetime column")
+        if not dated and (of.type not in ("int", "float") or of.unique):
             raise r.err(sp + ("of",), f"{t}.{of.name} is not an amount a sibling can shadow: give a numeric column "
-                                      "that is not a key and has no negative values (min >= 0)")
-        rel = r.mapping(r.required(sm, "relation", sp), sp + ("relation",), RELATIONS, ("plus_days",), "relation")
-        if not rel:
-            raise r.err(sp + ("relation",), "give the relation as {times: [low, high]}")
-        bounds = r.sequence(rel["times"], sp + ("relation", "times"))
+                                      "that is not a key (or plus_days for a date)")
+        bounds = r.sequence(raw_bounds, rp)
         if len(bounds) != 2:
-            raise r.err(sp + ("relation", "times"), "expected [low, high], two factors")
-        low, high = (r.number(b, sp + ("relation", "times", j), lo=0.0, hi=100.0) for j, b in enumerate(bounds))
-        if not low <= high or (low <= 1.0 <= high):
-            raise r.err(sp + ("relation", "times"),
-                        f"[{low:g}, {high:g}] must be low <= high and lie on one side of 1: a factor of 1 copies the "
-                        "column, so a query using the sibling could still give the right answer; try [1.07, 1.19]")
-        siblings.append(Sibling(t, name, of.name, low, high, r.line(sp)))
-        col = Column(name, "float" if of.decimals or of.type == "float" else "int", r.line(sp), min=None,
-                     decimals=of.decimals, nullable=of.nullable)
+            raise r.err(rp, "expected [low, high]")
+        if dated:
+            low, high = (r.integer(b, rp + (j,), lo=0, hi=366) for j, b in enumerate(bounds))
+            if not low <= high or high < 1:
+                raise r.err(rp, f"[{low}, {high}] must be 0 <= low <= high with high at least 1: a sibling no day "
+                                "later is the same date; try [0, 9]")
+        else:
+            low, high = (r.number(b, rp + (j,), lo=0.0, hi=100.0) for j, b in enumerate(bounds))
+            signed = of.min is None or of.min < 0
+            if not low <= high or (low <= 1.0 <= high) or (signed and low != high):
+                raise r.err(rp, f"[{low:g}, {high:g}] must be low <= high and lie on one side of 1 (one factor, "
+                                "low = high, for a column that may be negative): a factor of 1 copies the column, so a "
+                                "query using the sibling could still give the right answer; try [1.07, 1.19]")
+        siblings.append(Sibling(t, name, of.name, low, high, r.line(sp), kind))
+        if dated:
+            col = Column(name, of.type, r.line(sp), start=of.start, end=of.end, nullable=of.nullable)
+        else:
+            col = Column(name, "float" if of.decimals or of.type == "float" else "int", r.line(sp), min=None,
+                         decimals=of.decimals, nullable=of.nullable)
         tables[t] = replace(table, columns=table.columns + (col,))
     not_counted = []
     for i, item in enumerate(r.sequence(m.get("not_counted", []), p + ("not_counted",))):

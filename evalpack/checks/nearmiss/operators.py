@@ -499,11 +499,22 @@ def _unqualified(node: exp.Expression) -> str:
     return bare.sql(dialect=PRINTER)
 
 
-def sibling_swap(n: exp.Column, g: Gold) -> list[exp.Expression]:
-    """A column -> its sibling trap (the gross amount for the net one)."""
-    table = g.cols.table_of(n)
-    sibling = g.traps.get("siblings", {}).get(table or "", {}).get(n.name)
-    return [exp.column(sibling, table=n.table or None)] if sibling else []
+def sibling_swap(n: exp.Expression, g: Gold) -> list[exp.Expression]:
+    """The whole query with a column read as its sibling trap wherever it reads it (the gross amount for the net
+    one, the ship date for the order date): one mutant per column that has a sibling. Edits the root only."""
+    siblings = g.traps.get("siblings")
+    if n.parent is not None or not siblings:
+        return []
+    found = dict.fromkeys((table, col.name) for col in n.find_all(exp.Column)
+                          if (table := g.cols.table_of(col)) and col.name in siblings.get(table, {}))
+    out_ = []
+    for table, name in found:
+        new = n.copy()
+        for col in new.find_all(exp.Column):
+            if col.name == name and g.cols.table_of(col) == table:
+                col.set("this", exp.to_identifier(siblings[table][name]))
+        out_.append(new)
+    return out_
 
 
 def _counts_rows(node: exp.Expression, g: Gold) -> bool:
@@ -845,7 +856,7 @@ def constant_shift(n: exp.Literal, g: Gold) -> list[exp.Expression]:
 # every operator, in the order the study makes their mutants (and a mutant that repeats an earlier one is dropped)
 REGISTRY: tuple[Operator, ...] = (
     # the traps' first: a mutant another operator also makes (column_swap, drop_conjunct, constant_shift) is theirs
-    Operator("sibling_swap", exp.Column, sibling_swap),
+    Operator("sibling_swap", exp.Query, sibling_swap),
     Operator("exclusion_dropped", (exp.And, exp.Where), exclusion_dropped),
     Operator("code_misread", (exp.EQ, exp.NEQ, exp.In), code_misread),
     Operator("inclusive_end", exp.LT, inclusive_end),
