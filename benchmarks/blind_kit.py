@@ -1,7 +1,7 @@
 """A blind reading of a pack: what a reader is given (questions, the dictionary, a read-only database), and the
 score of what it answered.
 
-    python benchmarks/blind_kit.py kit PACK KIT [--size 66] [--seed 52]   # write the kit a reader works from
+    python benchmarks/blind_kit.py kit PACK KIT [--size 66] [--seed 52] [--no-conventions]   # the reader's kit
     python benchmarks/blind_kit.py score PACK KIT                         # score KIT/answers.jsonl
 
 `kit` writes into KIT a stratified sample of the pack's questions (two of every kind, then at random up to
@@ -35,7 +35,17 @@ def records(pack: Path) -> list[dict]:
     return [json.loads(line) for line in (pack / "questions.jsonl").read_text().splitlines() if line.strip()]
 
 
-def write_kit(pack: Path, kit: Path, size: int, seed: int) -> None:
+def without_conventions(kit: Path) -> None:
+    """The kit's dictionary without its conventions (the reading "without the conventions shown")."""
+    given = json.loads((kit / "dictionary.json").read_text())
+    given["conventions"] = []
+    (kit / "dictionary.json").write_text(json.dumps(given, indent=1) + "\n")
+    text = (kit / "dictionary.md").read_text()
+    start = text.index("## Conventions")
+    (kit / "dictionary.md").write_text(text[:start] + text[text.index("\n## ", start + 1) + 1:])
+
+
+def write_kit(pack: Path, kit: Path, size: int, seed: int, conventions: bool = True) -> None:
     rng = random.Random(seed)
     by_kind = collections.defaultdict(list)
     for r in records(pack):
@@ -53,6 +63,8 @@ def write_kit(pack: Path, kit: Path, size: int, seed: int) -> None:
         [{"id": r["id"], "question": r["question"], "evidence": r["evidence"]} for r in sample], indent=1) + "\n")
     for name in ("dictionary.md", "dictionary.json"):
         shutil.copy(pack / name, kit / name)
+    if not conventions:
+        without_conventions(kit)
     first = sorted((pack / "rotations").iterdir())[0]
     database = kit / "data.duckdb"
     database.unlink(missing_ok=True)
@@ -86,9 +98,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("kit", type=Path)
     parser.add_argument("--size", type=int, default=66)
     parser.add_argument("--seed", type=int, default=52)
+    parser.add_argument("--no-conventions", action="store_true", help="leave the dictionary's conventions out")
     args = parser.parse_args(argv)
     if args.step == "kit":
-        write_kit(args.pack, args.kit, args.size, args.seed)
+        write_kit(args.pack, args.kit, args.size, args.seed, conventions=not args.no_conventions)
     else:
         score(args.pack, args.kit)
     return 0

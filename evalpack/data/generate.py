@@ -798,7 +798,8 @@ class _TableGen:
         """``batch`` with the rows that do not count added (``traps.not_counted``): for each such trap, copies of
         ``share`` of its rows, each marked by one of the trap's values, given new keys past every counted row's and
         merged into the batch's time order. So that counting them changes every answer, and not only totals, the
-        copies hold one row of each group the batch has, the rest come from its rarest group (a group's share moves),
+        copies hold one row of each group the batch has, the rest are drawn with the rows of its rarest group twice as
+        likely as the others (a group's share moves),
         each is flagged by every rate column (a rate moves), and their parents are drawn anew (parents without a
         counted child gain one), one of them missing and one unknown where the relationship declares such rows."""
         tp, n = self.tplan, batch.num_rows
@@ -806,15 +807,19 @@ class _TableGen:
         for j, trap in enumerate(self.uncounted):
             rng = self.rng(f"~uncounted{j}", k)
             order = rng.permutation(n)
-            must, pool = [], order
+            must, weight = [], np.ones(n)
             if tp.group_column:
                 groups = pc.fill_null(batch.column(tp.group_column).cast(pa.string()), "").to_numpy(
-                    zero_copy_only=False)[order]
-                labels, first, counts = np.unique(groups, return_index=True, return_counts=True)
+                    zero_copy_only=False)
+                labels, first, counts = np.unique(groups[order], return_index=True, return_counts=True)
                 must.append(order[first])
-                pool = order[groups == labels[np.argmin(counts)]]
+                weight[groups == labels[np.argmin(counts)]] = 2.0
             chosen = np.unique(np.concatenate(must)) if must else np.zeros(0, np.int64)
-            rest = pool[~np.isin(pool, chosen)][:max(0, round(trap.share * n) - len(chosen))]
+            # a weighted draw without replacement: the rows with the largest u ** (1 / weight)
+            keys = rng.random(n) ** (1.0 / weight)
+            keys[chosen] = -1.0
+            wanted = max(0, min(n - len(chosen), round(trap.share * n) - len(chosen)))
+            rest = np.argpartition(-keys, wanted - 1)[:wanted] if wanted else np.zeros(0, np.int64)
             pick = np.concatenate([chosen, rest]) if len(chosen) + len(rest) else order[:1]
             copy = batch.take(pa.array(np.sort(pick).astype(np.int64)))
             arrays = {f.name: copy.column(f.name) for f in self.schema}

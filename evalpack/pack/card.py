@@ -712,6 +712,27 @@ def _dictionary(c: _Card) -> list[str]:
     return out
 
 
+def _traps(c: _Card) -> list[str]:
+    """The card's section "Traps" (only when the spec declares traps): each trap with the questions that read
+    through it, and the near-miss operator that makes its mistake."""
+    traps = c.manifest.get("traps")
+    if not traps:
+        return []
+    operators = (c.manifest.get("near_miss_study") or {}).get("operators") or {}
+    mistake = {"not_counted": "exclusion_dropped", "sibling": "sibling_swap", "codes": "code_misread"}
+    rows = []
+    for name, entry in traps["declared"].items():
+        op = mistake[name.split(":", 1)[0]]
+        row = operators.get(op) or {}
+        caught = f"{row['mutants'] - row['match_all']} of {row['mutants']}" if row.get("mutants") else ""
+        rows.append([f"`{name}`", entry["questions"], f"`{op}`", caught])
+    return ["## Traps\n",
+            "What a careless query trips over here (the data dictionary says what each means); every answer holds "
+            f"over the rows that count. {traps['questions_touched']} questions "
+            f"({traps['share_touched']:.0%}) read through at least one.\n",
+            _table(["trap", "questions", "mistake", "near-miss mutants caught"], rows) + "\n"]
+
+
 def _questions(c: _Card) -> list[str]:
     """The card's section "Questions"."""
     (manifest, questions, rotations, qinfo, shipped, by_kind, by_split, by_type) = (c.manifest, c.questions,
@@ -889,7 +910,7 @@ def render_card(pack_dir: Path) -> str:
     """The dataset card of the pack in ``pack_dir``, from its manifest.json, questions.jsonl, certificate.json
     and the first rows of its tables. Never reads the attestation (the card is written before it)."""
     c = _card(pack_dir)
-    return "\n".join(part for section in (_introduction, _how_to_load, _how_to_score, _dictionary, _tables, _questions, _near_misses, _intended_use, _limitations, _changelog, _attestation, _citation) for part in section(c))
+    return "\n".join(part for section in (_introduction, _how_to_load, _how_to_score, _dictionary, _traps, _tables, _questions, _near_misses, _intended_use, _limitations, _changelog, _attestation, _citation) for part in section(c))
 
 
 def write_card(pack_dir: Path) -> Path:

@@ -494,7 +494,8 @@ def questions_section(facts: Mapping) -> str:
     parts = [table(["", "count"], rows, numeric=[1])]
     if by_kind:
         parts.append(question_chart("Questions by family (kind)", by_kind))
-    for field, title, first in (("difficulty", "Questions by difficulty", LEVELS), ("skills", "Questions by skill", ())):
+    for field, title, first in (("difficulty", "Questions by difficulty", LEVELS), ("skills", "Questions by skill", ()),
+                                ("traps", "Questions by the trap they read through", ())):
         counts = question_counts(records, field)
         if counts:
             parts.append(question_chart(title, counts, first))

@@ -40,8 +40,10 @@ def touched_by(spec: Spec, tree: exp.Expression) -> tuple[str, ...]:
         elif kind == "sibling":
             sibling = spec.traps.sibling(*target.split("."))
             hit = (sibling.table, sibling.of) in columns
-        else:
-            hit = tuple(target.split(".")) in columns
+        else:  # a coded column the query reads, or the coded mark of rows that do not count in a table it reads
+            table, column = target.split(".")
+            hit = (table, column) in columns or any(n.column == column for n in spec.traps.excluded(table)
+                                                    if table in tables)
         if hit:
             out.append(name)
     return tuple(out)

@@ -893,9 +893,9 @@ def _read_semantics(r: _Reader, raw: Any, tables: dict[str, Table]) -> Semantics
             raise r.err(mp, "a measure is one of {sum: table.column} or {count: table}")
         if "sum" in mm:
             t, c = column(mm["sum"], mp + ("sum",))
-            measures.append(Measure(r.string(name, mp), "sum", t, c, described))
+            measures.append(Measure(r.string(name, mp).replace("_", " "), "sum", t, c, described))
         else:
-            measures.append(Measure(r.string(name, mp), "count", table(mm["count"], mp + ("count",)), None,
+            measures.append(Measure(r.string(name, mp).replace("_", " "), "count", table(mm["count"], mp + ("count",)), None,
                                     described))
     synonyms = []
     for word, alts in r.mapping(m.get("synonyms", {}), p + ("synonyms",), _keys(m.get("synonyms"))).items():

@@ -95,7 +95,7 @@ class Dictionary:
             if entries:
                 out += [f"## {title}", "", *(f"- **{e.name}**: {e.definition}" for e in entries), ""]
         for t in self.tables:
-            out += [f"## Table `{t.name}`", "", f"One row is {t.row}." + (f" {t.description}" if t.description else ""),
+            out += [f"## Table `{t.name}`", "", f"One row is {t.row}." + (f" {sentence(t.description)}" if t.description else ""),
                     "", "| column | called | type | meaning |", "|---|---|---|---|"]
             for c in t.columns:
                 meaning = column_meaning(c.as_json())
@@ -233,7 +233,7 @@ def _default_description(spec: Spec, table: Table, c: Column, one: str, label: s
         what = (f"another amount of the {one}, in the same unit as its {sem.column(table.name, sibling.of)} but "
                 "not it")
     if spec.traps.coded(table.name, c.name):
-        what = "a code: the values list what each stands for"
+        what = "a code"
     notes = ["unique"] if c.unique else []
     if c.nullable or (rel is not None and rel.nulls):
         notes.append("may be null")

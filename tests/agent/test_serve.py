@@ -651,7 +651,8 @@ def test_describe_table_and_a_resource_give_the_pack_its_data_dictionary(retail_
     orders = {c["name"]: c for c in described["orders"]["columns"]}
     assert described["orders"]["row"] == "one order" and orders["amount"]["unit"] == "EUR"
     assert orders["customer_id"]["refers_to"] == "customers.customer_id"
-    assert orders["channel"]["values"] == [{"value": v, "meaning": v} for v in ("web", "app", "store")]
+    assert orders["channel"]["values"] == [{"value": str(code), "meaning": label}  # a coded column
+                                           for code, label in ((1, "web"), (2, "app"), (3, "store"))]
     assert [str(uri) for uri in resources] == [CARD_URI, DICTIONARY_URI]
     assert text == (retail_pack / "dictionary.md").read_text(encoding="utf-8")
     assert DICTIONARY_URI in instructions and "evidence: knowledge the question shares" in instructions

@@ -153,9 +153,9 @@ def test_study_records_what_each_mutant_did(retail_pack):
     window = "ordered_at >= CAST('2025-01-01' AS DATE) AND ordered_at < CAST('2025-02-01' AS DATE)"
     gold = next(q for q in derive_questions(spec, plans) if q.kind == "period_total")
     assert window in gold.gold_sql
-    # answered as 0 rows with channel 'phone' (no such channel): COUNT(*) -> COUNT(note) also gives 0,
+    # answered as 0 rows with channel code 9 (no such channel): COUNT(*) -> COUNT(note) also gives 0,
     # as does every window edit: those mutants survive. b1 carries the only LIMIT.
-    zero = Question("z1", "?", f"SELECT COUNT(*) FROM orders WHERE channel = 'phone' AND {window}",
+    zero = Question("z1", "?", f"SELECT COUNT(*) FROM orders WHERE channel = 9 AND {window}",
                     tuple((f"seed_{p.seed}", 0) for p in plans), "integer", None, "test", ())
     broken = Question("b1", "?", "SELECT SUM(amount) FROM orders WHERE customer_id IN (SELECT 1) LIMIT 1",
                       tuple((f"seed_{p.seed}", 0) for p in plans), "number", 2, "test", ())

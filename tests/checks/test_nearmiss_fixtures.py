@@ -26,7 +26,8 @@ def made_by(operator: str, gold: str, context: dict) -> list[str]:
     unique = {t: set(c) for t, c in context["unique"].items()}
     question = Question("", "", gold, (), "", None, "", ())
     return [tree.sql(dialect=PRINTER) for op, tree in
-            mutants_of(question, context["types"], nullable, None, unique, parsed=lean(parse_gold(gold)))
+            mutants_of(question, context["types"], nullable, None, unique, parsed=lean(parse_gold(gold)),
+                       traps=context.get("traps"))
             if op == operator]
 
 

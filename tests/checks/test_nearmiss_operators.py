@@ -6,6 +6,7 @@ and SQL without the construct gets none."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import duckdb
@@ -16,6 +17,7 @@ from evalpack.checks.nearmiss.operators import OPERATORS, mutants_of
 from evalpack.checks.nearmiss.study import plan_study, prepare_mutants, study_rotation, summarize_study
 from evalpack.data.tables import duckdb_types
 from evalpack.questions.derive import DIALECT, Question
+from evalpack.spec.model import Traps
 from evalpack.spec.reader import load_spec
 
 SCHEMAS = Path(__file__).resolve().parents[2] / "schemas"
@@ -268,6 +270,7 @@ def _rotation(types: dict[str, dict[str, str]], rows: list[tuple]) -> duckdb.Duc
 
 def test_summary_counts_mutants_per_family():
     spec = load_spec(SCHEMAS / "retail.yaml")
+    spec = replace(spec, traps=Traps())  # the channel as stored labels
     types = duckdb_types(spec)
     golds = {  # id -> (kind, gold SQL, answer type)
         "web": ("count", "SELECT COUNT(*) FROM orders WHERE channel = 'web'", "integer"),

@@ -95,7 +95,7 @@ def test_a_worker_outlives_the_thread_that_started_it(tables):
         time.sleep(1.5)
         outcome = worker.run("SELECT count(*) FROM orders", 10.0)
         replaced = worker.replaced
-    assert outcome.error is None and outcome.rows == [(40000,)]
+    assert outcome.error is None and outcome.rows == [(41999,)]
     assert replaced == 0
 
 
@@ -109,7 +109,7 @@ def test_a_dead_worker_is_replaced_before_the_next_query_and_reaped(tables):
         replaced = worker.replaced
         with pytest.raises(ChildProcessError):
             os.waitpid(dead, os.WNOHANG)  # reaped already: no zombie left
-    assert outcome.error is None and outcome.rows == [(40000,)]
+    assert outcome.error is None and outcome.rows == [(41999,)]
     assert replaced == 1
 
 
@@ -241,7 +241,7 @@ def test_an_idle_pool_reaps_a_worker_that_died_without_waiting_for_a_call(tables
     finally:
         pool.close()
     assert reaped
-    assert outcome.error is None and outcome.rows == [(40000,)]
+    assert outcome.error is None and outcome.rows == [(41999,)]
 
 
 def test_a_questions_file_of_countless_tiny_values_is_refused_before_parsing(tmp_path, retail_pack):

@@ -227,7 +227,7 @@ def test_the_engine_returns_values_the_scorer_compares(retail_pack, postgres_dsn
         after = run("SELECT count(*) FROM orders")  # the connection is usable after an error
     assert isinstance(total, Decimal) and total.as_tuple().exponent == -2
     assert type(first).__name__ == "date" and type(signed).__name__ == "datetime" and refunded is True
-    assert after == [(40000,)]
+    assert after == [(41999,)]
     record = {"answer_type": "number", "round_decimals": 2}
     assert answer_matches(record, float(total), [(total,)])
     assert not answer_matches(record, float(total) + 0.01, [(total,)])
@@ -340,7 +340,7 @@ def test_hostile_candidates_in_the_postgres_sandbox_write_nothing_read_nothing_a
     # the tables were intact after every attack: gold SQL scored after them is correct on every rotation
     assert all(by_id[qid]["status"] == "correct" for qid in gold_after), [by_id[q] for q in gold_after]
     assert report["dialect"] == "postgres"
-    assert other_rows == [(40000,)]
+    assert other_rows == [(41999,)]
     assert _snapshot(pack) == before_pack and _snapshot(arena["outside"]) == before_outside
     assert SECRET not in report_path.read_text()
     with _admin(postgres_dsn) as admin:

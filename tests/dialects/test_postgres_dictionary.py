@@ -67,8 +67,8 @@ def test_the_dump_restores_the_dictionary_as_comments(noted_pack, postgres_dsn, 
                 assert rows.fetchone()[0] == manifest["tables"][table["name"]]["rows"][rotation]
             _, orders = comments_on(con, "orders")
             assert orders["note"] == f"note: {NOTED_DESCRIPTION.replace(chr(10), ' ')}; in words"  # ' and \ as written
-            assert orders["amount"] == "order amount: an amount in EUR, to the cent; may be null"
-            assert orders["channel"] == "sales channel: one of web, app, store"
+            assert orders["amount"] == "order amount: what the customer paid for the order, net of tax; in EUR"
+            assert orders["channel"] == "sales channel: a code; 1 means web; 2 means app; 3 means store"
     finally:
         dropped(postgres_dsn, "noted_comments")
 

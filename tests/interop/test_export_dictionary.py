@@ -70,10 +70,10 @@ def test_the_sqlite_schema_carries_the_dictionary_and_the_export_still_verifies(
         assert sorted(schema) == sorted(manifest["tables"])  # no table more: Spider's and BIRD's lists stay the pack's
         orders = schema["orders"].splitlines()
         assert orders[0] == 'CREATE TABLE "orders" ( -- One row is one order.'
-        assert '  "amount" REAL, -- order amount: an amount in EUR, to the cent; may be null' in orders
+        assert '  "amount" REAL, -- order amount: what the customer paid for the order, net of tax; in EUR' in orders
         assert ('  "customer_id" INTEGER, -- customer: points at a customer (customers.customer_id); some name a '
                 "customer no longer on record; may be null") in orders
-        assert "  \"channel\" TEXT, -- sales channel: one of web, app, store" in orders
+        assert "  \"channel\" INTEGER, -- sales channel: a code; 1 means web; 2 means app; 3 means store" in orders
         assert f'  "note" TEXT, -- {NOTED_LINE}' in orders  # its line break, quotes and `--` stay inside the comment
         assert any(line.startswith('  "refunded" INTEGER, -- refunded: ') and line.endswith(
             "(stored as 1 for true, 0 for false)") for line in orders)
@@ -129,11 +129,11 @@ def test_birds_database_description_is_the_dictionary_with_value_meanings(export
         for table, info in manifest["tables"].items():
             assert list(descriptions(folder, db_id, table)) == list(info["columns"])
         orders, customers = descriptions(folder, db_id, "orders"), descriptions(folder, db_id, "customers")
-        assert orders["channel"]["value_description"] == "web: web; app: app; store: store"
+        assert orders["channel"]["value_description"] == "1: web; 2: app; 3: store"  # a coded column
         assert customers["segment"]["value_description"] == ("consumer: consumer; small_business: small business; "
                                                               "enterprise: enterprise")
         assert (orders["amount"]["column_name"], orders["amount"]["column_description"]) == (
-            "order amount", "an amount in EUR, to the cent; may be null")
+            "order amount", "what the customer paid for the order, net of tax; in EUR")  # the spec's description
         assert orders["amount"]["value_description"] == "" and orders["amount"]["data_format"] == "real"
         assert "customers.customer_id" in orders["customer_id"]["column_description"]
         assert orders["note"]["column_description"] == f"{NOTED_DESCRIPTION}; in words"  # as written, line break too
@@ -186,7 +186,8 @@ def test_an_export_without_evidence_says_so_and_gives_none(exported, noted_pack)
 
 
 OLD_ORDERS_DDL = ('CREATE TABLE "orders" (\n  "order_id" INTEGER NOT NULL PRIMARY KEY,\n  "customer_id" INTEGER,\n'
-                  '  "channel" TEXT,\n  "amount" REAL,\n  "refunded" INTEGER,\n  "ordered_at" TEXT,\n  "note" TEXT,\n'
+                  '  "channel" INTEGER,\n  "amount" REAL,\n  "refunded" INTEGER,\n  "ordered_at" TEXT,\n  "note" TEXT,\n'
+                  '  "status" TEXT,\n  "gross_amount" REAL,\n  "shipped_on" TEXT,\n'
                   '  FOREIGN KEY ("customer_id") REFERENCES "customers" ("customer_id")\n)')
 
 

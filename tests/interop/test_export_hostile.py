@@ -40,9 +40,10 @@ def bomb(retail_pack: Path, folder: Path) -> tuple[Path, Path]:
     rotation = PackLayout(pack).rotations()[0]
     table = PackLayout(pack).tables(rotation) / "orders.parquet"
     with duckdb.connect() as con:
-        con.execute(f"""COPY (SELECT range AS order_id, 1 + range % 2000 AS customer_id, 'web' AS channel,
+        con.execute(f"""COPY (SELECT range AS order_id, 1 + range % 2000 AS customer_id, 1 AS channel,
             CAST(1.00 AS DECIMAL(18,2)) AS amount, false AS refunded, DATE '2025-01-01' AS ordered_at,
-            repeat('x', {BOMB_WIDTH}) || range AS note FROM range({BOMB_ROWS}))
+            repeat('x', {BOMB_WIDTH}) || range AS note, 'placed' AS status,
+            CAST(1.10 AS DECIMAL(18,2)) AS gross_amount, DATE '2025-01-02' AS shipped_on FROM range({BOMB_ROWS}))
             TO {quote_literal(str(table))} (FORMAT parquet, COMPRESSION zstd)""")
     manifest = json.loads((pack / "manifest.json").read_text())
     manifest["tables"]["orders"]["rows"][rotation] = BOMB_ROWS

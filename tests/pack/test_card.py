@@ -172,11 +172,11 @@ def test_without_repo_the_card_keeps_the_placeholder_and_says_how_to_set_it(reta
 
 def test_every_column_has_its_type_dtype_and_meaning(retail_pack, shop):
     card = _card(retail_pack)
-    assert ("| `amount` | `DECIMAL(18,2)` | `decimal128(18, 2)` | order amount: an amount in EUR, to the cent; "
-            "may be null |") in card
+    assert ("| `amount` | `DECIMAL(18,2)` | `decimal128(18, 2)` | order amount: what the customer paid for the order, "
+            "net of tax; in EUR |") in card  # the spec's own description
     assert "| `ordered_at` | `DATE` | `date32` | order date: a calendar date (no time) |" in card
     assert "| `signed_up_at` | `TIMESTAMP` | `timestamp[us]` | sign-up date: a date and time |" in card
-    assert "| `channel` | `VARCHAR` | `string` | sales channel: one of web, app, store |" in card
+    assert "| `channel` | `BIGINT` | `int64` | sales channel: a code; 1 means web; 2 means app; 3 means store |" in card
     assert ("| `segment` | `VARCHAR` | `string` | segment: one of consumer, small_business, enterprise; "
             "small_business means small business |") in card
     dictionary = _section(card, "## Data dictionary")

@@ -118,7 +118,7 @@ def test_the_card_is_rendered_from_the_pack_alone(retail_pack):
     assert 'load_dataset(REPO, "questions", revision="v1.0.0")' in card
     for needed in ("verify.py", "### The pass rule", "all 3 rotations", "## Tables", "## Questions",
                    "## Near misses", "| operator |", "## Verify the attestation", "UNSIGNED", "--public-key",
-                   "```bibtex", "40,000", "group_period_total", "every rotation"):
+                   "```bibtex", "41,999", "group_period_total", "every rotation"):
         assert needed in card, needed
     for field in QUESTION_SCHEMA.names:  # the question fields it documents are the Parquet columns
         assert f"`{field}`" in card, field
@@ -394,7 +394,7 @@ def test_dry_run_prints_the_layout_and_makes_no_request(hub, hub_env, retail_pac
     assert "nothing was sent" in out and "tag v1.0.0" in out
     assert "verified (evalpack verify)" in out  # re-verified first, with the engine's check
     assert f"questions [default]: test ({question_count(manifest(retail_pack))} rows)" in out
-    assert "orders: seed_42 (40,000 rows), seed_43 (40,000 rows), seed_44 (40,000 rows)" in out
+    assert "orders: seed_42 (41,999 rows), seed_43 (41,999 rows), seed_44 (41,999 rows)" in out
     for path in ("README.md", "rotations/seed_42/tables/orders.parquet", "data/questions/test.parquet",
                  "questions.jsonl", "manifest.json", "certificate.json", "verify.py"):
         assert f"  {path}\n" in out, path

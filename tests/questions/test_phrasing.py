@@ -108,7 +108,7 @@ def test_the_dictionary_carries_what_the_evidence_used_to():
                and "web" in q.question)
     assert web.evidence is None and "web sales channel" in web.question and "January 2025" in web.question
     orders = {c.name: c for c in dictionary.table("orders").columns}
-    assert orders["channel"].label == "sales channel" and ("web", "web") in orders["channel"].values
+    assert orders["channel"].label == "sales channel" and ("2", "app") in orders["channel"].values  # coded
     assert orders["amount"].unit == "EUR" and orders["customer_id"].refers_to == "customers.customer_id"
     revenue = next(m for m in dictionary.measures if m.name == "revenue")
     assert "order amount" in revenue.definition and "order date" in revenue.definition
@@ -181,10 +181,12 @@ def test_what_the_spec_says_of_its_data_reaches_the_dictionary():
   currency: USD
   terms: {booked revenue: "revenue recognised in the month it is earned"}
   conventions: {week_starts: sunday, percent: fraction}
-""").replace("    journal_lines.entry_id: journal entry\n", """\
-    journal_lines.entry_id: journal entry
-    journal_lines.account: {name: ledger account, description: "the account a line posts to", values: {cash: money held}}
 """)
+    # the account as stored labels (not coded), with a description and one value's meaning
+    coded = next(line for line in text.splitlines(keepends=True) if line.startswith("    journal_lines.account:"))
+    text = text.replace(coded, """\
+    journal_lines.account: {name: ledger account, description: "the account a line posts to", values: {cash: money held}}
+""").replace("codes: [mrr_movements.movement_type, journal_lines.account]", "codes: [mrr_movements.movement_type]")
     dictionary = build_dictionary(parse_spec(text))
     account = next(c for c in dictionary.table("journal_lines").columns if c.name == "account")
     assert account.label == "ledger account" and account.description == "the account a line posts to"

@@ -31,7 +31,7 @@ from evalpack.checks.verification import (
 from evalpack.core.layout import PackLayout
 from evalpack.data.plan import plan_pack
 from evalpack.data.tables import connect_tables, duckdb_types
-from evalpack.questions.derive import Question, derive_questions
+from evalpack.questions.derive import Question, _drafts, derive_questions
 from evalpack.questions.difficulty import label
 from evalpack.spec.kinds import KINDS
 from evalpack.spec.reader import load_spec
@@ -82,10 +82,18 @@ def test_question_records_follow_the_pack_format(retail_pack):
         committed = {"commitment"} if r["split"] == "holdout" else set()
         assert set(r) == {"id", "key", "orphan_rows", "question", "evidence", "paraphrases", "answerable",
                           "unanswerable_reason", "gold_sql", "expected_answer", "answer_type", "round_decimals", "kind",
-                          "difficulty", "skills", "split", "question_sha256", "tags"} | committed
+                          "difficulty", "skills", "split", "question_sha256", "tags"} | committed | (
+                          {"traps"} if r["answerable"] else set())
         assert (r["answerable"], r["unanswerable_reason"] is None) in ((True, True), (False, False))
+    # the labels are those of the query as its family writes it, before the traps' reading (difficulty.RULE);
+    # reading through a trap adds the skill business_rule
+    spec = load_spec(SCHEMAS / "retail.yaml")
+    written = {draft.key: draft for draft, _ in _drafts(spec, plan_pack(spec)[0].answer_key)}
     for r in _records(retail_pack):
-        assert (r["difficulty"], tuple(r["skills"])) == label(r["gold_sql"], r["answer_type"])
+        draft = written[r["key"]]
+        level, skills = label(draft.sql.sql(dialect="duckdb"), r["answer_type"])
+        assert (r["difficulty"], tuple(r["skills"])) == (level, (*skills, "business_rule"))
+        assert r["traps"] and r["gold_sql"] != draft.sql.sql(dialect="duckdb")
         assert r["question_sha256"] == hashlib.sha256(r["question"].encode()).hexdigest()
         assert r["split"] in ("dev", "holdout")
         if r["kind"] in ("period_total", "group_period_total", "rate", "period_rows", "flagged_count"):
@@ -115,11 +123,12 @@ def test_questions_come_from_the_answer_key_not_the_data(tmp_path):
 
 
 def _corrupt_one_amount(pack: Path, seed: str) -> dict:
-    """Add one cent to a web order in March 2025 of one rotation; returns that row's month and channel."""
+    """Add one cent to a web order (channel code 1) in March 2025 of one rotation; returns that row's month and
+    channel."""
     path = pack / "rotations" / seed / "tables" / "orders.parquet"
     table = pq.read_table(path)
     month = pc.strftime(table["ordered_at"], format="%Y-%m")
-    mask = pc.and_(pc.equal(month, "2025-03"), pc.and_(pc.equal(table["channel"], "web"),
+    mask = pc.and_(pc.equal(month, "2025-03"), pc.and_(pc.equal(table["channel"], 1),
                                                           pc.is_valid(table["amount"])))
     index = pc.index(mask, True).as_py()
     amounts = table["amount"].to_pylist()
