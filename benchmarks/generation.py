@@ -9,7 +9,9 @@ build_vs_revision.py); the rounds alternate which side goes first. The spec is b
 Misata-format retail spec scaled by each factor, which declares no planned keys: the question is what
 issue 19 costs a spec that does not use it. `--spec` measures another spec on this checkout only
 (e.g. tests/specs/shop_joins.yaml scaled, with `segment_shares` and `per_parent`) against the same
-spec with those two keys removed, to show what planned keys cost where they are used.
+spec with those two keys removed, to show what planned keys cost where they are used. `--traps` does the same for
+a spec that declares traps (schemas/retail.yaml) against itself without them (issue 53: within 15%).
+Each run also reports the generating process's peak resident memory.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from scaled import scaled_spec  # noqa: E402
 
 BEFORE_ISSUE_19 = "3861bd1"
 GENERATE = r"""
-import sys, time
+import resource, sys, time
 from evalpack.data.generate import table_batches
 from evalpack.data.plan import plan_pack
 from evalpack.spec.reader import load_spec
@@ -43,16 +45,34 @@ for plan in plan_pack(spec):
     for table in spec.tables:
         for batch in table_batches(spec, plan, table.name):
             rows += batch.num_rows
-print(f"{time.perf_counter() - started:.3f} {rows}")
+print(f"{time.perf_counter() - started:.3f} {rows} {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024}")
 """
 
 
+PEAK_MB: dict[str, list[int]] = {}
+
+
 def generate(code: Path, spec: Path) -> tuple[float, int]:
-    """(seconds, rows) of generating every rotation of ``spec`` with the evalpack at ``code``."""
+    """(seconds, rows) of generating every rotation of ``spec`` with the evalpack at ``code``; its peak memory in
+    MB goes to PEAK_MB under the spec's path."""
     out = subprocess.run([sys.executable, "-c", GENERATE, str(spec)], env={"PYTHONPATH": str(code), "PATH": ""},
                          capture_output=True, text=True, check=True)
-    seconds, rows = out.stdout.split()
+    seconds, rows, peak = out.stdout.split()
+    PEAK_MB.setdefault(str(spec), []).append(int(peak))
     return float(seconds), int(rows)
+
+
+def without_traps(spec: Path, into: Path) -> Path:
+    """``spec`` without ``traps`` (and the dictionary entries of the columns its siblings add)."""
+    data = yaml.safe_load(spec.read_text())
+    traps = data.pop("traps", {}) or {}
+    added = {s["column"] for s in traps.get("siblings", [])}
+    columns = (data.get("semantics") or {}).get("columns") or {}
+    for ref in added:
+        columns.pop(ref, None)
+    out = into / f"{spec.stem}_no_traps.yaml"
+    out.write_text(yaml.safe_dump(data, sort_keys=False))
+    return out
 
 
 def without_planned_keys(spec: Path, into: Path) -> Path:
@@ -83,11 +103,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--scales", type=int, nargs="+", default=[100])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--spec", type=Path, help="a spec with planned keys, measured against itself without them")
+    parser.add_argument("--traps", type=Path, help="a spec with traps, measured against itself without them")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="evalpack-gen-") as tmp:
         work = Path(tmp)
         for scale in args.scales:
-            if args.spec:
+            if args.traps:
+                spec = scaled_spec(args.traps, scale, work / f"x{scale}")
+                sides = {"with traps": (ROOT, spec), "without traps": (ROOT, without_traps(spec, work))}
+            elif args.spec:
                 spec = scaled_spec(args.spec, scale, work / f"x{scale}")
                 sides = {"planned keys": (ROOT, spec), "without them": (ROOT, without_planned_keys(spec, work))}
             else:
@@ -102,8 +126,9 @@ def main(argv: list[str] | None = None) -> int:
             first, second = (statistics.median(times[name]) for name in sides)
             for name in sides:
                 runs = ", ".join(f"{t:.2f}" for t in times[name])
+                peak = max(PEAK_MB[str(sides[name][1])])
                 print(f"{scale:>4}x | {name:>14} | {rows[name]:>11,} rows | median {statistics.median(times[name]):7.2f} s "
-                      f"| runs {runs}")
+                      f"| runs {runs} | peak {peak:,} MB")
             print(f"{scale:>4}x | ratio {list(sides)[0]} / {list(sides)[1]}: {first / second:.2f}")
     return 0
 

@@ -86,6 +86,13 @@ def _decimal(units: np.ndarray, decimals: int, valid: np.ndarray | None = None) 
     return pa.Array.from_buffers(pa.decimal128(18, decimals), len(units), [validity, pa.py_buffer(words)])
 
 
+def _group_codes(values: pa.Array) -> tuple[list[str], np.ndarray]:
+    """A group column's distinct values as text (NULL as "") and each row's index into them, in the order of first
+    appearance (Arrow's dictionary encoding: sorting Python strings was most of the cost)."""
+    encoded = pc.dictionary_encode(pc.fill_null(values.cast(pa.string()), ""))
+    return encoded.dictionary.to_pylist(), encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+
+
 def _units_of(values: pa.Array) -> np.ndarray:
     """The integer units of an int64 or decimal128 array (a decimal's 128-bit integers, whose low 64 bits hold every
     amount evalpack writes), 0 where NULL."""
@@ -430,8 +437,7 @@ class _TableGen:
         units = _units_of(of)
         centre = np.full(len(of), (k * GOLDEN) % 1.0)
         if self.tplan.group_column and self.tplan.group_column in arrays:
-            groups = pc.fill_null(arrays[self.tplan.group_column].cast(pa.string()), "").to_numpy(zero_copy_only=False)
-            labels, index = np.unique(groups, return_inverse=True)
+            labels, index = _group_codes(arrays[self.tplan.group_column])
             centre = (centre + np.array([stable_int(self.seed, g) % 997 / 997 for g in labels])[index] * 0.5) % 1.0
         spread = 0.8 * centre + 0.2 * self.rng(col.name, k).random(len(of))
         factor = trap.low + spread * (trap.high - trap.low)
@@ -792,35 +798,37 @@ class _TableGen:
             return
         for k, chunk in enumerate(self.tplan.chunks):
             batch = self.chunk_batch(chunk, k)
-            yield self.with_uncounted(batch, k) if self.uncounted and batch.num_rows else batch
+            yield batch
+            if self.uncounted and batch.num_rows:
+                yield from self.uncounted_rows(batch, k)
 
-    def with_uncounted(self, batch: pa.RecordBatch, k: int) -> pa.RecordBatch:
-        """``batch`` with the rows that do not count added (``traps.not_counted``): for each such trap, copies of
-        ``share`` of its rows, each marked by one of the trap's values, given new keys past every counted row's and
-        merged into the batch's time order. So that counting them changes every answer, and not only totals, the
-        copies hold one row of each group the batch has, the rest are drawn with the rows of its rarest group twice as
-        likely as the others (a group's share moves),
-        each is flagged by every rate column (a rate moves), and their parents are drawn anew (parents without a
-        counted child gain one), one of them missing and one unknown where the relationship declares such rows."""
+    def uncounted_rows(self, batch: pa.RecordBatch, k: int) -> list[pa.RecordBatch]:
+        """The rows that do not count (``traps.not_counted``) beside a chunk's ``batch``, written right after it (so
+        its month's rows stay together): for each such trap, copies of ``share`` of its rows in their order, each
+        marked by one of the trap's values and given new keys past every counted row's. So that counting them
+        changes every answer, and not only totals, the copies hold a row of each group the batch has, the rest are
+        drawn with the rows of its rarest group twice as likely as the others (a group's share moves), each is
+        flagged by every rate column (a rate moves), and their parents are drawn anew (parents without a counted
+        child gain one), one of them missing and one unknown where the relationship declares such rows."""
         tp, n = self.tplan, batch.num_rows
-        parts = [batch]
+        parts = []
         for j, trap in enumerate(self.uncounted):
             rng = self.rng(f"~uncounted{j}", k)
-            order = rng.permutation(n)
-            must, weight = [], np.ones(n)
-            if tp.group_column:
-                groups = pc.fill_null(batch.column(tp.group_column).cast(pa.string()), "").to_numpy(
-                    zero_copy_only=False)
-                labels, first, counts = np.unique(groups[order], return_index=True, return_counts=True)
-                must.append(order[first])
-                weight[groups == labels[np.argmin(counts)]] = 2.0
-            chosen = np.unique(np.concatenate(must)) if must else np.zeros(0, np.int64)
             # a weighted draw without replacement: the rows with the largest u ** (1 / weight)
-            keys = rng.random(n) ** (1.0 / weight)
-            keys[chosen] = -1.0
+            keys = rng.random(n)
+            chosen = np.zeros(0, np.int64)
+            if tp.group_column:
+                _, groups = _group_codes(batch.column(tp.group_column))
+                counts = np.bincount(groups)
+                rarest = groups == int(np.argmin(np.where(counts > 0, counts, n + 1)))
+                keys[rarest] = np.sqrt(keys[rarest])  # weight 2
+                # and a row of each group: its row with the largest key
+                chosen = np.array([np.flatnonzero(groups == g)[np.argmax(keys[groups == g])]
+                                   for g in np.flatnonzero(counts)], dtype=np.int64)
+                keys[chosen] = -1.0
             wanted = max(0, min(n - len(chosen), round(trap.share * n) - len(chosen)))
             rest = np.argpartition(-keys, wanted - 1)[:wanted] if wanted else np.zeros(0, np.int64)
-            pick = np.concatenate([chosen, rest]) if len(chosen) + len(rest) else order[:1]
+            pick = np.concatenate([chosen, rest]) if len(chosen) + len(rest) else np.array([int(np.argmax(keys))])
             copy = batch.take(pa.array(np.sort(pick).astype(np.int64)))
             arrays = {f.name: copy.column(f.name) for f in self.schema}
             index = np.arange(self.uncounted_keys, self.uncounted_keys + len(copy))
@@ -846,10 +854,7 @@ class _TableGen:
                     pa.array([c for _, c in coded.book], pa.int64()),
                     pc.index_in(marks, pa.array([label for label, _ in coded.book])))
             parts.append(pa.RecordBatch.from_arrays([arrays[f.name] for f in self.schema], schema=self.schema))
-        merged = pa.Table.from_batches(parts)
-        if tp.time_column:
-            merged = merged.take(pc.sort_indices(merged, sort_keys=[(tp.time_column, "ascending")]))
-        return merged.combine_chunks().to_batches()[0]
+        return parts
 
 
 def table_batches(spec: Spec, plan: RotationPlan, table: str) -> Iterator[pa.RecordBatch]:

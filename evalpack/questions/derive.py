@@ -29,7 +29,7 @@ from evalpack.questions.families import FAMILIES
 from evalpack.questions.families.base import Draft, Drafts
 from evalpack.questions.phrasing import evidence_for
 from evalpack.questions.sqltext import DIALECT, parse_sql
-from evalpack.questions.traps import TRAP_SKILL, read_traps, touched_by
+from evalpack.questions.traps import TRAP_SKILL, counted_wording, read_traps, touched_by
 from evalpack.spec.kinds import LEVELS
 from evalpack.spec.model import Spec
 
@@ -240,6 +240,8 @@ def derive_selected(spec: Spec, plans: tuple[RotationPlan, ...], previous: Previ
     :func:`rotation_answers` of the rotations after the first, being computed elsewhere (a build's worker
     processes); else they are computed here."""
     base = _drafts(spec, plans[0].answer_key)
+    if spec.traps:
+        base = [(counted_wording(spec, draft), answer) for draft, answer in base]
     written = [draft.sql.sql(dialect=DIALECT) for draft, _ in base]
     # the level and skills are those of the query as its family writes it (difficulty.RULE); reading the traps
     # adds the skill TRAP_SKILL, not a level

@@ -9,11 +9,27 @@ label is computed from the code (a CASE over the code book)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from sqlglot import exp
 
+from evalpack.questions.families.base import Draft
+from evalpack.questions.phrasing import Wording
 from evalpack.spec.model import Coded, NotCounted, Spec
 
 TRAP_SKILL = "business_rule"  # the skill of a question whose answer reads through a trap
+# questions about a table's records (its keys), which a careful reader could take to count every row: with rows
+# that do not count, their wording says it leaves them out (one reading; blind reading of issue 53)
+RECORD_KINDS = ("fk_orphans", "fk_nulls", "fk_linked", "parents_without")
+
+
+def counted_wording(spec: Spec, draft: Draft) -> Draft:
+    """``draft`` with one reading left where its table has rows that do not count and it asks about records."""
+    trapped = [t for t in draft.tables if spec.traps.excluded(t)]
+    if draft.kind not in RECORD_KINDS or not trapped:
+        return draft
+    tail = f" Leave out the {spec.semantics.table(trapped[0]).plural} that do not count."
+    return replace(draft, wording=Wording(tuple(text + tail for text in draft.wording.phrasings)))
 
 
 def trap_names(spec: Spec) -> tuple[str, ...]:
