@@ -46,27 +46,32 @@ _BLOCKERS = ("joins", "laterals", "distinct", "qualify", "windows", "pivots", "p
 class Cells:
     """The aggregates of one table's groups: ``keys`` (grouping expressions, as SQL) and ``aggregates``
     ((column, aggregate as SQL)), over the rows of ``window`` ((column, first moment, end), ISO; None: every
-    row). Tables with the same table and keys are one table (:func:`merged`)."""
+    row) that pass ``rows`` (a condition on the table's columns, as SQL: the rows that count of a table with
+    traps, which every query of a question reads alike; None: every row). Tables with the same table, keys and
+    rows are one table (:func:`merged`)."""
 
     table: str
     keys: tuple[str, ...]
     aggregates: tuple[tuple[str, str], ...]
     window: tuple[str, str, str] | None = None
+    rows: str | None = None
 
     @property
     def name(self) -> str:
-        digest = hashlib.sha256("\0".join((self.table, *self.keys)).encode()).hexdigest()[:12]
+        parts = (self.table, *self.keys) if self.rows is None else (self.table, *self.keys, "\1", self.rows)
+        digest = hashlib.sha256("\0".join(parts).encode()).hexdigest()[:12]
         return f"__cells_{digest}"
 
     def create_sql(self) -> str:
         """CREATE TABLE name AS SELECT keys, aggregates FROM table GROUP BY keys."""
         keys = [f"{key} AS {_key(i)}" for i, key in enumerate(self.keys)]
         aggregates = [f"{sql} AS {column}" for column, sql in self.aggregates]
-        where = ""
+        conditions = [] if self.rows is None else [f"({self.rows})"]
         if self.window is not None:  # whole periods: every group is in it or out of it
             column, start, end = self.window
-            where = (f" WHERE {quote_ident(column)} >= CAST('{start}' AS TIMESTAMP) "
-                     f"AND {quote_ident(column)} < CAST('{end}' AS TIMESTAMP)")
+            conditions += [f"{quote_ident(column)} >= CAST('{start}' AS TIMESTAMP)",
+                           f"{quote_ident(column)} < CAST('{end}' AS TIMESTAMP)"]
+        where = f" WHERE {' AND '.join(conditions)}" if conditions else ""
         return (f"CREATE OR REPLACE TABLE {quote_ident(self.name)} AS SELECT {', '.join(keys + aggregates)} "
                 f"FROM {quote_ident(self.table)}{where} GROUP BY {', '.join(self.keys)}")
 
@@ -83,7 +88,7 @@ def merged(cells: list[Cells]) -> list[Cells]:
         if known is not None:
             window = None if known.window is None or window is None or known.window[0] != window[0] else \
                 (window[0], min(known.window[1], window[1]), max(known.window[2], window[2]))
-        by_name[c.name] = Cells(c.table, c.keys, tuple(sorted(columns.items())), window)
+        by_name[c.name] = Cells(c.table, c.keys, tuple(sorted(columns.items())), window, c.rows)
     return [by_name[name] for name in sorted(by_name)]
 
 
@@ -108,15 +113,18 @@ def _aggregate_column(sql: str) -> str:
     return "__a_" + hashlib.sha256(sql.encode()).hexdigest()[:12]
 
 
-def cells_form(tree: exp.Expression, types: dict[str, dict[str, str]]) -> tuple[str, tuple[Cells, ...]] | None:
+def cells_form(tree: exp.Expression, types: dict[str, dict[str, str]], counted: frozenset[str] = frozenset()
+               ) -> tuple[str, tuple[Cells, ...]] | None:
     """``tree`` with every qualifying SELECT over a table reading that table's cells instead, as SQL, and the
-    cells it reads; None when no SELECT qualifies. ``tree`` is not modified."""
+    cells it reads; None when no SELECT qualifies. ``counted``: the predicates of the rows that count
+    (:func:`evalpack.checks.nearmiss.operators.trap_facts`), which a SELECT may hold besides (the cells then hold
+    only those rows). ``tree`` is not modified."""
     out = tree.copy()
     ctes = {cte.alias_or_name for cte in out.find_all(exp.CTE)}
     found = []
     for table in sorted({t.name for t in out.find_all(exp.Table)} & set(types) - ctes):
         for select, source in table_readers(out, {table}) or ():
-            rewritten = _rewrite(select, source, types[table])
+            rewritten = _rewrite(select, source, types[table], counted)
             if rewritten is not None:
                 replacement, cells = rewritten
                 if select is out:
@@ -197,7 +205,8 @@ def _conjuncts(condition: exp.Expression) -> list[exp.Expression]:
     return [condition]
 
 
-def _rewrite(select: exp.Select, source: exp.Table, columns: dict[str, str]) -> tuple[exp.Select, Cells] | None:
+def _rewrite(select: exp.Select, source: exp.Table, columns: dict[str, str], counted: frozenset[str] = frozenset()
+             ) -> tuple[exp.Select, Cells] | None:
     """The SELECT over the cells of ``source``'s table, and those cells; None when it does not qualify."""
     if any(select.args.get(k) for k in _BLOCKERS) or any(
             isinstance(n, (exp.Query, exp.Window)) and n is not select for n in select.walk()):
@@ -266,13 +275,16 @@ def _rewrite(select: exp.Select, source: exp.Table, columns: dict[str, str]) -> 
             return None
         return node
 
-    terms, starts, ends = [], [], []
+    terms, starts, ends, rows = [], [], [], []
     for term in conjuncts:
         bound = _bound(term, column, period) if column else None
         if bound is not None:
             (starts if isinstance(term, exp.GTE) else ends).append(literal_moment(term.expression))
         else:
             bound = substituted(term)
+            if bound is None and term.sql(dialect=DIALECT) in counted:  # which rows the cells hold
+                rows.append(term.sql(dialect=DIALECT))
+                continue
         if bound is None:
             return None
         terms.append(bound)
@@ -297,7 +309,8 @@ def _rewrite(select: exp.Select, source: exp.Table, columns: dict[str, str]) -> 
         if ordered is None:
             return None
     window = (column, max(starts).isoformat(sep=" "), min(ends).isoformat(sep=" ")) if starts and ends else None
-    cells = Cells(source.name, tuple(k.sql(dialect=DIALECT) for k in keys), tuple(sorted(aggregates.items())), window)
+    cells = Cells(source.name, tuple(k.sql(dialect=DIALECT) for k in keys), tuple(sorted(aggregates.items())), window,
+                  " AND ".join(f"({r})" for r in sorted(rows)) if rows else None)
     rewritten = exp.select(*projection).from_(exp.Table(this=exp.to_identifier(cells.name)))
     if terms:
         rewritten = rewritten.where(exp.and_(*(exp.Paren(this=t) for t in terms)))

@@ -206,7 +206,7 @@ def encode_prepared(prepared: tuple) -> list:
                          None if need is None else [need.table, sorted(need.dims), sorted(need.measures), need.grouped],
                          over_rollup, list(shared),
                          None if cells is None else [cells[0], [[c.table, list(c.keys), [list(a) for a in c.aggregates],
-                                                                 None if c.window is None else list(c.window)]
+                                                                 None if c.window is None else list(c.window), c.rows]
                                                                 for c in cells[1]]]]])
     return out
 
@@ -235,8 +235,9 @@ def decode_prepared(stored: list) -> tuple:
             if not isinstance(cells_sql, str):
                 raise TypeError("cells SQL is not text")
             cells = (cells_sql, tuple(Cells(str(table), tuple(map(str, keys)), tuple((str(c), str(a)) for c, a in aggs),
-                                            None if window is None else tuple(map(str, window)))
-                                      for table, keys, aggs, window in tables))
+                                            None if window is None else tuple(map(str, window)),
+                                            None if rows is None else str(rows))
+                                      for table, keys, aggs, window, rows in tables))
         out.append((op, (sql, batch, need, over_rollup, tuple(shared), cells)))
     return tuple(out)
 
@@ -260,7 +261,8 @@ def _prepared(gold_sql: str, schema: str, maybe_null: str, rotated: str | None, 
     q = Question("", "", gold_sql, (), "", None, "", ())
     gold = lean(parse_gold(gold_sql))
     seen = {gold.sql(dialect=PRINTER), _canonical(gold.copy())}
-    return tuple((op, _prepared_one(op, tree, types, result_types, seen))
+    counted = frozenset(json.loads(traps).get("counted", ()))
+    return tuple((op, _prepared_one(op, tree, types, result_types, seen, counted))
                  for op, tree in mutants_of(q, types, nullable, None, unique, parsed=gold, traps=json.loads(traps)))
 
 
@@ -277,9 +279,10 @@ def _constant_prepared(gold_sql: str, schema: str, rotated_answers: dict[str, ob
 
 
 def _prepared_one(op: str, tree: exp.Expression, types: dict[str, dict[str, str]], result_types: dict,
-                  seen: set[str]) -> tuple | None:
+                  seen: set[str], counted: frozenset[str] = frozenset()) -> tuple | None:
     """One mutant's prepared forms (see :func:`_prepared`), or None when it is the same query as the gold SQL or an
-    earlier mutant (``seen``: their SQL, to which this one's is added; ``tree`` is consumed)."""
+    earlier mutant (``seen``: their SQL, to which this one's is added; ``tree`` is consumed). ``counted``: the
+    predicates of the rows that count, which cells may hold (:func:`evalpack.checks.nearmiss.cells.cells_form`)."""
     sql = tree.sql(dialect=PRINTER, copy=False)  # printing leaves the tree as it was
     if sql in seen:
         return None
@@ -291,7 +294,7 @@ def _prepared_one(op: str, tree: exp.Expression, types: dict[str, dict[str, str]
     over_rollup = rollup_form(tree, need, result_types, copy=connective).sql(dialect=PRINTER, copy=False) \
         if need else None
     shared = () if need or batch else table_subqueries(tree, types)
-    cells = None if need or batch else cells_form(tree, types)
+    cells = None if need or batch else cells_form(tree, types, counted)
     forms = {sql, _canonical(tree)} if connective else {sql}
     if forms & seen:
         return None
