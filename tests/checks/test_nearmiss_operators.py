@@ -315,3 +315,25 @@ def test_summary_counts_mutants_per_family():
     assert families["total"]["match_all"] == 0 and families["total"]["match_all_rate"] == 0.0
     loose = sum(1 for m in mutants if m.question_id == "loose" and None not in [per_rotation[r][m] for r in per_rotation])
     assert sum(f["mutants"] for f in families.values()) == study["mutants_run"] - loose
+
+
+@pytest.mark.parametrize("sql", [
+    "SELECT COUNT(*) FROM p WHERE NOT EXISTS (SELECT * FROM c WHERE c.pid = p.id AND c.x > 2 OR c.s <> 'void')",
+    "SELECT COUNT(*) FROM p WHERE EXISTS (SELECT * FROM c WHERE c.pid = p.id OR c.x > 2 AND c.s = 'void')",
+    "SELECT COUNT(*) FROM p WHERE NOT EXISTS (SELECT * FROM c WHERE (c.pid = p.id OR c.x > 4) OR c.s = 'gone')",
+])
+def test_an_exists_over_an_or_is_split_into_exists_of_each_part_with_the_same_answer(sql):
+    """The study runs EXISTS (... WHERE a OR b) as EXISTS (... a) OR EXISTS (... b), which DuckDB decorrelates (a
+    correlated OR ran as a nested loop): the same answer on rows where each part alone differs."""
+    from evalpack.checks.nearmiss.study import split_exists
+
+    con = duckdb.connect()
+    con.execute("CREATE TABLE p AS SELECT range AS id FROM range(6)")
+    con.execute("CREATE TABLE c AS SELECT range % 4 AS pid, range AS x, CASE WHEN range % 3 = 0 THEN 'void' ELSE "
+                "'ok' END AS s FROM range(5)")
+    tree = sqlglot.parse_one(sql, read="duckdb")
+    split = split_exists(tree)
+    assert split is not tree and split.sql(dialect="duckdb").count("EXISTS") >= 2
+    assert con.execute(split.sql(dialect="duckdb")).fetchall() == con.execute(sql).fetchall()
+    plain = sqlglot.parse_one("SELECT COUNT(*) FROM p WHERE EXISTS (SELECT * FROM c WHERE c.pid = p.id)", read="duckdb")
+    assert split_exists(plain) is plain

@@ -278,6 +278,31 @@ def _constant_prepared(gold_sql: str, schema: str, rotated_answers: dict[str, ob
     return "constant_answer", _prepared_one("constant_answer", tree, json.loads(schema), _result_types(schema), seen)
 
 
+def split_exists(tree: exp.Expression) -> exp.Expression:
+    """``tree`` with each EXISTS over a plain SELECT whose WHERE is an OR written as an OR of EXISTS, one per
+    disjunct (a copy; ``tree`` itself when there is none). The same truth value: a plain SELECT has a row when some
+    row meets one disjunct. DuckDB cannot decorrelate a correlated condition under an OR (a mutant of and_or: ``c.id =
+    p.id AND x OR y``), and ran each such mutant as a nested loop; split, each part is decorrelated or uncorrelated."""
+    def plain_or(node: exp.Exists) -> bool:
+        sub = node.this
+        where = sub.args.get("where") if isinstance(sub, exp.Select) else None
+        return where is not None and isinstance(where.this.unnest(), exp.Or) and not any(
+            sub.args.get(k) for k in ("group", "having", "limit", "offset", "distinct", "qualify", "with")) and \
+            not any(sub.find_all(exp.AggFunc, exp.Window))
+    if not any(plain_or(node) for node in tree.find_all(exp.Exists)):
+        return tree
+    tree = tree.copy()
+    for node in [n for n in tree.find_all(exp.Exists) if plain_or(n)]:
+        parts = list(node.this.args["where"].this.unnest().flatten())
+        exists = []
+        for part in parts:
+            sub = node.this.copy()
+            sub.set("where", exp.Where(this=part.unnest().copy()))
+            exists.append(exp.Exists(this=sub))
+        node.replace(exp.paren(exp.or_(*exists, copy=False), copy=False))
+    return tree
+
+
 def _prepared_one(op: str, tree: exp.Expression, types: dict[str, dict[str, str]], result_types: dict,
                   seen: set[str], counted: frozenset[str] = frozenset()) -> tuple | None:
     """One mutant's prepared forms (see :func:`_prepared`), or None when it is the same query as the gold SQL or an
@@ -288,7 +313,7 @@ def _prepared_one(op: str, tree: exp.Expression, types: dict[str, dict[str, str]
         return None
     need = need_of(tree, types)
     # a rollup is small enough to run its queries one by one: batch only the others
-    batch = None if need else batchable(tree)
+    batch = None if need else batchable(split_exists(tree))
     connective = op in CONNECTIVE_OPERATORS
     # the tree is needed after the rollup form only by _canonical, which consumes it
     over_rollup = rollup_form(tree, need, result_types, copy=connective).sql(dialect=PRINTER, copy=False) \
