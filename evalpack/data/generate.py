@@ -32,7 +32,7 @@ from evalpack.data.plan import (
 )
 from evalpack.data.textgen import text_values
 from evalpack.spec.links import NO_PARENT, ORPHAN, periods
-from evalpack.spec.model import Branch, Column, Distribution, Spec, Table, add_months
+from evalpack.spec.model import Branch, Coded, Column, Distribution, Spec, Table, add_months
 from evalpack.spec.units import allocate, from_units, to_units
 
 EPOCH = dt.date(1970, 1, 1)
@@ -84,6 +84,12 @@ def _decimal(units: np.ndarray, decimals: int, valid: np.ndarray | None = None) 
     words[:, 1] = units >> 63
     validity = None if valid is None or valid.all() else pa.py_buffer(np.packbits(valid, bitorder="little"))
     return pa.Array.from_buffers(pa.decimal128(18, decimals), len(units), [validity, pa.py_buffer(words)])
+
+
+def _stored_codes(coded: Coded, labels: pa.Array) -> pa.Array:
+    """A coded column's labels as the integer codes its code book gives them (``traps.codes``)."""
+    names, codes = zip(*coded.book)
+    return pc.take(pa.array(codes, pa.int64()), pc.index_in(labels, pa.array(names)))
 
 
 def _group_codes(values: pa.Array) -> tuple[list[str], np.ndarray]:
@@ -548,9 +554,9 @@ class _TableGen:
 
     def later_dates(self, col: Column, of: pa.Array, k: int) -> pa.Array:
         """A date sibling's values: ``of``'s date or time plus whole days drawn in [low, high]. On the table's time
-        axis the rows are planted so that reading the sibling moves every window of months: no row before the first
-        month crosses into it, and each month hands more rows to the next than the month before it did (one more
-        at least), so that any run of months loses more rows at its end than it gains at its start."""
+        axis the rows are planted so that reading the sibling moves every window of months: the rows before the first
+        month hand one row to it at least, and each month hands more rows to the next than the month before it did
+        (one more at least), so that any run of months loses more rows at its end than it gains at its start."""
         trap = self.siblings[col.name]
         unit = 1 if col.type == "date" else US_PER_DAY
         valid = of.is_valid().to_numpy(zero_copy_only=False)
@@ -586,8 +592,7 @@ class _TableGen:
     def assemble(self, arrays: dict[str, pa.Array]) -> pa.RecordBatch:
         """The batch of ``arrays`` in the schema's order, each coded column's labels stored as their codes."""
         for name, coded in self.codes.items():
-            labels, codes = zip(*coded.book)
-            arrays[name] = pc.take(pa.array(codes, pa.int64()), pc.index_in(arrays[name], pa.array(labels)))
+            arrays[name] = _stored_codes(coded, arrays[name])
         return pa.RecordBatch.from_arrays([arrays[f.name] for f in self.schema], schema=self.schema)
 
     def measure(self, chunk: Chunk, k: int, order: np.ndarray | None = None) -> pa.Array:
@@ -850,9 +855,7 @@ class _TableGen:
             else:
                 marks = pa.array(trap.values, pa.string()).take(pa.array(rng.integers(0, len(trap.values), len(copy))))
                 coded = self.codes.get(col.name)
-                arrays[col.name] = marks if coded is None else pc.take(
-                    pa.array([c for _, c in coded.book], pa.int64()),
-                    pc.index_in(marks, pa.array([label for label, _ in coded.book])))
+                arrays[col.name] = marks if coded is None else _stored_codes(coded, marks)
             parts.append(pa.RecordBatch.from_arrays([arrays[f.name] for f in self.schema], schema=self.schema))
         return parts
 
