@@ -828,8 +828,8 @@ class _TableGen:
                 rarest = groups == int(np.argmin(np.where(counts > 0, counts, n + 1)))
                 keys[rarest] = np.sqrt(keys[rarest])  # weight 2
                 # and a row of each group: its row with the largest key
-                chosen = np.array([np.flatnonzero(groups == g)[np.argmax(keys[groups == g])]
-                                   for g in np.flatnonzero(counts)], dtype=np.int64)
+                members = [np.flatnonzero(groups == g) for g in np.flatnonzero(counts)]
+                chosen = np.array([rows[np.argmax(keys[rows])] for rows in members], dtype=np.int64)
                 keys[chosen] = -1.0
             wanted = max(0, min(n - len(chosen), round(trap.share * n) - len(chosen)))
             rest = np.argpartition(-keys, wanted - 1)[:wanted] if wanted else np.zeros(0, np.int64)

@@ -229,7 +229,7 @@ def _default_description(spec: Spec, table: Table, c: Column, one: str, label: s
                  if waterfall_signed(c) else
                  f"; always stored positive: its {kind} says whether it adds to the balance or takes from it")
     sibling = spec.traps.sibling(table.name, c.name)
-    if sibling is not None and c.type != "categorical":
+    if sibling is not None:
         what = (f"another amount of the {one}, in the same unit as its {sem.column(table.name, sibling.of)} but "
                 "not it")
     if spec.traps.coded(table.name, c.name):

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from evalpack.spec.declarations import _split_ref
 from evalpack.spec.model import Coded, Column, NotCounted, Sibling, Table, Traps
 from evalpack.spec.semantics import Semantics
 from evalpack.spec.yamldoc import _keys, _Reader
@@ -19,16 +20,8 @@ RELATIONS = ("times", "plus_days")  # a sibling's relation to its column: an amo
 NOT_COUNTED_KEYS = ("table", "share", "marked_by", "reason")
 
 
-def _ref(r: _Reader, value: Any, path: tuple) -> tuple[str, str]:
-    text = r.string(value, path)
-    if text.count(".") != 1:
-        raise r.err(path, f"expected 'table.column', got {text!r}")
-    table, column = (part.strip() for part in text.split("."))
-    return table, column
-
-
 def _column(r: _Reader, tables: dict[str, Table], value: Any, path: tuple) -> tuple[Table, Column]:
-    t, c = _ref(r, value, path)
+    t, c = _split_ref(r, value, path)
     table = tables.get(t)
     col = table.column(c) if table is not None else None
     if col is None:
@@ -49,7 +42,7 @@ def read_traps(r: _Reader, raw: Any, tables: dict[str, Table]) -> tuple[Traps, d
         sp = p + ("siblings", i)
         sm = r.mapping(item, sp, SIBLING_KEYS, (), "sibling key")
         table, of = _column(r, tables, r.required(sm, "of", sp), sp + ("of",))
-        t, name = _ref(r, r.required(sm, "column", sp), sp + ("column",))
+        t, name = _split_ref(r, r.required(sm, "column", sp), sp + ("column",))
         r.ident(name, sp + ("column",), "column")
         if t != table.name:
             raise r.err(sp + ("column",), f"a sibling lives in the table of its column: write {table.name}.{name}")
