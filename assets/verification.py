@@ -8,7 +8,7 @@ from dagster import AssetCheckResult, AssetCheckSeverity, AssetExecutionContext,
 from assets.common import CODE_VERSION, GROUP, PACKS, EvalpackResource, pack_check
 from evalpack.build import Checked, Derived, combine_rotations
 from evalpack.checks.nearmiss.study import study_markdown
-from evalpack.checks.verification import Verdict
+from evalpack.checks.verification import NEAR_MISS_REASON, Verdict
 from evalpack.pack.report import report_path_beside
 from evalpack.spec.model import Spec
 
@@ -30,7 +30,7 @@ def drops_markdown(verdicts: tuple[Verdict, ...]) -> str:
         return "No question was dropped: every question passed every golden check on every rotation."
     lines = ["| question | kind | drop reason | failing rotations |", "|---|---|---|---|"]
     for v in dropped[:MAX_ROWS_SHOWN]:
-        failing = ", ".join(o.rotation for o in v.observations if not o.passed)
+        failing = ", ".join(o.rotation for o in v.observations if not o.passed) or "none (near-miss gate)"
         lines.append(f"| {v.question.id} | {v.question.kind} | {v.drop_reason} | {failing} |")
     if len(dropped) > MAX_ROWS_SHOWN:
         lines.append(f"| ... | {len(dropped) - MAX_ROWS_SHOWN} more | | |")
@@ -50,10 +50,12 @@ def verification(context: AssetExecutionContext, spec: Spec, questions: Derived,
     checked = combine_rotations(spec, questions, [r.check for r in rotations])
     verdicts = checked.verdicts
     shipped = len(checked.shipped)
-    reasons = Counter(v.drop_reason for v in verdicts if not v.ships)
+    reasons = Counter(NEAR_MISS_REASON if v.passing_mistakes else v.drop_reason for v in verdicts if not v.ships)
     rate, survived, ran = survival(checked.near_miss)
-    context.log.info(f"{shipped}/{len(verdicts)} questions verify on every rotation; dropped: {dict(reasons)}; "
-                     f"near-miss: {ran} mutants run, {survived} match on every rotation ({rate:.2%})")
+    gate = checked.near_miss.get("gate") or {}
+    context.log.info(f"{shipped}/{len(verdicts)} questions verify on every rotation and pass the near-miss gate; "
+                     f"dropped: {dict(reasons)}; near-miss: {ran} mutants run, {survived} match on every rotation "
+                     f"({rate:.2%})")
     return Output(checked, metadata={
         "shipped": shipped,
         "dropped": len(verdicts) - shipped,
@@ -65,6 +67,10 @@ def verification(context: AssetExecutionContext, spec: Spec, questions: Derived,
         "mutants_run": ran,
         "survivors": survived,
         "survival_rate": rate,
+        # questions the near-miss gate kept out (or, with gate: keep, flagged), counted per operator
+        "gate_dropped": int(gate.get("dropped", 0)),
+        "gate_dropped_by_operator": MetadataValue.json(gate.get("dropped_by_operator", {})),
+        "gate_kept_flagged": int(gate.get("kept_flagged", 0)),
         # the pack report (charts of this study, its survivors) that the certificate asset writes
         "report": MetadataValue.path(str(report_path_beside(evalpack.pack_dir(context.partition_key)))),
     })

@@ -23,6 +23,7 @@ from pathlib import Path
 import duckdb
 
 from evalpack.checks.audit import Finding, Run, audit_rotation, in_question_order, seal_findings
+from evalpack.checks.nearmiss.gate import gate_summary, gated
 from evalpack.checks.nearmiss.study import (
     Mutant,
     MutantSet,
@@ -350,15 +351,18 @@ def combine_rotations(spec: Spec, derived: Derived, checks: list[RotationCheck])
     """Every rotation's pass (in seed order) into the verdicts, the near-miss study of the questions that
     ship and their audit findings. Raises EvalpackError (exit 1) when no question verifies on every rotation."""
     questions = derived.questions
-    verdicts = tuple(Verdict(q, tuple(c.observations[i] for c in checks)) for i, q in enumerate(questions))
+    per_rotation = {c.rotation: c.outcomes for c in checks}
+    verdicts = gated(tuple(Verdict(q, tuple(c.observations[i] for c in checks)) for i, q in enumerate(questions)),
+                     derived.mutants, per_rotation, spec.near_miss_gate)
     shipped = tuple(v.question.id for v in verdicts if v.ships)
     if not shipped:
         reasons = Counter(v.drop_reason for v in verdicts)
         raise EvalpackError(f"{spec.path}: no question verified on every rotation, so there is no pack to "
                             f"ship (drop reasons: {dict(reasons)})", exit_code=1)
-    near_miss = summarize_study(derived.mutants, shipped, {c.rotation: c.outcomes for c in checks},
+    near_miss = summarize_study(derived.mutants, shipped, per_rotation,
                                 kinds={q.id: q.kind for q in questions},
                                 withheld={q.id for q in questions if q.split == "holdout"})
+    near_miss["gate"] = gate_summary(verdicts, spec.near_miss_gate)
     keep = set(shipped)
     return Checked(verdicts, near_miss, tuple(f for c in checks for f in c.findings if f.question in keep))
 

@@ -109,6 +109,8 @@ def arrow_without_pandas() -> None:
 
 def cmd_build(args: argparse.Namespace) -> int:
     from evalpack.build import build_pack
+    from evalpack.checks.nearmiss.gate import gate_line
+    from evalpack.checks.verification import NEAR_MISS_REASON
 
     _check_output(args.output, args.force, [args.spec])
     started = time.perf_counter()
@@ -140,12 +142,14 @@ def cmd_build(args: argparse.Namespace) -> int:
     print(f"  difficulty: {', '.join(f'{k} {levels[k]}' for k in ('simple', 'moderate', 'challenging'))}; skills: "
           f"{', '.join(f'{k} {n}' for k, n in sorted(skills.items()))}")
     if dropped:
-        reasons = Counter(v.drop_reason for v in dropped)
+        reasons = Counter(NEAR_MISS_REASON if v.passing_mistakes else v.drop_reason for v in dropped)
         print(f"  questions dropped: {len(dropped)} ({', '.join(f'{r} {n}' for r, n in sorted(reasons.items()))}; "
               "see manifest.json -> dropped)")
     study = result.near_miss
     print(f"  near-miss study: {study['mutants_run']} mutants, {study['match_all_rate']:.2%} match on every rotation, "
           f"{study['match_first_rate']:.2%} on the first alone (manifest.json -> near_miss_study)")
+    if line := gate_line(study.get("gate") or {}):
+        print(f"  {line}")
     if result.spec.exports:
         print(f"  exports: {_exports_line(result.path, result.spec.exports)}")
     for warning in result.warnings:

@@ -13,6 +13,7 @@ from fakehub import FakeHub, client_env
 from pg import postgres_dsn  # noqa: F401 - the session's private PostgreSQL server, a fixture
 
 from evalpack.build import build_pack
+from evalpack.checks.verification import NEAR_MISS_REASON
 from evalpack.core.cache import CACHE_ENV
 from evalpack.core.errors import ERROR_PREFIX
 from evalpack.core.scoring import holdout_key_beside, pack_questions
@@ -31,6 +32,33 @@ def full_questions(pack: Path) -> list[dict]:
 def gold_questions(pack: Path) -> list[dict]:
     """The questions of a pack built here that have gold SQL (all but those to decline), holdout included."""
     return [r for r in full_questions(pack) if r.get("answerable") is not False]
+
+
+def gated_out(pack: Path) -> list[dict]:
+    """The manifest's dropped questions that verified on every rotation and that the near-miss gate left out."""
+    dropped = json.loads((pack / "manifest.json").read_text())["dropped"]
+    return [d for d in dropped if d["drop_reason"].startswith(NEAR_MISS_REASON)]
+
+
+def failed_checks(pack: Path) -> list[dict]:
+    """The manifest's dropped questions that failed a golden check on some rotation (the gate's are not these)."""
+    dropped = json.loads((pack / "manifest.json").read_text())["dropped"]
+    return [d for d in dropped if not d["drop_reason"].startswith(NEAR_MISS_REASON)]
+
+
+def verified_kinds(pack: Path) -> set[str]:
+    """The families whose questions verified on every rotation: shipped, or left out by the near-miss gate only
+    (a family the rows of one spec cannot guard against every mistake is still asked and verified)."""
+    return {r["kind"] for r in full_questions(pack)} | {d["kind"] for d in gated_out(pack)}
+
+
+def verified_records(pack: Path) -> list[dict]:
+    """The answerable questions that verified on every rotation: the shipped records, and those the near-miss gate
+    left out as the manifest lists them (gold SQL and expected answer per rotation; the first when shared)."""
+    shared = json.loads((pack / "manifest.json").read_text())["answers"] == "shared"
+    gated = [{**d, "expected_answer": next(iter(d["expected_answer"].values())) if shared else d["expected_answer"]}
+             for d in gated_out(pack) if d["expected_answer"] is not None]
+    return [r for r in full_questions(pack) if r.get("answerable") is not False] + gated
 
 
 def spec_text(pack: Path) -> str:

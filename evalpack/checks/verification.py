@@ -51,6 +51,9 @@ __all__ = ["Link", "exclude_orphans", "live_links", "orphan_key_tables", "orphan
            "CHECKS", "Observation", "Verdict", "check_question", "verify_questions", "materialize",
            "rotation_connection", "OnDemand", "verify_rotation", "map_on_cursors", "gradable"]
 
+# the drop reason of a question the near-miss gate keeps out, before the operators whose mutants pass
+NEAR_MISS_REASON = "a plausible mistake passes on every rotation"
+
 T = TypeVar("T")
 R = TypeVar("R")
 
@@ -75,15 +78,25 @@ class Observation:
 class Verdict:
     question: Question
     observations: tuple[Observation, ...]
+    # (operator, mutant SQL) of each plausible mistake that returns the expected answer on every rotation, when
+    # the near-miss gate drops the question for them (evalpack.checks.nearmiss.gate)
+    passing_mistakes: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def verified(self) -> bool:
+        """Its gold SQL returned the expected answer and passed the golden checks on every rotation."""
+        return all(o.passed for o in self.observations)
 
     @property
     def ships(self) -> bool:
-        return all(o.passed for o in self.observations)
+        return self.verified and not self.passing_mistakes
 
     @property
     def drop_reason(self) -> str | None:
         if self.ships:
             return None
+        if self.verified:
+            return f"{NEAR_MISS_REASON}: " + ", ".join(dict.fromkeys(op for op, _ in self.passing_mistakes))
         reasons = []
         for o in self.observations:
             if o.error:

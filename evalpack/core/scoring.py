@@ -2705,9 +2705,14 @@ def summarize(results: list[dict]) -> dict[str, Any]:
     risk-coverage curve when confidences were given."""
     overall: dict[str, int] = _bucket()
     groups: dict[str, dict[str, dict[str, int]]] = {"by_kind": {}, "by_difficulty": {}, "by_skill": {}, "by_split": {}}
+    flagged = any(r.get("uncaught") for r in results)
+    if flagged:  # a pack built with near_miss: {gate: keep}: its flagged questions apart from the others
+        groups["by_gate"] = {}
     for r in results:
         buckets = [overall, groups["by_kind"].setdefault(r["kind"], _bucket()),
                    groups["by_split"].setdefault(r["split"], _bucket())]
+        if flagged:
+            buckets.append(groups["by_gate"].setdefault("flagged" if r.get("uncaught") else "not flagged", _bucket()))
         if r.get("difficulty"):
             buckets.append(groups["by_difficulty"].setdefault(r["difficulty"], _bucket()))
         buckets += [groups["by_skill"].setdefault(skill, _bucket()) for skill in r.get("skills") or ()]
@@ -2830,7 +2835,9 @@ def question_result(q: dict, status: str, answered: bool, runs: dict, confidence
             "difficulty": q.get("difficulty") or None, "skills": list(q.get("skills") or ()),
             "question": q.get("question"), "unanswerable_reason": q.get("unanswerable_reason"),
             "answer_type": answer_type_of(q) if answerable else None,
-            "expected": q["expected_answer"] if answerable else None, "rotations": runs}
+            "expected": q["expected_answer"] if answerable else None, "rotations": runs,
+            # a question the pack's near-miss gate kept though these mistakes pass it: scored apart (by_gate)
+            **({"uncaught": list(q["uncaught"])} if q.get("uncaught") else {})}
 
 
 def assemble_report(pack: Path, *, rule: str, limits: Limits, integrity: Integrity | None, origin: PackSource,
@@ -2976,7 +2983,7 @@ def format_table(summary: dict[str, Any]) -> str:
     """A readable table: overall, by kind, difficulty and split: accuracy, wrong-rate and the penalty score at
     c = 10 side by side."""
     rows = [("all", summary["overall"])]
-    for group, label in (("by_kind", "kind"), ("by_difficulty", "level"), ("by_split", "split")):
+    for group, label in (("by_kind", "kind"), ("by_difficulty", "level"), ("by_split", "split"), ("by_gate", "gate")):
         rows += [(f"{label:<5} {k}", v) for k, v in summary.get(group, {}).items()]
     width = max(24, *(len(name) for name, _ in rows))
     head = (f"{'':<{width}} {'n':>5} {'correct':>8} {'wrong':>6} {'declined':>9} {'accuracy':>9} {'wrong-rate':>11} "

@@ -518,7 +518,7 @@ class _Planner:
             self.warnings.append(
                 f"{table.name}.{time_column}: the column's range leaves no room {edges} the declared months, so an "
                 f"off-by-one mistake at {'those outer edges' if ' or ' in edges else 'that outer edge'} cannot be "
-                f"caught; widen {widen} by a month")
+                f"caught; widen {widen} by a month (or declare `near_miss: {{margin: {{{table.name}.{time_column}: 1 month}}}}`)")
 
     def _rate_plan(self, table: Table, rate: RateCurve | None, months: list, rows: list[int], time_column: str,
                    tcol: Column) -> tuple[list, RateFacts | None]:

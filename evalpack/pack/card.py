@@ -40,6 +40,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import yaml
 
+from evalpack.checks.nearmiss.gate import gate_sentence
 from evalpack.core.layout import CARD, DICTIONARY, DICTIONARY_MD, PackLayout, table_path
 from evalpack.core.scoring import map_files
 from evalpack.pack.hubfiles import QUESTION_SCHEMA
@@ -778,8 +779,9 @@ def _questions(c: _Card) -> list[str]:
                    "The `holdout` questions are for final evaluation; tune on `dev`.\n")
     dropped = qinfo.get("dropped")
     if dropped:
-        out.append(f"{dropped} derived questions were dropped because they did not hold on every rotation; "
-                   "`manifest.json` lists each with its `drop_reason`.\n")
+        out.append(f"{dropped} derived questions were dropped: they did not hold on every rotation, or a plausible "
+                   "mistake answered them on every rotation (the near-miss gate, below); `manifest.json` lists each "
+                   "with its `drop_reason`.\n")
     examples = example_questions(questions)
     if examples:
         out.append(f"### Example questions ({'`dev` only' if by_split.get('holdout') else 'from `dev`'})\n")
@@ -804,6 +806,8 @@ def _near_misses(c: _Card) -> list[str]:
                "aggregate, a dropped filter, ...) and every mutant was rerun on every rotation. A mutant that "
                "still matches on all rotations would let a wrong query pass; the fewer, the sharper the pack.\n")
     out.append(near_miss_markdown(manifest.get("near_miss_study")) + "\n")
+    if sentence := gate_sentence((manifest.get("near_miss_study") or {}).get("gate")):
+        out.append(sentence + "\n")
     return out
 
 

@@ -89,9 +89,13 @@ def dropped_entry(v: Verdict) -> dict:
         "observed": {o.rotation: (o.value if o.error is None else f"error: {o.error}") for o in v.observations},
         "failed_checks": {o.rotation: o.failed_checks() + (["error"] if o.error else [])
                           for o in v.observations if not o.passed},
+        **({"passing_mistakes": [{"operator": op, "sql": sql} for op, sql in v.passing_mistakes]}
+           if v.passing_mistakes else {}),
     }
-    if v.question.split == "holdout":
-        entry.update(gold_sql=None, expected_answer=None, observed=None)
+    if v.question.split == "holdout":  # a mutant that passes returns the answer too
+        entry.update(gold_sql=None, expected_answer=None, observed=None,
+                     **({"passing_mistakes": [{"operator": op, "sql": None} for op, _ in v.passing_mistakes]}
+                        if v.passing_mistakes else {}))
     return entry
 
 

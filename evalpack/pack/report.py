@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from evalpack.checks.nearmiss.gate import gate_sentence
 from evalpack.core.scoring import check_pack_entries, printable, report_beside, write_report
 from evalpack.spec.kinds import LEVELS  # in that order on the page
 
@@ -547,6 +548,7 @@ def near_miss_section(facts: Mapping) -> str:
                              NEAR_MISS_SERIES),
                    table(["operator", *keys, "rate"], rows, numeric=range(1, 7)),
                    paragraph(verdict) if verdict else "",
+                   paragraph(esc(gate)) if (gate := gate_sentence(study.get("gate"))) else "",
                    f"<h3>Survivors ({len(survivors):,} listed of {total:,}{withheld_note(study)})</h3>", listed,
                    anchor="near-miss")
 

@@ -57,6 +57,9 @@ class Question:
     answerable: bool = True  # False: no SQL on this schema answers it, declining is correct (evalpack.questions.unanswerable)
     unanswerable_reason: str = ""  # why not, in a sentence
     traps: tuple[str, ...] = ()  # the traps its answer reads through (evalpack.questions.traps.touched_by)
+    # the near-miss operators whose mutants pass on every rotation, for a question the spec keeps anyway
+    # (near_miss: {gate: keep}; evalpack.checks.nearmiss.gate): the mistakes it cannot catch
+    uncaught: tuple[str, ...] = ()
 
     @property
     def question_sha256(self) -> str:
@@ -89,6 +92,7 @@ class Question:
             "question_sha256": self.question_sha256,
             "tags": list(self.tags),
             **({"traps": list(self.traps)} if self.traps else {}),
+            **({"uncaught": list(self.uncaught)} if self.uncaught else {}),
         }
 
 

@@ -28,6 +28,8 @@ from evalpack.spec.grammar import (
     MAX_MONTHS,
     MAX_TABLE_ROWS,
     MAX_UNITS,
+    NEAR_MISS_GATES,
+    NEAR_MISS_KEYS,
     NOTED_CURVE,
     PERIOD_RE,
     QUESTIONS_KEYS,
@@ -1025,3 +1027,43 @@ def _read_exports(r: _Reader, value: Any) -> tuple[str, ...]:
     return tuple(f for f in EXPORT_FORMATS if f in given)
 
 
+
+
+def read_near_miss(r: _Reader, raw: Any) -> dict:
+    """The ``near_miss:`` mapping, its ``gate`` checked (its ``margin`` is read by :func:`read_margin`)."""
+    near_miss = r.mapping(raw or {}, ("near_miss",), NEAR_MISS_KEYS)
+    if near_miss.get("gate", "drop") not in NEAR_MISS_GATES:
+        raise r.err(("near_miss", "gate"), "near_miss.gate is `drop` (leave out a question a plausible mistake "
+                    f"passes on every rotation) or `keep` (ship it flagged), got {_kind(near_miss['gate'])}")
+    return near_miss
+
+
+MARGIN_RE = re.compile(r"\s*(\d+)\s*(?:months?)?\s*")
+
+
+def read_margin(r: _Reader, raw: Any, tables: dict[str, Table]) -> dict[str, Table]:
+    """``near_miss: {margin: {table.column: N months}}``: each such date column's range widened by N months on each
+    side (as if its start and end said so), so that rows can lie just outside the declared months and a mistake at
+    their edges fails (evalpack.data.plan's zones); ``tables`` with those columns widened."""
+    path = ("near_miss", "margin")
+    if raw is None:
+        return tables
+    if not isinstance(raw, dict):
+        raise r.err(path, f"expected a mapping of table.column to a number of months (e.g. orders.placed_on: "
+                          f"1 month), got {_kind(raw)}")
+    for ref, value in raw.items():
+        kp = path + (ref,)
+        table_name, column_name = _split_ref(r, ref, kp)
+        table = tables.get(table_name)
+        col = table.column(column_name) if table else None
+        if col is None or col.type not in ("date", "datetime"):
+            raise r.err(kp, f"{ref} is not a date or datetime column of the spec; a margin widens such a column's range")
+        found = MARGIN_RE.fullmatch(str(value)) if not isinstance(value, bool) else None
+        months = int(found.group(1)) if found else 0
+        if not 1 <= months <= 12:
+            raise r.err(kp, f"a margin is 1 to 12 months (e.g. `1 month`), got {_clip(str(value))}")
+        start, end = col.start or dt.date(2025, 1, 1), col.end or dt.date(2025, 12, 31)
+        wider = replace(col, start=add_months(start.replace(day=1), -months),
+                        end=add_months(end.replace(day=1), months + 1) - dt.timedelta(days=1), dated=True)
+        tables[table_name] = replace(table, columns=tuple(wider if c.name == col.name else c for c in table.columns))
+    return tables

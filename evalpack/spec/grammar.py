@@ -161,9 +161,11 @@ TOP_KEYS = (
     "name", "version", "description", "license", "seed", "rotations", "answers", "holdout", "gate",
     "gate_margin", "rows", "tables", "relationships", "outcome_curves", "rate_curves", "group_shares",
     "waterfalls", "time_grids", "constraints", "semantics", "questions", "repo", "segment_shares", "per_parent",
-    "exports", "traps",
+    "exports", "traps", "near_miss",
 )
 GATE_POLICIES = ("block", "warn", "off")  # evalpack.pack.diff.POLICIES
+NEAR_MISS_KEYS = ("gate", "margin")
+NEAR_MISS_GATES = ("drop", "keep")  # evalpack.checks.nearmiss.gate
 EXPORT_FORMATS = ("sqlite", "postgres", "bird", "spider")  # evalpack.interop.exports writes them
 QUESTIONS_KEYS = ("families", "include", "exclude", "max", "difficulty", "unanswerable")
 FAMILIES_KEYS = ("include", "exclude")

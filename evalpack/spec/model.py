@@ -327,6 +327,7 @@ class Spec:
     repo: str | None = None  # `repo:` OWNER/NAME on the Hub, named by the card (evalpack.pack.card)
     gate: str = "block"  # the release gate's policy (evalpack.pack.diff.gate): block | warn | off
     gate_margin: float = 1.0  # percentage points the near-miss survival rate may rise by before the gate
+    near_miss_gate: str = "drop"  # `near_miss: {gate:}`: drop | keep a question a plausible mistake passes everywhere
     exports: tuple[str, ...] = ()  # `exports:` formats built inside the pack (evalpack.interop.exports), in EXPORT_FORMATS order
     path: str = ""
     sha256: str = ""

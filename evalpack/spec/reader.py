@@ -32,6 +32,8 @@ from evalpack.spec.declarations import (
     _read_semantics,
     _read_time_grid,
     _read_waterfall,
+    read_margin,
+    read_near_miss,
 )
 from evalpack.spec.grammar import (
     GATE_POLICIES,
@@ -96,6 +98,7 @@ def parse_spec(text: str, *, file: str = "<spec>", seed: int | None = None, rota
     gate = "off" if top.get("gate") is False else top.get("gate", "block")  # YAML 1.1 reads a bare `off` as false
     if gate not in GATE_POLICIES:
         raise r.err(("gate",), f"gate is `block`, `warn` or `off`, got {_kind(gate)}")
+    near_miss = read_near_miss(r, top.get("near_miss"))
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED):
         raise SpecError(file, None, "seed", f"the seed override {_number(seed) if isinstance(seed, int) else seed!r} "
                         f"must be an integer from 0 to {MAX_SEED:,}")
@@ -141,6 +144,7 @@ def parse_spec(text: str, *, file: str = "<spec>", seed: int | None = None, rota
         ("group_shares", _read_group_shares),
         ("segment_shares", _read_segment_shares), ("per_parent", _read_per_parent))}
     traps, table_map = read_traps(r, top.get("traps"), table_map)
+    table_map = read_margin(r, near_miss.get("margin"), table_map)
     tables = [table_map[t.name] for t in tables]
     semantics = _read_semantics(r, top.get("semantics"), table_map)
     relationships, per_parent, rel_paths, pp_paths = _implied(
@@ -158,6 +162,7 @@ def parse_spec(text: str, *, file: str = "<spec>", seed: int | None = None, rota
         holdout=float(r.number(top.get("holdout", 0), ("holdout",), lo=0.0, hi=1.0)),
         gate=gate,
         gate_margin=float(r.number(top.get("gate_margin", 1.0), ("gate_margin",), lo=0.0, hi=100.0)),
+        near_miss_gate=near_miss.get("gate", "drop"),
         tables=tuple(tables),
         relationships=relationships,
         outcome_curves=read["outcome_curves"],

@@ -370,7 +370,7 @@ def test_every_expected_answer_given_as_a_value_is_correct_and_a_near_one_wrong(
     grader = Grader(retail_pack, workers=1)
     try:
         answered = [r for r in grader.records if r.get("expected_answer") is not None]
-        assert {r["answer_type"] for r in answered} == {"number", "integer", "string", "rows"}
+        assert {"number", "integer", "rows"} <= {r["answer_type"] for r in answered}
         for record in answered:
             assert grader.grade(record["id"], value_sql(record["expected_answer"])).status == "correct", record["id"]
         number = next(r for r in answered if r["answer_type"] == "number")
@@ -387,7 +387,8 @@ def test_a_decimal_read_from_run_sql_and_handed_back_as_a_value_is_correct(retai
     the text back as a number question's value is graded on the number (found with TPC-H's Q6 over MCP)."""
     records = [r for r in full_questions(retail_pack) if r["split"] == "dev" and r.get("answerable") is not False]
     number = next(r for r in records if r["answer_type"] == "number" and "ROUND(SUM(amount), 2)" in r["gold_sql"])
-    text_question = next(r for r in records if r["answer_type"] == "string")
+    # a question whose answer is not a number (retail's one month-name question is left out by the near-miss gate)
+    text_question = next(r for r in records if r["answer_type"] in ("string", "rows"))
 
     async def agent() -> tuple[dict, dict, dict, dict]:
         seen: list[str] = []

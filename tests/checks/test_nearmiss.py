@@ -293,10 +293,25 @@ def test_compressed_tables_answer_every_gold_and_mutant_as_plain_ones(retail_pac
     assert differ == []
 
 
+PER_FORM = 30  # mutants run as written per (operator, rewrite): every operator and rewrite, in bounded time
+
+
+def sampled(indices: list[int], form) -> list[int]:
+    """The first :data:`PER_FORM` of ``indices`` of each ``form(i)``: running all of retail's 4,000 rewritten
+    mutants twice took 100 s, and one rewrite reads every mutant of an operator alike."""
+    seen: Counter = Counter()
+    out = []
+    for i in indices:
+        seen[form(i)] += 1
+        if seen[form(i)] <= PER_FORM:
+            out.append(i)
+    return out
+
+
 @pytest.mark.parametrize("which", ["retail", "retail_datetime", "finance"])
 def test_the_study_runs_each_mutant_exactly_as_written(which, retail_pack, finance_pack, datetime_pack):
-    """Rewrites over rollups and batched scans return, for every mutant, what the mutant itself
-    returns on the table's rows: same values, same types (one rotation, every mutant)."""
+    """Rewrites over rollups and batched scans return what the mutant itself returns on the table's rows: same
+    values, same types (one rotation; every job, and up to 30 mutants of each operator and rewrite)."""
     pack = {"retail": retail_pack, "retail_datetime": datetime_pack, "finance": finance_pack}[which]
     spec = parse_spec(spec_text(pack), file=f"{which}.yaml")
     questions = derive_questions(spec, plan_pack(spec))
@@ -315,7 +330,7 @@ def test_the_study_runs_each_mutant_exactly_as_written(which, retail_pack, finan
     # DISTINCT and AVG mistakes in monthly series: no rollup answers them; cells computed once do
     assert plan.cells and plan.over_cells and plan.over_cells <= set(rewritten)
     by_id = {q.id: q for q in questions}
-    for i in rewritten:
+    for i in sampled(rewritten, lambda i: (mutants[i].operator, i in plan.over_cells, plan.sql[i] == mutants[i].rollup_sql)):
         if mutants[i].operator == "partition_drop":
             continue  # a running sum over several groups' rows of one month: their order is the engine's choice
         ours, theirs = _outcome(cursor, plan.sql[i]), _outcome(con, mutants[i].sql)
@@ -348,7 +363,9 @@ def test_the_study_runs_each_mutant_exactly_as_written(which, retail_pack, finan
             assert any(_outcome(con, mutants[i].sql)[0] == "error" for i in job.members), job.sql
             continue
         assert len(row) == len(job.members)
-        for i, value in zip(job.members, row):
+        # each member's value is where the job puts it: both ends of every job and up to 4 members between
+        members = list(zip(job.members, row))
+        for i, value in members[:3] + members[3:-3][::max(1, (len(members) - 6) // 4)][:4] + members[3:][-3:]:
             if mutants[i].operator == "partition_drop":
                 continue  # as above: which row of a month a running sum takes first is the engine's choice
             alone = con.execute(plan.sql[i]).fetchall()

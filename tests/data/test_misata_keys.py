@@ -219,4 +219,5 @@ def test_the_no_room_warning_names_every_edge_without_room(start, end, edges, wi
     else:
         assert warned == [f"orders.ordered_at: the column's range leaves no room {edges} the declared months, so an "
                           f"off-by-one mistake at {'those outer edges' if ' or ' in edges else 'that outer edge'} "
-                          f"cannot be caught; widen {widen} by a month"]
+                          f"cannot be caught; widen {widen} by a month (or declare `near_miss: {{margin: "
+                          "{orders.ordered_at: 1 month}}`)"]

@@ -362,9 +362,12 @@ def test_a_build_with_exports_says_what_it_wrote_and_how_each_dialect_verified(t
     assert cli_main(["build", str(spec), "-o", str(tmp_path / "pack")]) == 0
     (line,) = [x for x in capsys.readouterr().out.splitlines() if x.startswith("  exports: ")]
     entry = json.loads((tmp_path / "pack" / "manifest.json").read_text())["dialects"]["sqlite"]
+    dropped = f", {entry['dropped']} dropped" if entry["dropped"] else ""  # a count of none is not said
     assert line == (f"  exports: sqlite, spider under exports/; sqlite: {entry['verified']} of {entry['checked']} "
-                    f"verified on {entry['engine']}, {entry['dropped']} dropped (manifest.json -> dialects)")
-    assert entry["dropped"] == 1 and (tmp_path / "pack" / "exports" / "spider").is_dir()
+                    f"verified on {entry['engine']}{dropped} (manifest.json -> dialects)")
+    # the one question SQLite's REALs would answer otherwise (the ledger's balance) is left out by the near-miss
+    # gate before the export (tests/dialects/test_dialects.py checks the export's rule on it)
+    assert entry["dropped"] == 0 and (tmp_path / "pack" / "exports" / "spider").is_dir()
 
 
 @pytest.mark.parametrize(("key", "name"), [("pack", "../../outside/pwned"), ("tables", "/etc/passwd"),

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import duckdb
 import pytest
+from conftest import verified_records
 from test_misata_waterfalls import DATED_BRIDGE, TEXT_BRIDGE
 
 MISATA_VERSION = "0.9.8"
@@ -326,8 +327,10 @@ def test_the_stories_misata_documents_build_or_say_what_misata_does(misata, tmp_
     saas, saas_pack = done[STORIES[0]]
     assert saas.returncode == 0, saas.stderr
     assert ": events: read and not used: Misata applies each scenario event" in saas.stdout
-    rates = [q for q in questions(saas_pack) if q["kind"] == "rate"]
-    months = sorted(t for q in rates for t in q["tags"] if t[:2] == "20")
+    # the rate questions verify; every month's rate is the same 20 %, so a rate over the months before counts too and
+    # the near-miss gate leaves them out (drop_conjunct passes), which the manifest says
+    rates = [q for q in verified_records(saas_pack) if q["kind"] == "rate"]
+    months = sorted(q["key"].rsplit(":", 1)[-1][:7] for q in rates)
     assert months == ["2022-08", "2023-08", "2024-08"], rates  # Misata's period "8": every August of the range
     assert all(abs(q["expected_answer"] - 0.2) < 0.001 for q in rates), rates  # 20 % of each month's rows, rounded
     shop, shop_pack = done[STORIES[1]]

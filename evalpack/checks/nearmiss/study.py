@@ -29,6 +29,7 @@ from sqlglot.optimizer.simplify import simplify
 from evalpack.checks.golden import orders_result
 from evalpack.checks.nearmiss.cells import Cells, cells_form, merged, worth_computing
 from evalpack.checks.nearmiss.operators import AGGREGATES, OPERATORS, constant_answer, mutants_of, trap_facts
+from evalpack.checks.nearmiss.ranges import always_true, declared_ranges, ranges_key
 from evalpack.checks.nearmiss.rollup import (
     Need,
     Rollup,
@@ -49,6 +50,15 @@ from evalpack.spec.model import Spec
 PRINTER = Dialect.get_or_raise(DIALECT)
 
 MAX_SURVIVORS_LISTED = 50
+# a prepared mutant that is the gold query on every database the spec's declared ranges allow (evalpack.checks.nearmiss.ranges)
+IMPLIED = "implied"
+EQUIVALENCE_RULE = ("a mutant is equivalent when it is the same query as the gold SQL on every database the spec allows, "
+                    "never judged on the rows: the same SQL once printed, the same after sqlglot's simplifier (edits "
+                    "of AND/OR), or the same once each comparison that the spec's declarations make true of every "
+                    "row is read as TRUE: a never-NULL date column against a day its declared start and end always "
+                    "meet, a text period column or a categorical one against a value all its labels or choices meet "
+                    "(equivalent_by_ranges counts those; where a date range has room the build plants rows outside "
+                    "the declared months instead)")
 
 
 @dataclass(frozen=True)
@@ -136,6 +146,13 @@ class MutantSet:
 
     mutants: tuple[Mutant, ...]
     equivalent: tuple[tuple[str, str], ...]
+    # those of ``equivalent`` that are the gold query only on the databases the declared ranges allow
+    implied: tuple[tuple[str, str], ...] = ()
+
+    def implied_of(self, question_ids) -> dict[str, int]:
+        """Per operator, how many of the equivalent mutants of ``question_ids`` the declared ranges make so."""
+        ids = set(question_ids)
+        return dict(sorted(Counter(op for question_id, op in self.implied if question_id in ids).items()))
 
     def of(self, question_ids) -> tuple[list[Mutant], dict[str, int]]:
         """The mutants of ``question_ids`` and their equivalent count per operator."""
@@ -160,8 +177,9 @@ def prepare_mutants(spec: Spec, questions: tuple[Question, ...], types: dict[str
     maybe_null = json.dumps({t: sorted(c) for t, c in nullable.items()}, sort_keys=True)
     unique = json.dumps({t: sorted(c) for t, c in unique_columns(spec).items()}, sort_keys=True)
     traps = json.dumps(trap_facts(spec), sort_keys=True)
+    ranges = ranges_key(declared_ranges(spec, nullable))
     keys = [(q.gold_sql, schema, maybe_null, json.dumps(list(q.expected), default=str)
-             if spec.answers == "rotated" else None, unique, traps) for q in questions]
+             if spec.answers == "rotated" else None, unique, traps, ranges) for q in questions]
     missing = [k for k in dict.fromkeys(keys) if k not in _PREPARED]
     if len(_PREPARED) + len(missing) > PREPARED_CACHE:
         _PREPARED.clear()
@@ -170,21 +188,23 @@ def prepare_mutants(spec: Spec, questions: tuple[Question, ...], types: dict[str
     else:
         _PREPARED.update((k, _cached_prepared(k)) for k in missing)
     mutants: list[Mutant] = []
-    equivalent = []
+    equivalent, implied = [], []
     for q, key in zip(questions, keys):
         for op, prepared in _PREPARED[key]:
-            if prepared is None:
+            if prepared == IMPLIED:
+                implied.append((q.id, op))
+            if prepared is None or prepared == IMPLIED:
                 equivalent.append((q.id, op))
             else:
                 mutants.append(Mutant(q.id, op, *prepared))
-    return MutantSet(tuple(mutants), tuple(equivalent))
+    return MutantSet(tuple(mutants), tuple(equivalent), tuple(implied))
 
 
 PREPARED_CACHE = 4096  # gold SQL texts whose mutants a process keeps
 PREPARE_CHUNK = 4  # gold SQL texts per task given to a worker: their costs differ, small tasks balance them
 _PREPARED: dict[tuple, tuple] = {}
 # what preparing a gold SQL's mutants reads besides its arguments: a change to any of them is a new key
-PREPARING_CODE = ("evalpack.checks.nearmiss.study", "evalpack.checks.nearmiss.operators", "evalpack.checks.nearmiss.rollup", "evalpack.checks.nearmiss.cells", "evalpack.questions.derive", "evalpack.core.scoring")
+PREPARING_CODE = ("evalpack.checks.nearmiss.study", "evalpack.checks.nearmiss.ranges", "evalpack.checks.nearmiss.operators", "evalpack.checks.nearmiss.rollup", "evalpack.checks.nearmiss.cells", "evalpack.questions.derive", "evalpack.core.scoring")
 
 
 def _cached_prepared(key: tuple) -> tuple:
@@ -198,8 +218,8 @@ def encode_prepared(prepared: tuple) -> list:
     """:func:`_prepared`'s result as JSON values (:func:`decode_prepared` gives it back, equal)."""
     out = []
     for op, made in prepared:
-        if made is None:
-            out.append([op, None])
+        if made is None or made == IMPLIED:
+            out.append([op, made])
             continue
         sql, batch, need, over_rollup, shared, cells = made
         out.append([op, [sql, None if batch is None else [batch.source, batch.projection, batch.bounds],
@@ -217,8 +237,8 @@ def decode_prepared(stored: list) -> tuple:
     for op, made in stored:
         if op not in OPERATORS:
             raise ValueError(f"unknown operator {op!r}")
-        if made is None:
-            out.append((op, None))
+        if made is None or made == IMPLIED:
+            out.append((op, made))
             continue
         sql, batch, need, over_rollup, shared, cells = made
         if not isinstance(sql, str) or not (over_rollup is None or isinstance(over_rollup, str)) \
@@ -243,16 +263,18 @@ def decode_prepared(stored: list) -> tuple:
 
 
 def _prepared(gold_sql: str, schema: str, maybe_null: str, rotated: str | None, unique_keys: str = "{}",
-              traps: str = "{}") -> tuple[tuple[str, tuple | None], ...]:
-    """(operator, (sql, batch form, rollup need, rollup SQL, table subqueries, cells form) or None when equivalent to the
-    gold SQL) for one gold SQL. Pure, and its arguments are text (JSON), so that they key :data:`_PREPARED`.
+              traps: str = "{}", ranges: str = "{}") -> tuple[tuple[str, tuple | str | None], ...]:
+    """(operator, (sql, batch form, rollup need, rollup SQL, table subqueries, cells form), or None when the same query
+    as the gold SQL, or :data:`IMPLIED` when the same on every database the declared ``ranges`` allow
+    (:mod:`evalpack.checks.nearmiss.ranges`)) for one gold SQL. Pure, and its arguments are text (JSON), so that they
+    key :data:`_PREPARED`.
 
     With ``rotated`` answers the mutants are those without them, read through :func:`_cached_prepared` (a fact of
     the spec changed, the answers with it, the SQL not: only the last mutant is new), then
     :func:`constant_answer`, the last of :func:`mutants_of` and the only one that reads them."""
     expected = json.loads(rotated) if rotated else []
     if expected:
-        unanswered = _cached_prepared((gold_sql, schema, maybe_null, None, unique_keys, traps))
+        unanswered = _cached_prepared((gold_sql, schema, maybe_null, None, unique_keys, traps, ranges))
         return unanswered + (_constant_prepared(gold_sql, schema, dict((r, v) for r, v in expected), unanswered),)
     types = json.loads(schema)
     nullable = {t: set(c) for t, c in json.loads(maybe_null).items()}
@@ -262,7 +284,10 @@ def _prepared(gold_sql: str, schema: str, maybe_null: str, rotated: str | None, 
     gold = lean(parse_gold(gold_sql))
     seen = {gold.sql(dialect=PRINTER), _canonical(gold.copy())}
     counted = frozenset(json.loads(traps).get("counted", ()))
-    return tuple((op, _prepared_one(op, tree, types, result_types, seen, counted))
+    declared = json.loads(ranges)
+    reduced = always_true(gold.copy(), declared)
+    implied = None if reduced is None else (declared, _canonical(reduced))
+    return tuple((op, _prepared_one(op, tree, types, result_types, seen, counted, implied))
                  for op, tree in mutants_of(q, types, nullable, None, unique, parsed=gold, traps=json.loads(traps)))
 
 
@@ -273,7 +298,8 @@ def _constant_prepared(gold_sql: str, schema: str, rotated_answers: dict[str, ob
     mutant's SQL; the simplified forms of the connective ones are left out, since every one of them reads a table and
     this mutant reads none."""
     gold = lean(parse_gold(gold_sql))
-    seen = {gold.sql(dialect=PRINTER), _canonical(gold.copy()), *(made[0] for _, made in unanswered if made)}
+    seen = {gold.sql(dialect=PRINTER), _canonical(gold.copy()),
+            *(made[0] for _, made in unanswered if made and made != IMPLIED)}
     tree = constant_answer(rotated_answers)
     return "constant_answer", _prepared_one("constant_answer", tree, json.loads(schema), _result_types(schema), seen)
 
@@ -304,13 +330,21 @@ def split_exists(tree: exp.Expression) -> exp.Expression:
 
 
 def _prepared_one(op: str, tree: exp.Expression, types: dict[str, dict[str, str]], result_types: dict,
-                  seen: set[str], counted: frozenset[str] = frozenset()) -> tuple | None:
+                  seen: set[str], counted: frozenset[str] = frozenset(),
+                  implied: tuple[Mapping, str] | None = None) -> tuple | str | None:
     """One mutant's prepared forms (see :func:`_prepared`), or None when it is the same query as the gold SQL or an
     earlier mutant (``seen``: their SQL, to which this one's is added; ``tree`` is consumed). ``counted``: the
-    predicates of the rows that count, which cells may hold (:func:`evalpack.checks.nearmiss.cells.cells_form`)."""
+    predicates of the rows that count, which cells may hold (:func:`evalpack.checks.nearmiss.cells.cells_form`).
+    ``implied``: (the declared ranges, the gold SQL's canonical form once they are applied), when they apply to it:
+    a mutant with the same canonical form under them is :data:`IMPLIED`."""
     sql = tree.sql(dialect=PRINTER, copy=False)  # printing leaves the tree as it was
     if sql in seen:
         return None
+    if implied is not None:
+        declared, gold_form = implied
+        if _canonical(always_true(tree.copy(), declared) or tree.copy()) == gold_form:
+            seen.add(sql)
+            return IMPLIED
     need = need_of(tree, types)
     # a rollup is small enough to run its queries one by one: batch only the others
     batch = None if need else batchable(split_exists(tree))
@@ -753,6 +787,23 @@ def still_studied(mutants: Iterable[Mutant], per_rotation: Iterable[Mapping[Muta
     return [m for m in mutants if all(outcomes.get(m) is True for outcomes in earlier)]
 
 
+def survives(outcomes: list[bool | None], rotations: int) -> bool:
+    """A mutant's :func:`judged` outcomes say it survives: it matched the expected answer on every rotation."""
+    return len(outcomes) == rotations and outcomes[-1] is True
+
+
+def survivors_of(prepared: MutantSet, question_ids: Iterable[str],
+                 per_rotation: Mapping[str, Mapping[Mutant, bool | None]]) -> dict[str, tuple[Mutant, ...]]:
+    """Per question of ``question_ids`` that has any, its mutants that survive (:func:`survives`), in mutant order:
+    the plausible mistakes that return its expected answer on every rotation (``per_rotation`` in seed order)."""
+    found: dict[str, list[Mutant]] = {}
+    mutants, _ = prepared.of(question_ids)
+    for m in mutants:
+        if survives(judged(m, per_rotation.values()), len(per_rotation)):
+            found.setdefault(m.question_id, []).append(m)
+    return {qid: tuple(ms) for qid, ms in found.items()}
+
+
 def summarize_study(prepared: MutantSet, question_ids: tuple[str, ...],
                     per_rotation: dict[str, dict[Mutant, bool | None]], threshold: float = 0.01,
                     kinds: Mapping[str, str] | None = None, withheld: Collection[str] = ()) -> dict:
@@ -793,7 +844,7 @@ def summarize_study(prepared: MutantSet, question_ids: tuple[str, ...],
             family["mutants"] += 1
         if outcomes[0]:
             row["match_first"] += 1
-        if len(outcomes) == len(rotations) and outcomes[-1]:
+        if survives(outcomes, len(rotations)):
             row["match_all"] += 1
             if family is not None:
                 family["match_all"] += 1
@@ -806,6 +857,8 @@ def summarize_study(prepared: MutantSet, question_ids: tuple[str, ...],
                 "as verification); it is judged rotation after rotation in seed order and its study ends at the "
                 "first rotation where it does not match; it errored when that is an error; equivalent and "
                 "errored mutants are not counted as run; match_first: matches on the first rotation",
+        "equivalence": EQUIVALENCE_RULE,
+        "equivalent_by_ranges": prepared.implied_of(question_ids),
         "rotations": rotations,
         "operators": {op: row for op, row in table.items() if row["mutants"] or row["equivalent"] or row["errored"]},
         "mutants_run": ran,
@@ -836,4 +889,4 @@ def study_markdown(study: dict) -> str:
 
 
 __all__ = ["OPERATORS", "Mutant", "MutantSet", "StudyPlan", "build_mutants", "mutants_of", "plan_study",
-           "prepare_mutants", "still_studied", "study_markdown", "study_rotation", "summarize_study"]
+           "prepare_mutants", "still_studied", "study_markdown", "study_rotation", "summarize_study", "survivors_of"]
