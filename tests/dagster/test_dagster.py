@@ -220,6 +220,9 @@ def test_materialising_every_asset_gives_the_pack_evalpack_build_gives(instance,
     assert "| **all** |" in verification["by_kind"].value
     assert "| operator |" in verification["near_miss"].value
     assert verification["mutants_run"].value == manifest["near_miss_study"]["mutants_run"]
+    gate = manifest["near_miss_study"]["gate"]  # the near-miss gate's drops, per operator, as the manifest counts them
+    assert verification["gate_dropped"].value == gate["dropped"] > 0
+    assert verification["gate_dropped_by_operator"].value == gate["dropped_by_operator"]
     assert done["certificate"].metadata["audit_findings"].value >= 0
     assert done["pack"].metadata["path"].value == str(pack)
 
