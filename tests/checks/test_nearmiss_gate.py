@@ -87,6 +87,17 @@ def test_a_question_a_mistake_passes_everywhere_is_dropped_naming_it(dropped):
     assert all("uncaught" not in r for r in shipped)
 
 
+def test_the_card_and_the_report_say_what_the_gate_left_out(dropped):
+    from evalpack.pack.report import pack_facts, pack_html
+
+    pack, manifest = dropped
+    gate = manifest["near_miss_study"]["gate"]
+    said = f"The near-miss gate left out {gate['dropped']} question(s)"
+    assert said in (pack / "README.md").read_text()
+    page = pack_html(pack_facts(pack))
+    assert said in page and all(f"{op} {n}" in page for op, n in gate["dropped_by_operator"].items())
+
+
 def test_nothing_that_ships_has_a_surviving_mutant(dropped):
     _, manifest = dropped
     study = manifest["near_miss_study"]
