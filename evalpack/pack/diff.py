@@ -24,6 +24,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from evalpack.checks.nearmiss.rates import survival_rate
 from evalpack.core.errors import EvalpackError
 from evalpack.core.layout import QUESTIONS, PackLayout
 from evalpack.core.scoring import load_questions, printable, write_json_report
@@ -132,7 +133,7 @@ class OperatorChange:
 
 @dataclass(frozen=True)
 class NearMiss:
-    """The near-miss survival rate, percent of mutants run (mutants - equivalent - errored) that match on every
+    """The near-miss survival rate, percent of the mutants run (each operator's ``mutants``) that match on every
     rotation, for both sides (None without a study or mutants), its change in points and the changed operators."""
 
     old_pct: float | None
@@ -296,9 +297,10 @@ def _pairs(table: str, old: Mapping | None, new: Mapping | None, kind: type) -> 
 
 
 def survival_pct(operators: Mapping[str, Mapping[str, int]]) -> float | None:
-    """Percent of the mutants run (mutants - equivalent - errored) that match on every rotation; None when none ran."""
-    run = sum(c.get("mutants", 0) - c.get("equivalent", 0) - c.get("errored", 0) for c in operators.values())
-    return 100.0 * sum(c.get("match_all", 0) for c in operators.values()) / run if run > 0 else None
+    """Percent of the mutants run that match on every rotation (:func:`evalpack.checks.nearmiss.rates.survival_rate`,
+    the manifest's ``match_all_rate``); None when none ran."""
+    rate = survival_rate(operators)
+    return None if rate is None else 100.0 * rate
 
 
 def _near_miss(old: Mapping[str, Mapping[str, int]], new: Mapping[str, Mapping[str, int]]) -> NearMiss:
@@ -374,8 +376,8 @@ def _num(value: int | None) -> str:
 def _counts(counts: Mapping[str, int] | None) -> str:
     if counts is None:
         return "none"
-    run = counts.get("mutants", 0) - counts.get("equivalent", 0) - counts.get("errored", 0)
-    return f"{counts.get('match_all', 0)}/{run} survive ({counts.get('mutants', 0)} mutants)"
+    return (f"{counts.get('match_all', 0)}/{counts.get('mutants', 0)} survive ({counts.get('equivalent', 0)} "
+            f"equivalent, {counts.get('errored', 0)} errored, not run)")
 
 
 # --------------------------------------------------------------------------- the release gate

@@ -17,6 +17,7 @@ from evalpack.checks.nearmiss.study import IMPLIED, _prepared
 from evalpack.checks.verification import NEAR_MISS_REASON
 from evalpack.core.layout import PackLayout
 from evalpack.core.scoring import score_pack
+from evalpack.pack.diff import survival_pct
 from evalpack.spec.reader import load_spec
 
 # whole-number targets (a rounded-to-units mistake cannot fail) and a date range with no day outside the curve's
@@ -126,6 +127,10 @@ def test_keep_ships_them_flagged_and_the_scorer_reports_them_apart(dropped, tmp_
     flagged = [r for r in records if r.get("uncaught")]
     assert len(flagged) == gate["kept_flagged"]
     assert manifest["near_miss_study"]["survivors_total"] > 0  # kept, so their survivors are in the study
+    # one survival rate: `evalpack diff` and the release gate read the manifest's counts as the manifest does
+    study = manifest["near_miss_study"]
+    assert survival_pct(study["operators"]) == pytest.approx(100 * study["match_all_rate"], abs=0.005)
+    assert study["match_all_rate"] == round(study["survivors_total"] / study["mutants_run"], 4)
     report = score_pack(pack, {r["id"]: r["gold_sql"] for r in records if r["answerable"]})
     by_gate = report["summary"]["by_gate"]
     assert by_gate["flagged"]["n"] == len(flagged)

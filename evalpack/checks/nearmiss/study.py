@@ -30,6 +30,7 @@ from evalpack.checks.golden import orders_result
 from evalpack.checks.nearmiss.cells import Cells, cells_form, merged, worth_computing
 from evalpack.checks.nearmiss.operators import AGGREGATES, OPERATORS, constant_answer, mutants_of, trap_facts
 from evalpack.checks.nearmiss.ranges import always_true, declared_ranges, ranges_key
+from evalpack.checks.nearmiss.rates import survival_rate
 from evalpack.checks.nearmiss.rollup import (
     Need,
     Rollup,
@@ -850,7 +851,7 @@ def summarize_study(prepared: MutantSet, question_ids: tuple[str, ...],
                 family["match_all"] += 1
             survivors.append({"question": m.question_id, "operator": m.operator, "sql": m.sql})
     ran = sum(r["mutants"] for r in table.values())
-    survived = sum(r["match_all"] for r in table.values())
+    survival = survival_rate(table) or 0.0
     first_match = sum(r["match_first"] for r in table.values())
     out = {
         "rule": "a mutant survives when it matches the expected answer on every rotation (same comparison "
@@ -863,7 +864,7 @@ def summarize_study(prepared: MutantSet, question_ids: tuple[str, ...],
         "operators": {op: row for op, row in table.items() if row["mutants"] or row["equivalent"] or row["errored"]},
         "mutants_run": ran,
         "match_first_rate": round(first_match / ran, 4) if ran else 0.0,
-        "match_all_rate": round(survived / ran, 4) if ran else 0.0,
+        "match_all_rate": round(survival, 4),
         "threshold": threshold,
         "survivors": [v for v in survivors if v["question"] not in withheld][:MAX_SURVIVORS_LISTED],
         "survivors_total": len(survivors),
