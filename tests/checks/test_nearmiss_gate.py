@@ -12,7 +12,7 @@ import pytest
 from sqlglot import parse_one
 
 from evalpack.build import build_pack
-from evalpack.checks.nearmiss.ranges import always_true
+from evalpack.checks.nearmiss.ranges import always_true, declared_ranges
 from evalpack.checks.nearmiss.study import IMPLIED, _prepared
 from evalpack.checks.verification import NEAR_MISS_REASON
 from evalpack.core.layout import PackLayout
@@ -222,3 +222,14 @@ def test_equivalent_only_by_accident_of_the_rows_is_not_equivalent():
     # without the ranges (a nullable column, or none declared) nothing is implied
     plain = dict(_prepared(dec, schema, "{}", None, "{}", "{}", "{}"))
     assert plain["inclusive_end"] not in (None, IMPLIED)
+
+
+def test_the_traps_columns_are_never_read_by_their_declared_ranges():
+    """A date sibling copies its column's start and end but holds later days; the status column marks rows that do
+    not count with labels; the channel is stored as codes: none of them bounds a comparison."""
+    from evalpack.checks.nearmiss.study import nullable_columns
+
+    spec = load_spec(Path(__file__).resolve().parents[2] / "schemas" / "retail.yaml")
+    declared = declared_ranges(spec, nullable_columns(spec))["orders"]
+    assert spec.traps.sibling("orders", "shipped_on") and "ordered_at" in declared
+    assert not {"shipped_on", "status", "channel"} & set(declared)

@@ -32,11 +32,12 @@ def declared_ranges(spec: Spec, nullable: Mapping[str, set[str]]) -> dict[str, d
     be NULL and whose values the declarations bound: ``["date" | "datetime", first day, last day]`` for a date column
     that declares both ends, ``["text", value, ...]`` for a text period column (its months' 'YYYY-MM' labels), a
     waterfall's type column (its movement types) and a categorical column stored as its labels (its choices); not a
-    column that marks rows that do not count, nor one stored as codes. ``nullable``:
+    column that marks rows that do not count, one stored as codes, nor a trap's sibling. ``nullable``:
     :func:`evalpack.checks.nearmiss.study.nullable_columns`. JSON values, as the mutants' cache key takes them."""
     out: dict[str, dict[str, list[str]]] = {}
+    # a trap's sibling holds its column's value moved by the relation, not a value of the range it copies
     marked = {(n.table, n.column) for n in spec.traps.not_counted} | {
-        (c.table, c.column) for c in spec.traps.codes}
+        (c.table, c.column) for c in spec.traps.codes} | {(s.table, s.column) for s in spec.traps.siblings}
     labels = {(w.table, w.period_column): [f"{p.month:%Y-%m}" for p in w.points] for w in spec.waterfalls}
     labels.update({(w.table, w.type_column): [k for k, _ in w.inflow_shares + w.outflow_shares]
                    for w in spec.waterfalls})
@@ -48,14 +49,13 @@ def declared_ranges(spec: Spec, nullable: Mapping[str, set[str]]) -> dict[str, d
         labels.setdefault((curve.table, curve.time_column), months)
     for table in spec.tables:
         for c in table.columns:
-            if c.name in nullable.get(table.name, ()) or c.nullable:
+            if c.name in nullable.get(table.name, ()) or c.nullable or (table.name, c.name) in marked:
                 continue
             if c.type in ("date", "datetime") and c.start and c.end:
                 out.setdefault(table.name, {})[c.name] = [c.type, c.start.isoformat(), c.end.isoformat()]
-            elif c.type in ("text", "categorical") and (table.name, c.name) in labels \
-                    and (table.name, c.name) not in marked:
+            elif c.type in ("text", "categorical") and (table.name, c.name) in labels:
                 out.setdefault(table.name, {})[c.name] = ["text", *labels[table.name, c.name]]
-            elif c.type == "categorical" and c.choices and (table.name, c.name) not in marked:
+            elif c.type == "categorical" and c.choices:
                 out.setdefault(table.name, {})[c.name] = ["text", *c.choices]
     return out
 
