@@ -8,7 +8,7 @@ from dagster import AssetCheckResult, AssetCheckSeverity, AssetExecutionContext,
 from assets.common import CODE_VERSION, GROUP, PACKS, EvalpackResource, pack_check
 from evalpack.build import Checked, Derived, combine_rotations
 from evalpack.checks.nearmiss.study import study_markdown
-from evalpack.checks.verification import NEAR_MISS_REASON, Verdict
+from evalpack.checks.verification import Verdict
 from evalpack.pack.report import report_path_beside
 from evalpack.spec.model import Spec
 
@@ -50,7 +50,7 @@ def verification(context: AssetExecutionContext, spec: Spec, questions: Derived,
     checked = combine_rotations(spec, questions, [r.check for r in rotations])
     verdicts = checked.verdicts
     shipped = len(checked.shipped)
-    reasons = Counter(NEAR_MISS_REASON if v.passing_mistakes else v.drop_reason for v in verdicts if not v.ships)
+    reasons = Counter(v.drop_kind for v in verdicts if not v.ships)
     rate, survived, ran = survival(checked.near_miss)
     gate = checked.near_miss.get("gate") or {}
     context.log.info(f"{shipped}/{len(verdicts)} questions verify on every rotation and pass the near-miss gate; "

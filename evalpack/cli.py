@@ -110,7 +110,6 @@ def arrow_without_pandas() -> None:
 def cmd_build(args: argparse.Namespace) -> int:
     from evalpack.build import build_pack
     from evalpack.checks.nearmiss.gate import gate_line
-    from evalpack.checks.verification import NEAR_MISS_REASON
 
     _check_output(args.output, args.force, [args.spec])
     started = time.perf_counter()
@@ -142,7 +141,7 @@ def cmd_build(args: argparse.Namespace) -> int:
     print(f"  difficulty: {', '.join(f'{k} {levels[k]}' for k in ('simple', 'moderate', 'challenging'))}; skills: "
           f"{', '.join(f'{k} {n}' for k, n in sorted(skills.items()))}")
     if dropped:
-        reasons = Counter(NEAR_MISS_REASON if v.passing_mistakes else v.drop_reason for v in dropped)
+        reasons = Counter(v.drop_kind for v in dropped)
         print(f"  questions dropped: {len(dropped)} ({', '.join(f'{r} {n}' for r, n in sorted(reasons.items()))}; "
               "see manifest.json -> dropped)")
     study = result.near_miss

@@ -92,6 +92,11 @@ class Verdict:
         return self.verified and not self.passing_mistakes
 
     @property
+    def drop_kind(self) -> str | None:
+        """The drop reason as drops are counted: the near-miss gate's as one kind, whatever its operators."""
+        return NEAR_MISS_REASON if self.passing_mistakes else self.drop_reason
+
+    @property
     def drop_reason(self) -> str | None:
         if self.ships:
             return None

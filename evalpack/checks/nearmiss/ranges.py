@@ -21,7 +21,8 @@ from collections.abc import Mapping
 from sqlglot import exp
 from sqlglot.optimizer.scope import traverse_scope
 
-from evalpack.spec.model import Spec, add_months
+from evalpack.data.plan import _months_between as months_between
+from evalpack.spec.model import Spec
 
 # each comparison as ``column OP literal`` (the literal on the left is turned around)
 _TURNED = {exp.GT: exp.LT, exp.GTE: exp.LTE, exp.LT: exp.GT, exp.LTE: exp.GTE}
@@ -42,11 +43,8 @@ def declared_ranges(spec: Spec, nullable: Mapping[str, set[str]]) -> dict[str, d
     labels.update({(w.table, w.type_column): [k for k, _ in w.inflow_shares + w.outflow_shares]
                    for w in spec.waterfalls})
     for curve in spec.outcome_curves:
-        first, last, months = curve.points[0].month, curve.points[-1].month, []
-        while first <= last:
-            months.append(f"{first:%Y-%m}")
-            first = add_months(first, 1)
-        labels.setdefault((curve.table, curve.time_column), months)
+        months = months_between(curve.points[0].month, curve.points[-1].month)
+        labels.setdefault((curve.table, curve.time_column), [f"{m:%Y-%m}" for m in months])
     for table in spec.tables:
         for c in table.columns:
             if c.name in nullable.get(table.name, ()) or c.nullable or (table.name, c.name) in marked:
