@@ -27,6 +27,7 @@ from evalpack.core.scoring import (
     add_holdout_option,
     add_integrity_options,
     add_limit_options,
+    add_threshold_option,
     check_report_file,
     error_text,
     printable,
@@ -202,7 +203,8 @@ def cmd_score(args: argparse.Namespace) -> int:
                          public_key=args.public_key, timeout=args.timeout, memory_mb=args.memory_mb,
                          threads=args.threads, run_timeout=args.run_timeout,
                          allow_unattested=args.allow_unattested, error_prefix=ERROR_PREFIX,
-                         holdout_key=args.holdout_key, on_report=render if args.html else None)
+                         holdout_key=args.holdout_key, on_report=render if args.html else None,
+                         min_accuracy=args.min_accuracy)
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -303,6 +305,7 @@ def _add_score_command(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--json", help="write the full report as JSON to this file")
     s.add_argument("--html", help="also write the report as one self-contained HTML page (charts, wrong answers)")
     s.add_argument("--rule", choices=RULES, default="spider", help="rule for result-set questions")
+    add_threshold_option(s)
     add_integrity_options(s)
     add_holdout_option(s)
     add_limit_options(s)

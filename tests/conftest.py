@@ -146,6 +146,15 @@ def retail_pack(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def retail_one_rotation(tmp_path_factory) -> Path:
+    """schemas/retail.yaml with one rotation (read-only): for tests of hostile queries, each of which runs to its
+    limit once per rotation while the limits, the workers and the report are the same with one as with three."""
+    out = tmp_path_factory.mktemp("packs") / "retail_one"
+    build_pack(SCHEMAS / "retail.yaml", out, rotations=1)
+    return out
+
+
+@pytest.fixture(scope="session")
 def finance_pack(tmp_path_factory) -> Path:
     """schemas/finance.yaml built with 3 rotations (read-only: copy it before changing anything)."""
     out = tmp_path_factory.mktemp("packs") / "finance"

@@ -25,6 +25,7 @@ import duckdb
 
 from evalpack.core.errors import EvalpackError
 from evalpack.core.scoring import (
+    NOT_ANSWERED,
     ROWS_TYPE,
     Integrity,
     Limits,
@@ -272,7 +273,8 @@ class Grader:
                 continue
             given = graded.get(q["id"])
             answered = given is not None and given.sql is not None
-            status = given.status if answered else "correct" if is_unanswerable(q) else "declined"
+            status = (NOT_ANSWERED if given is None else given.status if answered
+                      else "correct" if is_unanswerable(q) else "declined")
             results.append(question_result(q, status, answered,
                                            given.rotations if answered and not is_unanswerable(q) else {}))
         usage = [pool.usage() for pool in self.pools.values()]

@@ -48,6 +48,7 @@ from evalpack.core.errors import EvalpackError
 from evalpack.core.layout import PackLayout
 from evalpack.core.scoring import (
     MAX_SQL_CHARS,
+    NOT_ANSWERED,
     InputError,
     Limits,
     check_integrity,
@@ -162,9 +163,9 @@ class Submission:
 @dataclass(frozen=True)
 class SplitSummary:
     """One split at an episode's end: its questions, how many the agent answered (SQL or a value; its last answer
-    counts), and, where the agent gets feedback on the split, the report's counts: correct, wrong, declined
-    (unanswered questions count as declined; an unanswerable one declined is correct) and accuracy. None: not
-    shown, the grades stay in the operator's episode file."""
+    counts), and, where the agent gets feedback on the split, the report's counts: correct, wrong, declined (an
+    unanswerable one declined is correct), not answered (no answer and no decline: never correct) and accuracy.
+    None: not shown, the grades stay in the operator's episode file."""
 
     split: str
     questions: int
@@ -172,6 +173,7 @@ class SplitSummary:
     correct: int | None = None
     wrong: int | None = None
     declined: int | None = None
+    not_answered: int | None = None
     accuracy: float | None = None
 
 
@@ -415,7 +417,8 @@ def episode_summary(desk: Desk, episode: Episode, report: dict[str, Any]) -> Epi
         counts = by_split.get(split)
         if desk.shows(split) and counts is not None:
             splits[split] = SplitSummary(split, len(ids), len(answered.intersection(ids)), counts["correct"],
-                                         counts["wrong"], counts["declined"], counts["accuracy"])
+                                         counts["wrong"], counts["declined"], counts[NOT_ANSWERED],
+                                         counts["accuracy"])
         else:
             splits[split] = SplitSummary(split, len(ids), len(answered.intersection(ids)))
             if ids:
@@ -510,7 +513,8 @@ def build_server(desk: Desk) -> MCPServer:
 
     @server.tool()
     async def end_episode(ctx: Context) -> EpisodeSummary:
-        """End your episode: your answers are final and graded (questions without an answer count as declined)."""
+        """End your episode: your answers are final and graded (a question you neither answered nor declined is
+        not answered: never correct)."""
         return await desk.call(ctx, "end_episode", {}, desk.end_episode)
 
     layout = PackLayout(desk.grader.pack)
@@ -564,7 +568,7 @@ def _announce(desk: Desk, episode_id: str, report: dict | None) -> None:
     if report is not None:
         o = report["summary"]["overall"]
         print(printable(f"evalpack serve: episode {episode_id} ended: {o['correct']}/{o['n']} correct, {o['wrong']} "
-                        f"wrong, {o['declined']} declined; report in {desk.episodes.log.path}"), file=sys.stderr,
+                        f"wrong, {o['declined']} declined, {o[NOT_ANSWERED]} not answered; report in {desk.episodes.log.path}"), file=sys.stderr,
               flush=True)
 
 

@@ -20,7 +20,8 @@ row order exactly when its ``gold_sql`` has a top-level ORDER BY (decided by Duc
 parser, ``json_serialize_sql``). A missing ``answer_type`` is implied by the answer (a list:
 rows, text: string, a whole number: integer, else number). Records whose ``gold_sql`` or
 ``expected_answer`` is null (imported packs keep criteria-only or answer-only items) are not
-scored, in either mode.
+scored, in either mode, nor is a result-set question whose answer is only NULL (``SELECT NULL`` would
+match it): reports list those apart (``null_answer``).
 
 Comparison (COMPARISON_RULE below, written into certificate.json)
 ----------------------------------------------------------------
@@ -42,7 +43,8 @@ Candidates
 ----------
 JSON Lines of ``{"id": "q001", "sql": "..."}``, a JSON list of those, or one JSON object
 mapping id to SQL (a null value declines). ``{"id": "q001", "declined": true}`` or ``"sql": null``
-declines explicitly; a question with no candidate is declined too. A record may carry a
+declines explicitly; a question with no candidate is not answered: neither correct nor declined, it counts
+against accuracy and coverage and is listed apart. A record may carry a
 ``"confidence"`` from 0 to 1 (for the risk-coverage curve). On a question with ``"answerable":
 false`` declining is correct and any SQL is wrong (it is not run). A candidate is correct only when it
 matches on every rotation; an error, a rejected statement or a timeout is wrong. A record that
@@ -52,8 +54,10 @@ with a number too long), a record without an id, an empty file or a duplicate id
 with the file and line, and so are ids the pack does not have (listed, with the pack's id where only
 the case differs); ids of questions that cannot be scored are reported and not scored. Reports escape
 control characters and lone surrogates. Accuracy is correct / questions and wrong-rate is wrong /
-questions, overall and by ``kind``, ``difficulty``, skill and ``split``, with decline precision and
-recall and the penalty score (:data:`PENALTY_RULE`).
+questions, overall and by ``kind``, ``difficulty``, skill and ``split``, with coverage (the questions answered
+or declined / questions), decline precision and recall over explicit declines and the penalty score
+(:data:`PENALTY_RULE`). The exit code is 0 when every question is correct (or, with ``--min-accuracy A``,
+when accuracy is at least A), 1 otherwise, 2 on bad input or a tampered pack.
 
 Sandbox
 -------
@@ -1652,9 +1656,22 @@ def check_answer_rows(record: dict, where: str) -> None:
 
 def scorable(record: dict) -> bool:
     """Whether a question can be scored: it has a gold SQL and an expected answer (imported packs keep
-    records without them; those are skipped)."""
+    records without them; those are skipped), and that answer is not only NULL (:func:`only_null`)."""
     return isinstance(record.get("gold_sql"), str) and bool(record["gold_sql"].strip()) \
-        and record.get("expected_answer") is not None
+        and record.get("expected_answer") is not None and not only_null(record)
+
+
+def only_null(record: dict) -> bool:
+    """Whether a result-set question's answer, on every rotation, is rows holding nothing but NULL (TPC-H's Q17 on a
+    small scale factor: one row, NULL). NULL equals NULL in a result set, so ``SELECT NULL`` would be correct: such
+    a question measures nothing and is not scored; reports list it apart (``null_answer``), and import marks it."""
+    if answer_type_of(record) != ROWS_TYPE:
+        return False
+    expected = record.get("expected_answer")
+    answers = list(expected.values()) if isinstance(expected, dict) else [expected]
+    return bool(answers) and all(
+        isinstance(rows, list) and bool(rows)
+        and all(isinstance(row, list) and all(cell is None for cell in row) for row in rows) for rows in answers)
 
 
 def kind_of(record: dict) -> str:
@@ -2660,24 +2677,31 @@ def load_candidates(path: str | Path) -> Candidates:
 # --------------------------------------------------------------------------- scoring
 
 
+NOT_ANSWERED = "not_answered"  # a question the candidates leave out: no answer, and no decline either
+
+
 def _bucket() -> dict[str, int]:
-    return {"n": 0, "correct": 0, "wrong": 0, "declined": 0, "answerable": 0, "unanswerable": 0,
+    return {"n": 0, "correct": 0, "wrong": 0, "declined": 0, NOT_ANSWERED: 0, "answerable": 0, "unanswerable": 0,
             "declined_unanswerable": 0}
+
 
 
 PENALTY_COSTS = ("0", "10", "N")  # c of the penalty score; N: the number of questions scored
 PENALTY_RULE = ("penalty score (TrustSQL): per question +1 when correct (an unanswerable one declined), -c when "
-                "wrong (any SQL on an unanswerable one), 0 when an answerable one is declined; summed and divided "
+                "wrong (any SQL on an unanswerable one), 0 when an answerable one is declined or a question is not "
+                "answered; summed and divided "
                 "by the questions in the group; c = 0, 10 and N (the questions scored in the whole run)")
 
 
 def _rates(counts: dict[str, int], total: int) -> dict[str, Any]:
-    """A group's counts with its rates: accuracy, wrong-rate, decline precision and recall, penalty scores."""
+    """A group's counts with its rates: accuracy, wrong-rate, coverage, decline precision and recall (over explicit
+    declines: a question left out is no decline), penalty scores."""
     n, declines = counts["n"], counts["declined"] + counts["declined_unanswerable"]
     penalty = {name: (counts["correct"] - (total if name == "N" else int(name)) * counts["wrong"]) / n if n else 0.0
                for name in PENALTY_COSTS}
     return {**counts, "accuracy": counts["correct"] / n if n else 0.0, "wrong_rate": counts["wrong"] / n if n else 0.0,
             "declined_rate": counts["declined"] / n if n else 0.0,
+            "coverage": (n - counts[NOT_ANSWERED]) / n if n else 0.0,
             "decline_precision": counts["declined_unanswerable"] / declines if declines else None,
             "decline_recall": (counts["declined_unanswerable"] / counts["unanswerable"]
                                if counts["unanswerable"] else None),
@@ -2720,7 +2744,7 @@ def summarize(results: list[dict]) -> dict[str, Any]:
             bucket["n"] += 1
             bucket[r["status"]] += 1
             bucket["answerable" if r["answerable"] else "unanswerable"] += 1
-            bucket["declined_unanswerable"] += (not r["answerable"]) and not r["answered"]
+            bucket["declined_unanswerable"] += (not r["answerable"]) and not r["answered"] and r["status"] == "correct"
     total = overall["n"]
     return {"overall": _rates(overall, total),
             **{name: {k: _rates(v, total) for k, v in sorted(g.items())} for name, g in groups.items()},
@@ -2737,7 +2761,7 @@ def score_pack(pack: Path, sql_by_id: dict[str, str | None], *, rule: str = "spi
     """Score candidate SQL (id -> SQL, None = declined) on every rotation of ``pack``; the report.
     The holdout is scored when its answer key is found (:func:`pack_questions`); otherwise its questions
     are listed as not scored. An unanswerable question (:func:`is_unanswerable`) is correct when declined and
-    wrong with any SQL, which is not run. Ids the pack does not have are an InputError naming ``source``.
+    wrong with any SQL, which is not run; a question ``sql_by_id`` leaves out is :data:`NOT_ANSWERED`. Ids the pack does not have are an InputError naming ``source``.
 
     The pack's integrity is not checked here: callers check it first (``score_command`` does).
     ``in_place`` (the pack's own gold SQL only) queries the Parquet files where they are
@@ -2796,7 +2820,9 @@ def score_pack(pack: Path, sql_by_id: dict[str, str | None], *, rule: str = "spi
         answerable = not is_unanswerable(q)
         runs = per_rotation.get(q["id"], {})
         answered = sql_by_id.get(q["id"]) is not None or q["id"] in (refused or {})
-        if refused and q["id"] in refused:
+        if q["id"] not in sql_by_id and q["id"] not in (refused or {}):
+            status = NOT_ANSWERED
+        elif refused and q["id"] in refused:
             status = "wrong"
             runs = {r: {"match": False, "seconds": 0.0, "error": refused[q["id"]]} for r in names} if answerable else {}
         elif not answered:
@@ -2850,7 +2876,8 @@ def assemble_report(pack: Path, *, rule: str, limits: Limits, integrity: Integri
     serve`` (evalpack.grader) both report through it."""
     names = [name for name, _ in origin.databases]
     known = {q["id"] for q in records}
-    unscored = {q["id"] for q in records if not scorable(q) and not is_unanswerable(q)}
+    nulls = {q["id"] for q in records if only_null(q) and not is_unanswerable(q)}
+    unscored = {q["id"] for q in records if not scorable(q) and not is_unanswerable(q)} - nulls
     scored = sum(1 for r in results if r["answered"] and r["answerable"])
     return {
         "pack": str(pack),
@@ -2868,9 +2895,10 @@ def assemble_report(pack: Path, *, rule: str, limits: Limits, integrity: Integri
         "summary": summarize(results),
         "unknown_ids": sorted(i for i in candidate_ids if i not in known),
         "not_scored": sorted(unscored),  # without gold SQL or expected answer: imported, or holdout without its key
+        "null_answer": sorted(nulls),  # an answer of only NULL, which SELECT NULL would match: not scored
         "holdout_key": None if key_used is None else str(key_used),
         "holdout_not_scored": sorted(q["id"] for q in records if q.get("split") == "holdout" and not scorable(q)),
-        "unscored_candidates": sorted(i for i in candidate_ids if i in unscored),
+        "unscored_candidates": sorted(i for i in candidate_ids if i in unscored | nulls),
         "questions": results,
         "timing": {"seconds": round(seconds, 6), "query_seconds": round(query_seconds, 6),
                    "queries": scored * len(names),
@@ -2980,18 +3008,19 @@ def _share(value: float | None) -> str:
 
 
 def format_table(summary: dict[str, Any]) -> str:
-    """A readable table: overall, by kind, difficulty and split: accuracy, wrong-rate and the penalty score at
-    c = 10 side by side."""
+    """A readable table: overall, by kind, difficulty and split: each question in one of correct, wrong, declined
+    and not answered; accuracy, coverage, wrong-rate and the penalty score at c = 10 side by side."""
     rows = [("all", summary["overall"])]
     for group, label in (("by_kind", "kind"), ("by_difficulty", "level"), ("by_split", "split"), ("by_gate", "gate")):
         rows += [(f"{label:<5} {k}", v) for k, v in summary.get(group, {}).items()]
     width = max(24, *(len(name) for name, _ in rows))
-    head = (f"{'':<{width}} {'n':>5} {'correct':>8} {'wrong':>6} {'declined':>9} {'accuracy':>9} {'wrong-rate':>11} "
-            f"{'penalty@10':>11}")
+    head = (f"{'':<{width}} {'n':>5} {'correct':>8} {'wrong':>6} {'declined':>9} {'not answered':>13} "
+            f"{'accuracy':>9} {'coverage':>9} {'wrong-rate':>11} {'penalty@10':>11}")
     out = [head, "-" * len(head)]
     for name, v in rows:
         out.append(f"{name:<{width}} {v['n']:>5} {v['correct']:>8} {v['wrong']:>6} {v['declined']:>9} "
-                   f"{v['accuracy']:>9.1%} {v['wrong_rate']:>11.1%} {v['penalty']['10']:>11.3f}")
+                   f"{v.get(NOT_ANSWERED, 0):>13} {v['accuracy']:>9.1%} {v.get('coverage', 1.0):>9.1%} "
+                   f"{v['wrong_rate']:>11.1%} {v['penalty']['10']:>11.3f}")
     return "\n".join(out)
 
 
@@ -3020,7 +3049,10 @@ def format_report(report: dict[str, Any]) -> str:
         out.append(f"dialect: {printable(report['dialect'])} (the candidates ran on that engine)")
     out.append(f"rule: {report['rule']}; rotations: {', '.join(report['rotations'])}; "
                f"time limit {report['limits']['timeout_seconds']:g} s per query")
+    left_out = [r["id"] for r in report["questions"] if r["status"] == NOT_ANSWERED]
     for r in report["questions"]:
+        if r["status"] == NOT_ANSWERED:  # counted below, not a line each: a run of 12 answers prints 12 lines
+            continue
         line = f"{r['status'].upper():<8} {printable(r['id'])} {printable(r['kind'])}"
         if r["status"] == "wrong" and not r["answerable"]:
             line += ": unanswerable, so declining was correct" + (
@@ -3038,8 +3070,16 @@ def format_report(report: dict[str, Any]) -> str:
             line += ": unanswerable, declined"
         out.append(line)
     if report["unscored_candidates"]:
-        out.append("ids of questions without gold SQL or expected answer (not scored): "
+        out.append("ids of questions that are not scored (no gold SQL or expected answer, or an answer of only "
+                   "NULL): "
                    f"{', '.join(map(printable, report['unscored_candidates']))}")
+    if report.get("null_answer"):
+        out.append(f"not scored: {len(report['null_answer'])} question(s) whose answer is only NULL, which any query "
+                   f"returning NULL would match: {', '.join(map(printable, report['null_answer']))}")
+    if left_out:
+        out.append(f"not answered: {len(left_out)} question(s) the candidates leave out (neither answered nor "
+                   f"declined; they count against accuracy and coverage): {', '.join(map(printable, left_out[:10]))}"
+                   f"{', ...' if len(left_out) > 10 else ''}")
     held = report.get("holdout_not_scored") or []
     if held:
         out.append(f"holdout: {len(held)} questions not scored here (their answers are not in a public pack; "
@@ -3048,10 +3088,13 @@ def format_report(report: dict[str, Any]) -> str:
     out.append(format_table(report["summary"]))
     summary = report["summary"]
     o = summary["overall"]
-    out.append(f"\n{o['correct']}/{o['n']} correct, {o['wrong']} wrong, {o['declined']} declined "
-               f"(accuracy {o['accuracy']:.1%}, wrong-rate {o['wrong_rate']:.1%})")
-    out.append(f"unanswerable: {o['unanswerable']} of {o['n']}; declines: precision {_share(o['decline_precision'])}, "
-               f"recall {_share(o['decline_recall'])}")
+    out.append(f"\n{o['correct']}/{o['n']} correct, {o['wrong']} wrong, {o['declined']} declined, "
+               f"{o.get(NOT_ANSWERED, 0)} not answered (accuracy {o['accuracy']:.1%}, coverage "
+               f"{o.get('coverage', 1.0):.1%}, wrong-rate {o['wrong_rate']:.1%})")
+    right, declines = o["declined_unanswerable"], o["declined"] + o["declined_unanswerable"]
+    out.append(f"declines: {declines} = {right} of the {o['unanswerable']} unanswerable questions (each counted "
+               f"correct) + {o['declined']} answerable ones (declined); precision {right}/{declines} = "
+               f"{_share(o['decline_precision'])}, recall {right}/{o['unanswerable']} = {_share(o['decline_recall'])}")
     costs = summary.get("penalty_costs", {})
     out.append("penalty score: " + ", ".join(f"c={costs.get(name, name)} {o['penalty'][name]:.3f}"
                                             for name in PENALTY_COSTS))
@@ -3129,8 +3172,9 @@ def score_command(pack: str | Path, candidates: str | Path, json_path: str | Pat
                   run_timeout: float = DEFAULT_RUN_TIMEOUT, allow_unattested: bool = False, out=None,
                   err=None, error_prefix: str = "error: ", holdout_key: str | Path | None = None,
                   on_report: Callable[[dict[str, Any]], None] | None = None,
-                  sandbox: Callable[[str, Limits], SandboxWorker] | None = None, dialect: str | None = None) -> int:
-    """``evalpack score`` and ``verify.py --candidates``: integrity, then scoring; the exit code.
+                  sandbox: Callable[[str, Limits], SandboxWorker] | None = None, dialect: str | None = None,
+                  min_accuracy: float | None = None) -> int:
+    """``evalpack score`` and ``verify.py --candidates``: integrity, then scoring; the exit code (:func:`passed_exit`).
     ``on_report`` receives the report once it is complete (``evalpack score --html`` renders it).
     ``sandbox`` and ``dialect``: candidates run on another engine (:func:`score_pack`).
 
@@ -3156,8 +3200,26 @@ def score_command(pack: str | Path, candidates: str | Path, json_path: str | Pat
     except InputError as exc:
         print(error_text(exc, error_prefix), file=err)
         return 2
-    overall = report["summary"]["overall"]
-    return 0 if overall["correct"] == overall["n"] else 1
+    return passed_exit(report["summary"]["overall"], min_accuracy)
+
+
+def passed_exit(overall: dict[str, Any], min_accuracy: float | None = None) -> int:
+    """The exit code of a scored run: 0 when every question is correct, or with ``min_accuracy`` (from 0 to 1) when
+    accuracy reaches it; 1 otherwise."""
+    if min_accuracy is None:
+        return 0 if overall["correct"] == overall["n"] else 1
+    return 0 if overall["accuracy"] >= min_accuracy else 1
+
+
+def accuracy_threshold(text: str) -> float:
+    """``--min-accuracy``: a share from 0 to 1, or a percentage such as ``85%``."""
+    try:
+        value = float(text[:-1]) / 100 if text.endswith("%") else float(text)
+    except ValueError:
+        value = math.nan
+    if not 0 <= value <= 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an accuracy from 0 to 1 (or 0% to 100%)")
+    return value
 
 
 # --------------------------------------------------------------------------- gold mode
@@ -3186,6 +3248,9 @@ def run_gold(pack: Path, *, rule: str = "spider", limits: Limits = Limits(),
     if declines:
         lines.append(f"NOTE unanswerable: {declines} questions have no gold SQL (declining is their answer); nothing "
                      "to rerun")
+    if report["null_answer"]:
+        lines.append(f"NOTE null answer: {len(report['null_answer'])} questions answer only NULL, which any query "
+                     f"returning NULL would match; not checked: {', '.join(map(printable, report['null_answer']))}")
     held = report["holdout_not_scored"]
     if held:
         lines.append(f"NOTE holdout: {len(held)} questions not checked here (their gold SQL is in the answer key, "
@@ -3207,7 +3272,8 @@ class OneLineParser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     parser = OneLineParser(
         prog="verify.py", description="Check this pack: rerun every gold SQL, or score candidate SQL "
-        "(--candidates). Exit 0: all correct; 1: not all correct; 2: bad input or a tampered pack.")
+        "(--candidates). Exit 0: all correct (with --min-accuracy: accuracy at least that); 1: not; 2: bad input or "
+        "a tampered pack.")
     # not resolved: in a Hub cache snapshot this file is a link into the cache's blobs folder
     parser.add_argument("--pack", default=str(Path(os.path.abspath(__file__)).parent),
                         help="the pack folder (default: the folder this file is in)")
@@ -3215,10 +3281,18 @@ def build_parser() -> argparse.ArgumentParser:
                         help="JSON Lines of {id, sql}, a JSON list of those, or a JSON object id -> SQL")
     parser.add_argument("--json", help="write the full report as JSON to this file")
     parser.add_argument("--rule", choices=RULES, default="spider", help="rule for result-set questions")
+    add_threshold_option(parser)
     add_integrity_options(parser)
     add_holdout_option(parser)
     add_limit_options(parser)
     return parser
+
+
+def add_threshold_option(parser: argparse.ArgumentParser) -> None:
+    """``--min-accuracy``, as ``verify.py --candidates`` and ``evalpack score`` take it."""
+    parser.add_argument("--min-accuracy", type=accuracy_threshold, metavar="A",
+                        help="scoring candidates: exit 0 when accuracy (correct / questions) is at least A (0.85 or "
+                             "85%%), not only when every question is correct")
 
 
 def add_holdout_option(parser: argparse.ArgumentParser) -> None:
@@ -3273,7 +3347,7 @@ def main(argv: list[str] | None = None) -> int:
         return score_command(args.pack, args.candidates, args.json, args.rule, public_key=args.public_key,
                              timeout=args.timeout, memory_mb=args.memory_mb, threads=args.threads,
                              run_timeout=args.run_timeout, allow_unattested=args.allow_unattested,
-                             holdout_key=args.holdout_key)
+                             holdout_key=args.holdout_key, min_accuracy=args.min_accuracy)
     try:
         limits = Limits(args.timeout, args.memory_mb, args.threads, args.run_timeout).checked()
         with ThreadPoolExecutor(1) as background:

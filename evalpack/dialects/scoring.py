@@ -84,5 +84,6 @@ def score_arguments(args: Any, on_report: Callable[[dict[str, Any]], None] | Non
                                  json_path=args.json, rule=args.rule, public_key=args.public_key,
                                  timeout=args.timeout, memory_mb=args.memory_mb, threads=args.threads,
                                  run_timeout=args.run_timeout, allow_unattested=args.allow_unattested,
-                                 error_prefix=ERROR_PREFIX, holdout_key=args.holdout_key, on_report=on_report)
+                                 error_prefix=ERROR_PREFIX, holdout_key=args.holdout_key, on_report=on_report,
+                                 min_accuracy=args.min_accuracy)
 

@@ -38,6 +38,8 @@ observed_answer what gold_sql returned at import (the scalar, or up to 5 rows); 
 error           why the query or the answer could not be checked, or null
 source_line     the line of the item in the received file
 check_sql, check_answer, criteria, expected_empty, about_orphans, failed_checks, source_fields
+null_answer     true when the answer is rows of only NULL (present only then): not scored, as any query
+                returning NULL would match it (evalpack.core.scoring.only_null)
 ```
 
 ``gold_sql`` is null for ``criteria`` and ``no_golden`` items and for an answer that arrived alone;
@@ -105,6 +107,7 @@ from evalpack.core.scoring import (
     Limits,
     SandboxWorker,
     answer_type_of,
+    only_null,
     printable,
     scorable,
 )
@@ -162,6 +165,8 @@ def classify(con: duckdb.DuckDBPyConnection, case: Case, links: tuple[LinkCount,
         "failed_checks": [], "source_fields": case.source_fields,
     }
     answered = case.raw_answer is not None
+    if only_null(record):  # SELECT NULL would match it: kept, marked, and never scored (the scorer's rule)
+        record["null_answer"] = True
     if case.gold_sql is None:
         if answered:
             return Classified(record, "answer_only", f"a number alone ({shown(case.raw_answer)}): add the gold query "

@@ -647,8 +647,9 @@ def _how_to_score(c: _Card) -> list[str]:
                f"python {local}/verify.py --candidates answers.jsonl --json report.json\n"
                "```\n")
     out.append('Candidates are JSON Lines of `{"id": "q001", "sql": "..."}`, a JSON list of those, or one JSON '
-               'object mapping id to SQL; `{"id": ..., "declined": true}` declines a question. Scoring is three-way '
-               "(correct / wrong / declined) and reports the wrong rate beside accuracy. Candidate SQL runs "
+               'object mapping id to SQL; `{"id": ..., "declined": true}` declines a question, and a question left out is not answered. Scoring is four-way '
+               "(correct / wrong / declined / not answered) and reports the wrong rate and coverage beside accuracy. "
+               "Candidate SQL runs "
                "read-only, one statement per candidate, under a time limit.\n")
     out.append("### The pass rule\n")
     rule = cert.get("comparison")
@@ -657,7 +658,7 @@ def _how_to_score(c: _Card) -> list[str]:
 
         rule = COMPARISON_RULE
     out.append(f"{rule} A candidate is correct only when it matches on **all {len(rotations)} rotations**; an "
-               f"error or a timeout is wrong; a missing id is declined.\n")
+               f"error or a timeout is wrong; a missing id is not answered (never correct).\n")
     checks = cert.get("golden_checks") or {}
     if checks:
         out.append("Every shipped gold SQL passed these checks on every rotation:\n\n"

@@ -28,7 +28,7 @@ VALUE_WIDTH = 400  # characters of a value or SQL shown before it is cut
 
 # colours of the series, by CSS class (the same class colours a legend's key and a bar's segment)
 COLOURS = {
-    "correct": "#2e7d32", "wrong": "#c62828", "declined": "#9e9e9e",
+    "correct": "#2e7d32", "wrong": "#c62828", "declined": "#9e9e9e", "not_answered": "#e0e0e0",
     "answerable": "#1565c0", "decline": "#8e24aa", "dropped": "#ef6c00",
     "survived": "#c62828", "first": "#f9a825", "caught": "#2e7d32",
 }
@@ -45,7 +45,8 @@ th,td{border:1px solid #dde1e7;padding:4px 8px;text-align:left;vertical-align:to
 th{background:#f0f2f5;font-weight:600}td.num,th.num{text-align:right;font-variant-numeric:tabular-nums}
 tr:nth-child(even) td{background:#fafbfc}
 code,pre{font:12px/1.4 ui-monospace,"DejaVu Sans Mono",monospace}
-pre{margin:0;white-space:pre-wrap;word-break:break-word;max-width:560px}
+pre{margin:0;white-space:pre-wrap;overflow-wrap:break-word;max-width:560px}
+td.num{white-space:nowrap}
 table.inner{margin:0}table.inner td,table.inner th{border-color:#e8eaee}
 .status{display:inline-block;padding:1px 8px;border-radius:10px;color:#fff;font-weight:600}
 .status.good{background:#2e7d32}.status.bad{background:#c62828}.status.plain{background:#607d8b}
@@ -174,16 +175,17 @@ def _legend(series: Sequence[tuple[str, str]], y: float) -> str:
     return "".join(out)
 
 
-def bar_chart(title: str, bars: Sequence[Bar], series: Sequence[tuple[str, str]], *, shares: bool = False) -> str:
+def bar_chart(title: str, bars: Sequence[Bar], series: Sequence[tuple[str, str]], *, shares: bool = False,
+              full: float | None = None) -> str:
     """Horizontal stacked bars as an inline SVG (``class="chart"``), one row per :class:`Bar`, each labelled
     with its note. ``series``: (CSS class, legend name) of each segment kind. A full bar is the largest row's
-    total, or with ``shares`` each row's own (its segments as shares of it). Drawn segments have
-    ``class="mark"``."""
+    total, or ``full`` when given (and larger), or with ``shares`` each row's own (its segments as shares of it).
+    Drawn segments have ``class="mark"``."""
     longest = max((len(_cut(b.label)) for b in bars), default=4)
     label_width = min(8 + 7 * longest, 230)
     note_width = 200
     span = CHART_WIDTH - label_width - note_width
-    largest = max((sum(v for _, v in b.segments) for b in bars), default=0)
+    largest = max([sum(v for _, v in b.segments) for b in bars] + [full or 0])
     names = dict(series)
     top = 22
     height = top + ROW * len(bars) + 4
@@ -208,23 +210,30 @@ def bar_chart(title: str, bars: Sequence[Bar], series: Sequence[tuple[str, str]]
             f"<title>{esc(title)}</title>{_legend(series, 12)}{''.join(rows)}</svg>")
 
 
-def line_chart(title: str, points: Sequence[tuple[float, float]], x_label: str, y_label: str) -> str:
-    """A line over the unit square (x and y from 0 to 1, e.g. coverage and accuracy) as an inline SVG
+def _tick(value: float) -> str:
+    """An axis label as a percentage, with a decimal where whole percents would repeat (a span of 5%)."""
+    return f"{value:.0%}" if round(value * 100, 6) == round(value * 100) or value >= 0.2 else f"{value:.1%}"
+
+
+def line_chart(title: str, points: Sequence[tuple[float, float]], x_label: str, y_label: str,
+               x_span: float = 1.0) -> str:
+    """A line over shares (x from 0 to ``x_span``, y from 0 to 1, e.g. coverage and accuracy) as an inline SVG
     (``class="chart"``), with a grid at quarters and a dot per point (``class="mark"``)."""
+    x_span = x_span if x_span > 0 else 1.0
     left, right, top, bottom = 56, 20, 16, 44
     width, height = CHART_WIDTH, 320
     plot_w, plot_h = width - left - right, height - top - bottom
 
     def at(x: float, y: float) -> tuple[float, float]:
-        return left + plot_w * min(max(x, 0), 1), top + plot_h * (1 - min(max(y, 0), 1))
+        return left + plot_w * min(max(x / x_span, 0), 1), top + plot_h * (1 - min(max(y, 0), 1))
 
     grid = []
     for q in (0, 0.25, 0.5, 0.75, 1):
-        gx, gy = at(q, q)
+        gx, gy = at(q * x_span, q)
         grid.append(f'<line class="grid" x1="{left}" y1="{gy:.1f}" x2="{left + plot_w}" y2="{gy:.1f}"></line>'
                     f'<line class="grid" x1="{gx:.1f}" y1="{top}" x2="{gx:.1f}" y2="{top + plot_h}"></line>'
                     f'<text x="{left - 6}" y="{gy + 4:.1f}" text-anchor="end">{q:.0%}</text>'
-                    f'<text x="{gx:.1f}" y="{top + plot_h + 16}" text-anchor="middle">{q:.0%}</text>')
+                    f'<text x="{gx:.1f}" y="{top + plot_h + 16}" text-anchor="middle">{_tick(q * x_span)}</text>')
     drawn = [at(x, y) for x, y in points]
     line = " ".join(f"{x:.1f},{y:.1f}" for x, y in drawn)
     step = max(1, len(drawn) // 200)  # at most about 200 dots; the line goes through every point
@@ -248,14 +257,15 @@ def ordered_keys(groups: Mapping, first: Sequence[str] = ()) -> list[str]:
 # --------------------------------------------------------------------------- the score report
 
 
-THREE_WAY = (("correct", "correct"), ("wrong", "wrong"), ("declined", "declined"))
+OUTCOMES = (("correct", "correct"), ("wrong", "wrong"), ("declined", "declined"), ("not_answered", "not answered"))
+COUNTED = ("n", "correct", "wrong", "declined", "not_answered")
 GROUPS = (("by_kind", "family (kind)", ()), ("by_difficulty", "difficulty", LEVELS), ("by_skill", "skill", ()))
 
 
-def three_way_bar(label: str, bucket: Mapping) -> Bar:
-    """A group's row: correct, wrong and declined side by side, labelled with its accuracy."""
+def outcome_bar(label: str, bucket: Mapping) -> Bar:
+    """A group's row: correct, wrong, declined and not answered side by side, labelled with its accuracy."""
     n = int(_number(bucket.get("n")))
-    return Bar(label, tuple((k, _number(bucket.get(k))) for k, _ in THREE_WAY),
+    return Bar(label, tuple((k, _number(bucket.get(k))) for k, _ in OUTCOMES),
                f"{share(bucket.get('accuracy'))} of {n:,}")
 
 
@@ -270,8 +280,8 @@ def group_rows(groups: Mapping, keys: Sequence[str], penalties: Sequence[tuple[s
     for key in keys:
         b = _mapping(groups[key])
         penalty = _mapping(b.get("penalty"))
-        rows.append([esc(key), *(f"{int(_number(b.get(k))):,}" for k in ("n", "correct", "wrong", "declined")),
-                     share(b.get("accuracy")), share(b.get("wrong_rate")),
+        rows.append([esc(key), *(f"{int(_number(b.get(k))):,}" for k in COUNTED),
+                     share(b.get("accuracy")), share(b.get("coverage")), share(b.get("wrong_rate")),
                      *(score(penalty.get(name)) for name, _ in penalties)])
     return rows
 
@@ -284,8 +294,9 @@ def group_section(summary: Mapping, name: str, label: str, first: Sequence[str])
         return ""
     keys = ordered_keys(groups, first)
     penalties = [p for p in penalty_names(summary) if any("penalty" in _mapping(groups[k]) for k in keys)]
-    headers = [label, "n", "correct", "wrong", "declined", "accuracy", "wrong-rate", *(h for _, h in penalties)]
-    chart = bar_chart(f"accuracy by {label}", [three_way_bar(k, _mapping(groups[k])) for k in keys], THREE_WAY,
+    headers = [label, "n", "correct", "wrong", "declined", "not answered", "accuracy", "coverage", "wrong-rate",
+               *(h for _, h in penalties)]
+    chart = bar_chart(f"accuracy by {label}", [outcome_bar(k, _mapping(groups[k])) for k in keys], OUTCOMES,
                       shares=True)
     return (f"<h3>Accuracy by {esc(label)}</h3>{chart}"
             + folded(f"table by {label}", table(headers, group_rows(groups, keys, penalties),
@@ -297,8 +308,9 @@ def key_figures(summary: Mapping) -> str:
     o = _mapping(summary.get("overall"))
     penalty = _mapping(o.get("penalty"))
     rows = [("questions", f"{int(_number(o.get('n'))):,}"),
-            *((name, f"{int(_number(o.get(name))):,}") for name in ("correct", "wrong", "declined")),
-            ("accuracy", share(o.get("accuracy"))), ("wrong-rate", share(o.get("wrong_rate"))),
+            *((name.replace("_", " "), f"{int(_number(o.get(name))):,}") for name in COUNTED[1:]),
+            ("accuracy", share(o.get("accuracy"))), ("coverage", share(o.get("coverage"))),
+            ("wrong-rate", share(o.get("wrong_rate"))),
             ("declined-rate", share(o.get("declined_rate")))]
     if "unanswerable" in o:
         rows += [("unanswerable questions", f"{int(_number(o.get('unanswerable'))):,}"),
@@ -314,9 +326,10 @@ def risk_coverage_section(summary: Mapping) -> str:
     points = [_mapping(p) for p in _items(curve.get("points"))]
     if not points:
         return ""
-    chart = line_chart("accuracy at each coverage", [(_number(p.get("coverage")), _number(p.get("accuracy")))
-                                                     for p in points], "coverage (answered, most confident first)",
-                       "accuracy")
+    drawn = [(_number(p.get("coverage")), _number(p.get("accuracy"))) for p in points]
+    # the axis ends at the coverage of every answer: 9 answers of 189 would otherwise fill the left 5%
+    chart = line_chart("accuracy at each coverage", drawn, "coverage (answered, most confident first)", "accuracy",
+                       x_span=max(x for x, _ in drawn))
     missing = int(_number(curve.get("without_confidence")))
     note = (f"{len(points):,} answered questions ranked by confidence, highest first; the point at coverage k/n is "
             f"the accuracy of the first k. {missing:,} answers without a confidence count as 1.")
@@ -362,6 +375,7 @@ def wrong_section(report: Mapping) -> str:
 
 def unscored_section(report: Mapping) -> str:
     lists = (("not_scored", "questions without gold SQL or an expected answer (not scored)"),
+             ("null_answer", "questions whose answer is only NULL, which any query returning NULL would match"),
              ("holdout_not_scored", "holdout questions not scored (no answer key)"),
              ("unscored_candidates", "candidates for questions that are not scored"),
              ("unknown_ids", "candidate ids the pack does not have"))
@@ -384,12 +398,12 @@ def score_header(report: Mapping) -> str:
 
 
 def score_html(report: Mapping) -> str:
-    """The page of a scored run, from the report ``evalpack score --json`` writes: the three-way score and the
+    """The page of a scored run, from the report ``evalpack score --json`` writes: the four outcomes and the
     penalty scores, accuracy by family, difficulty and skill, the risk-coverage curve when confidences were
     given, every wrong answer with its question and its expected and observed result per rotation."""
     summary = _mapping(report.get("summary"))
     overall = _mapping(summary.get("overall"))
-    three = bar_chart("correct, wrong and declined", [three_way_bar("all questions", overall)], THREE_WAY)
+    three = bar_chart("correct, wrong, declined and not answered", [outcome_bar("all questions", overall)], OUTCOMES)
     groups = "".join(group_section(summary, name, label, first) for name, label, first in GROUPS)
     curve = risk_coverage_section(summary)
     sections = [section("Score", three, key_figures(summary), anchor="score"),
@@ -503,15 +517,15 @@ def questions_section(facts: Mapping) -> str:
     return section("Questions", *parts, anchor="questions")
 
 
-NEAR_MISS_SERIES = (("survived", "match on every rotation"), ("first", "match on the first only"),
-                    ("caught", "caught"))
+NEAR_MISS_SERIES = (("survived", "match on every rotation"), ("first", "match on the first only"))
 
 
 def operator_bar(operator: str, row: Mapping) -> Bar:
+    """An operator's survival as rates of its mutants: a bar as long as the share that matches on every rotation,
+    then the share that matches on the first only (a bar of counts would be its mutant count, survival a sliver)."""
     mutants, first, survived = (int(_number(row.get(k))) for k in ("mutants", "match_first", "match_all"))
     rate = survived / mutants if mutants else None
-    return Bar(operator, (("survived", float(survived)), ("first", float(max(first - survived, 0))),
-                          ("caught", float(max(mutants - max(first, survived), 0)))),
+    return Bar(operator, (("survived", rate or 0.0), ("first", max(first - survived, 0) / mutants if mutants else 0.0)),
                f"{survived:,} of {mutants:,} survive ({share(rate)})")
 
 
@@ -536,6 +550,9 @@ def near_miss_section(facts: Mapping) -> str:
                    + ("within it." if rate <= threshold else "<b>above it</b>."))
     survivors = [_mapping(s) for s in _items(study.get("survivors"))]
     total = int(_number(study.get("survivors_total"))) or len(survivors)
+    bars = [operator_bar(op, r) for op, r in operators.items()]
+    scale = max([sum(v for _, v in b.segments) for b in bars] + [_number(threshold) if _is_number(threshold) else 0])
+    scale = scale or 0.01  # nothing matches and no threshold: empty bars on a 1% scale
     listed = (table(["question", "operator", "SQL"],
                     [[f"<code>{esc(s.get('question', '?'))}</code>", esc(s.get("operator", "?")),
                       f"<pre>{shown(s.get('sql', ''))}</pre>"] for s in survivors])
@@ -544,8 +561,9 @@ def near_miss_section(facts: Mapping) -> str:
                    paragraph(esc("Plausible wrong versions of each gold SQL (mutants), rerun on every rotation: a "
                                  "survivor matches the expected answer everywhere, so the question cannot tell it "
                                  "from the gold."), "note"),
-                   bar_chart("near-miss mutants by operator", [operator_bar(op, r) for op, r in operators.items()],
-                             NEAR_MISS_SERIES),
+                   paragraph(esc(f"Bars: the share of each operator's mutants that match; the full width is "
+                                 f"{share(scale)}, the largest share or the threshold."), "note"),
+                   bar_chart("near-miss survival rate by operator", bars, NEAR_MISS_SERIES, full=scale),
                    table(["operator", *keys, "rate"], rows, numeric=range(1, 7)),
                    paragraph(verdict) if verdict else "",
                    paragraph(esc(gate)) if (gate := gate_sentence(study.get("gate"))) else "",

@@ -471,8 +471,8 @@ def _alive(pid: int) -> bool:
 
 
 @pytest.mark.slow
-def test_hostile_sql_through_run_sql_and_submit_answer_escapes_nothing(retail_pack, tmp_path):
-    pack = copy_pack(retail_pack, tmp_path / "pack")
+def test_hostile_sql_through_run_sql_and_submit_answer_escapes_nothing(retail_one_rotation, tmp_path):
+    pack = copy_pack(retail_one_rotation, tmp_path / "pack")  # each attack runs to its limit once per rotation
     outside = tmp_path / "outside"
     outside.mkdir()
     (outside / "secret.csv").write_text("token\nnever-leaves\n")

@@ -79,9 +79,12 @@ def test_holdout_answers_get_no_verdict_by_default_and_the_report_still_grades_t
     assert not any(word in text for text in told for word in VERDICTS)
     assert graded_dev["status"] == "correct"  # dev questions keep their feedback
     # end_episode: the dev split's counts; of the holdout only what the agent did itself
-    assert summary["dev"]["correct"] == 1 + len(split_of(retail_pack, "dev", answerable=False))  # declined: correct
+    # unanswerable questions the agent never declined are not answered, not correct
+    assert (summary["dev"]["correct"], summary["dev"]["not_answered"]) == (
+        1, len(split_of(retail_pack, "dev")) - 1 + len(split_of(retail_pack, "dev", answerable=False)))
     held = summary["holdout"]
-    assert (held["correct"], held["wrong"], held["declined"], held["accuracy"]) == (None, None, None, None)
+    assert (held["correct"], held["wrong"], held["declined"], held["not_answered"], held["accuracy"]) == (
+        None, None, None, None, None)
     assert held["answered"] == 3
     assert held["questions"] == len([r for r in full_questions(retail_pack) if r["split"] == "holdout"])
     assert "holdout grades" in summary["withheld"]

@@ -294,6 +294,7 @@ def test_compressed_tables_answer_every_gold_and_mutant_as_plain_ones(retail_pac
 
 
 PER_FORM = 30  # mutants run as written per (operator, rewrite): every operator and rewrite, in bounded time
+JOB_STRIDE = 3  # of the study's batched jobs, every third is run and its members checked against their own SQL
 
 
 def sampled(indices: list[int], form) -> list[int]:
@@ -349,9 +350,14 @@ def test_the_study_runs_each_mutant_exactly_as_written(which, retail_pack, finan
     assert sorted(i for job in jobs for i in job.members) == list(range(len(mutants)))
     if which != "finance":
         assert any(job.rows for job in jobs), "row-returning rewrites share statements"
-    for job in jobs:
-        if job.sql is None:
+    shapes: set[tuple[bool, bool]] = set()
+    for k, job in enumerate(jobs):
+        shape = (bool(job.rows), bool(job.per_member))
+        # every third job and the first of each shape: running all of retail's 597 took 14 s, a batch of 20
+        # correlated NOT EXISTS mistakes 3 s of them, and one job's members are placed like another's of its shape
+        if job.sql is None or (k % JOB_STRIDE and shape in shapes):
             continue
+        shapes.add(shape)
         try:
             if job.per_member:  # one row per member: (member, its rows)
                 per_member = dict(cursor.execute(job.sql).fetchall())

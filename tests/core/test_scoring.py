@@ -289,15 +289,17 @@ def test_bad_input_exits_2_with_the_message(tmp_path, retail_pack):
 # --------------------------------------------------------------------------- three-way scoring on a pack
 
 
-def test_three_way_scoring_report_and_json(tmp_path, retail_pack):
+def test_four_way_scoring_report_and_json(tmp_path, retail_pack):
     questions = full_questions(retail_pack)
     expected_status = {}
     lines = []
     for i, q in enumerate(questions):
-        if not q["answerable"]:  # declining is correct, any SQL wrong
-            if i % 2:
+        if not q["answerable"]:  # declining is correct, any SQL wrong, leaving it out is not answering it
+            if i % 3 == 1:
                 lines.append({"id": q["id"], "sql": "SELECT 1"})
-            expected_status[q["id"]] = "wrong" if i % 2 else "correct"
+            elif i % 3 == 2:
+                lines.append({"id": q["id"], "declined": True})
+            expected_status[q["id"]] = ("not_answered", "wrong", "correct")[i % 3]
         elif i % 5 == 0:
             lines.append({"id": q["id"], "declined": True})
             expected_status[q["id"]] = "declined"
@@ -305,14 +307,14 @@ def test_three_way_scoring_report_and_json(tmp_path, retail_pack):
             lines.append({"id": q["id"], "sql": "SELECT 180000.0"})
             expected_status[q["id"]] = "wrong"
         elif i % 5 == 2:
-            expected_status[q["id"]] = "declined"  # missing: declined
+            expected_status[q["id"]] = "not_answered"  # left out: neither an answer nor a decline
         elif i % 5 == 3:
             lines.append({"id": q["id"], "sql": f"SELECT * FROM ({q['gold_sql']}) AS g, (VALUES (1), (2)) AS v(x)"})
             expected_status[q["id"]] = "wrong"  # more rows and columns than the answer
         else:
             lines.append({"id": q["id"], "sql": q["gold_sql"]})
             expected_status[q["id"]] = "correct"
-    assert {"correct", "wrong"} == {expected_status[q["id"]] for q in questions if not q["answerable"]}
+    assert {"correct", "wrong", "not_answered"} == {expected_status[q["id"]] for q in questions if not q["answerable"]}
     path = _write(tmp_path, "cands.jsonl", "".join(json.dumps(x) + "\n" for x in lines))
     out, err = io.StringIO(), io.StringIO()
     report_path = tmp_path / "report.json"
@@ -327,13 +329,14 @@ def test_three_way_scoring_report_and_json(tmp_path, retail_pack):
             members = [q["id"] for q in questions if q[field] == value]
             want = Counter(expected_status[m] for m in members)
             assert counts["n"] == len(members)
-            assert (counts["correct"], counts["wrong"], counts["declined"]) == (want["correct"], want["wrong"],
-                                                                              want["declined"])
+            assert (counts["correct"], counts["wrong"], counts["declined"], counts["not_answered"]) == (
+                want["correct"], want["wrong"], want["declined"], want["not_answered"])
+            assert counts["coverage"] == pytest.approx(1 - want["not_answered"] / len(members))
             assert counts["accuracy"] == pytest.approx(want["correct"] / len(members))
             assert counts["wrong_rate"] == pytest.approx(want["wrong"] / len(members))
     assert set(report["summary"]["by_split"]) == {q["split"] for q in questions}
     overall = report["summary"]["overall"]
-    assert overall["n"] == len(questions) == overall["correct"] + overall["wrong"] + overall["declined"]
+    assert overall["n"] == len(questions) == sum(overall[k] for k in ("correct", "wrong", "declined", "not_answered"))
     text = out.getvalue()
     assert "accuracy" in text and "wrong-rate" in text
     first_wrong = next(q for i, q in enumerate(questions) if i % 5 == 1)
@@ -425,3 +428,46 @@ def test_records_without_gold_sql_or_answer_are_skipped(tmp_path, retail_pack):
     assert "x1" not in status and "x2" not in status and "x3" not in status
     assert status["x4"] == "correct"
     assert report["summary"]["overall"]["n"] == len(full_questions(retail_pack)) + 1
+
+
+def test_a_question_left_out_is_not_answered_never_correct_and_the_exit_code_can_take_a_threshold(tmp_path, retail_pack):
+    """Issue 55 point 2: a candidates file answering one question of 177 scored 10% accuracy and a positive penalty,
+    its left-out unanswerable questions counted as correctly declined. Left out is not answered: reported apart
+    (coverage), never correct; declines are explicit, and the text spells out how they add up."""
+    import subprocess
+    import sys
+
+    records = full_questions(retail_pack)
+    answerable = next(r for r in records if r["answerable"])
+    unanswerable = [r for r in records if not r["answerable"]]
+    cands = _write(tmp_path, "one.jsonl", json.dumps({"id": answerable["id"], "sql": answerable["gold_sql"]}) + "\n"
+                   + json.dumps({"id": unanswerable[0]["id"], "declined": True}) + "\n")
+    out = io.StringIO()
+    report_path = tmp_path / "report.json"
+    assert score_command(retail_pack, cands, json_path=report_path, out=out, err=io.StringIO()) == 1
+    report = json.loads(report_path.read_text())
+    o = report["summary"]["overall"]
+    n = len(records)
+    assert (o["correct"], o["wrong"], o["declined"], o["not_answered"]) == (2, 0, 0, n - 2)
+    assert o["accuracy"] == pytest.approx(2 / n) and o["coverage"] == pytest.approx(2 / n)
+    assert o["penalty"]["10"] == pytest.approx(2 / n)
+    assert (o["declined_unanswerable"], o["decline_precision"]) == (1, 1.0)
+    assert o["decline_recall"] == pytest.approx(1 / len(unanswerable))
+    statuses = Counter(q["status"] for q in report["questions"])
+    assert statuses == {"correct": 2, "not_answered": n - 2}
+    text = out.getvalue()
+    assert f"declines: 1 = 1 of the {len(unanswerable)} unanswerable questions (each counted correct) + 0 answerable" \
+        in text
+    assert f"not answered: {n - 2} question(s) the candidates leave out" in text
+
+    def score_cli(*extra: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "evalpack.cli", "score", str(retail_pack), "--candidates",
+                               str(cands), *extra], capture_output=True, text=True, timeout=300)
+
+    assert score_cli("--min-accuracy", "0.01").returncode == 0  # 2/177 = 1.1%
+    assert score_cli("--min-accuracy", "2%").returncode == 1
+    refused = score_cli("--min-accuracy", "1.5")
+    assert refused.returncode == 2 and refused.stderr.count("\n") == 1 and "--min-accuracy" in refused.stderr
+    verify = subprocess.run([sys.executable, "-I", str(retail_pack / "verify.py"), "--candidates", str(cands),
+                             "--min-accuracy", "1%"], capture_output=True, text=True, timeout=300)
+    assert verify.returncode == 0, verify.stderr

@@ -15,12 +15,11 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import SCHEMAS, copy_pack, full_questions
+from conftest import copy_pack, full_questions
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_scoring_sandbox import _snapshot, attacks
 
-from evalpack.build import build_pack
 from evalpack.core.scoring import KILL_GRACE, MAX_SQL_CHARS, score_command
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -81,19 +80,10 @@ def run_sampled(command: list[str], cwd: Path | None = None,
     return proc, out, err, peaks
 
 
-@pytest.fixture(scope="module")
-def one_rotation(tmp_path_factory) -> Path:
-    """retail with one rotation: every hostile query runs to its limit once per rotation, and the limits, the
-    workers and the report are the same with one as with three."""
-    out = tmp_path_factory.mktemp("one_rotation") / "retail"
-    build_pack(SCHEMAS / "retail.yaml", out, rotations=1)
-    return out
-
-
 @pytest.fixture()
-def arena(tmp_path: Path, one_rotation: Path) -> dict[str, Path]:
+def arena(tmp_path: Path, retail_one_rotation: Path) -> dict[str, Path]:
     pack = tmp_path / "pack"
-    copy_pack(one_rotation, pack)
+    copy_pack(retail_one_rotation, pack)
     outside = tmp_path / "outside"
     outside.mkdir()
     (outside / "secret.csv").write_text("token\nnever-leaves\n")

@@ -63,7 +63,7 @@ def test_verify_py_candidate_mode_in_a_subprocess(tmp_path, retail_pack):
     pack = tmp_path / "pack"
     copy_pack(retail_pack, pack)
     questions = gold_questions(pack)
-    declines = len(full_questions(pack)) - len(questions)  # left out: declined, which is correct for them
+    unanswerable = len(full_questions(pack)) - len(questions)  # left out: not answered, never correct
     cands = tmp_path / "cands.json"
     cands.write_text(json.dumps([{"id": q["id"], "sql": q["gold_sql"]} for q in questions[:3]]
                                 + [{"id": questions[3]["id"], "sql": "SELECT 180000.0"}]))
@@ -75,7 +75,8 @@ def test_verify_py_candidate_mode_in_a_subprocess(tmp_path, retail_pack):
     data = json.loads(report.read_text())
     assert data["rule"] == "bird" and data["candidates"]["form"] == "json-list"
     overall = data["summary"]["overall"]
-    assert (overall["correct"], overall["wrong"], overall["declined"]) == (3 + declines, 1, len(questions) - 4)
+    assert (overall["correct"], overall["wrong"], overall["declined"], overall["not_answered"]) == (
+        3, 1, 0, len(questions) - 4 + unanswerable)
     assert "accuracy" in run.stdout and "wrong-rate" in run.stdout
     empty = tmp_path / "empty.jsonl"
     empty.write_text("")
@@ -100,7 +101,11 @@ def test_evalpack_score_runs_the_same_scorer(tmp_path, retail_pack, capsys):
             for run in q["rotations"].values():
                 run.pop("seconds")
     assert a == b
-    assert f"{5 + declines}/{len(questions) + declines} correct" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert f"\n5/{len(questions) + declines} correct, 0 wrong, 0 declined, {len(questions) - 5 + declines} not answered" in out
+    assert f"not answered: {len(questions) - 5 + declines} question(s) the candidates leave out" in out
+    verdicts = [line for line in out.splitlines() if line.split(" ")[0] in ("CORRECT", "WRONG", "DECLINED")]
+    assert len(verdicts) == 5  # a line per answer, not one per question
 
 
 def _files(folder: Path) -> dict[str, bytes | None]:
@@ -198,11 +203,12 @@ def test_rotated_answers_use_each_rotations_own_answer(tmp_path, rotated_pack):
             assert r["status"] == "wrong"
             assert r["rotations"][rotations[0]]["match"] is True  # right on the rotation it was copied from
             assert r["rotations"][rotations[1]]["match"] is False
-        else:
-            assert r["status"] == "correct", r
+        else:  # an unanswerable question has no candidate: not answered
+            assert r["status"] == ("correct" if r["answerable"] else "not_answered"), r
     overall = report["summary"]["overall"]
-    declines = overall["unanswerable"]  # no candidate: declined, which is correct for them
-    assert declines > 0 and (overall["correct"], overall["wrong"]) == (len(questions) - 10 + declines, 10)
+    left_out = overall["unanswerable"]
+    assert left_out > 0 and (overall["correct"], overall["wrong"], overall["not_answered"]) == (
+        len(questions) - 10, 10, left_out)
 
 
 WRITE_UNDER_A_FILE_SIZE_LIMIT = """

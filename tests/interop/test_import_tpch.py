@@ -116,7 +116,8 @@ def test_the_answers_keep_their_types(tpch):
     assert recs["q08"]["expected_answer"] == [[1995, 0.0], [1996, 0.0]]  # 0.0 stays a number
     assert recs["q03"]["expected_answer"][0][2] == "1995-03-11"  # a DATE column: its ISO text
     assert recs["q22"]["expected_answer"][0][0] == "13"  # a text column that holds digits stays text
-    assert recs["q17"]["expected_answer"] == [[None]]  # one row holding NULL
+    assert recs["q17"]["expected_answer"] == [[None]]  # one row holding NULL: marked, SELECT NULL would match it
+    assert [i for i, r in recs.items() if r.get("null_answer")] == ["q17"] and recs["q17"]["null_answer"] is True
     assert recs["q01"]["observed_answer"][0][:4] == ["A", "F", 380456.0, 532348211.65]  # what the query returned
 
 
@@ -133,20 +134,25 @@ def test_every_official_answer_is_verified_against_its_gold_sql(tpch, capsys):
                                      "0 no golden")
     # the pack passes its own verification, which the import ran before writing it
     assert main(["verify", str(tpch["pack"])]) == 0
-    assert "OK gold SQL: 22/22 questions verify on every rotation" in capsys.readouterr().out
+    assert "OK gold SQL: 21/21 questions verify on every rotation" in capsys.readouterr().out
 
 
-def test_the_gold_sql_scores_22_of_22_as_candidates(tpch, capsys):
+def test_the_gold_sql_scores_21_of_21_as_candidates_and_q17_is_reported_apart(tpch, capsys):
+    """Q17's official answer at this scale is one row holding NULL, which ``SELECT NULL`` matched (issue 55 point
+    3): it is not scored, and the report lists it apart with why."""
     candidates = tpch["root"] / "gold_as_candidates.jsonl"
-    candidates.write_text("".join(json.dumps({"id": i, "sql": r["gold_sql"]}) + "\n"
-                                  for i, r in _records(tpch["pack"]).items()), encoding="utf-8")
+    gold = {i: r["gold_sql"] for i, r in _records(tpch["pack"]).items()}
+    candidates.write_text("".join(json.dumps({"id": i, "sql": "SELECT NULL" if i == "q17" else sql}) + "\n"
+                                  for i, sql in gold.items()), encoding="utf-8")
     report = tpch["root"] / "score.json"
     assert main(["score", str(tpch["pack"]), "--candidates", str(candidates), "--json", str(report)]) == 0
-    capsys.readouterr()
+    out = capsys.readouterr().out
     data = json.loads(report.read_text())
-    assert {q["id"]: q["status"] for q in data["questions"]} == {f"q{n:02d}": "correct" for n in range(1, 23)}
+    assert {q["id"]: q["status"] for q in data["questions"]} == {f"q{n:02d}": "correct" for n in range(1, 23) if n != 17}
     overall = data["summary"]["overall"]
-    assert (overall["correct"], overall["wrong"], overall["declined"]) == (22, 0, 0)
+    assert (overall["correct"], overall["wrong"], overall["declined"], overall["n"]) == (21, 0, 0, 21)
+    assert data["null_answer"] == ["q17"] and data["unscored_candidates"] == ["q17"] and data["not_scored"] == []
+    assert "not scored: 1 question(s) whose answer is only NULL, which any query returning NULL would match: q17" in out
 
 
 def test_links_are_the_schemas_keys_and_the_audit_finds_no_orphan_dependence(tpch, capsys):

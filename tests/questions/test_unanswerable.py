@@ -208,14 +208,15 @@ def test_a_mixed_model_scores_as_computed_by_hand_with_its_risk_coverage(retail_
                   + [{"id": r["id"], "sql": "SELECT 1", "confidence": 0.5} for r in to_decline[:4]]
                   + [{"id": r["id"], "declined": True} for r in to_decline[4:]])
     n = len(records)
-    left_out = len(answerable) - 130  # no candidate: declined
+    left_out = len(answerable) - 130  # no candidate: not answered
     report = score(retail_pack, candidates, tmp_path, "mixed")
     o = report["summary"]["overall"]
     correct, wrong = 100 + len(to_decline) - 4, 20 + 4
-    assert (o["correct"], o["wrong"], o["declined"]) == (correct, wrong, 10 + left_out)
+    assert (o["correct"], o["wrong"], o["declined"], o["not_answered"]) == (correct, wrong, 10, left_out)
+    assert o["coverage"] == pytest.approx(1 - left_out / n)
     assert o["penalty"]["10"] == pytest.approx((correct - 10 * wrong) / n)
     declined_unanswerable = len(to_decline) - 4
-    assert o["decline_precision"] == pytest.approx(declined_unanswerable / (declined_unanswerable + 10 + left_out))
+    assert o["decline_precision"] == pytest.approx(declined_unanswerable / (declined_unanswerable + 10))
     assert o["decline_recall"] == pytest.approx(declined_unanswerable / len(to_decline))
     curve = report["summary"]["risk_coverage"]
     points = curve["points"]
