@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -351,3 +352,71 @@ def test_the_certificate_asset_writes_the_pack_page_beside_the_pack(instance: Da
     seen = look_at(browser, page)
     assert_drawn_offline(seen, chart_count_of_pack(tmp_path / "packs" / "cohorts"))
     assert "pending" in seen["text"]
+
+
+# --------------------------------------------------------------------------- what a reader misread (issue 55 point 7)
+
+
+def few_answered_report() -> dict:
+    """A score report of 189 questions of which 9 were answered with a confidence, one of them wrong with long
+    numbers in its expected and observed rows."""
+    wide = [[f"2025-{m:02d}", 123456789.12 + m, 987654321.98 - m, 55555555.55] for m in range(1, 13)]
+    results = [{"id": f"q{i:03d}", "status": "correct" if i < 8 else "wrong" if i == 8 else "not_answered",
+                "answered": i <= 8, "confidence": 0.9 - i / 100 if i <= 8 else None, "answerable": True,
+                "kind": "period_rows", "expected": wide,
+                "question": "For each month of 2025, what were the revenue, the gross amount and the refunds, in EUR to "
+                            "the cent, with the month written as YYYY-MM and the months in calendar order?",
+                "rotations": {"seed_1": {"match": i != 8, "observed": [r[:1] + [r[1] + 1] + r[2:] for r in wide]}}}
+               for i in range(189)]
+    from evalpack.core.scoring import risk_coverage
+    curve = risk_coverage(results)
+    assert curve["points"][-1]["coverage"] == pytest.approx(9 / 189)
+    return {"pack": "/packs/few", "rule": "spider", "rotations": ["seed_1"], "questions": results,
+            "summary": {"overall": {"n": 189, "correct": 8, "wrong": 1, "declined": 0, "not_answered": 180,
+                                    "accuracy": 8 / 189, "coverage": 9 / 189, "wrong_rate": 1 / 189,
+                                    "penalty": {"0": 8 / 189, "10": -2 / 189, "N": -181 / 189}},
+                        "risk_coverage": curve}}
+
+
+# where the risk-coverage line ends against its x axis, and every number of the wrong-answers table that is drawn
+# over two lines (a Range around it has more than one box)
+GEOMETRY = """(() => {
+  const svg = [...document.querySelectorAll('svg.chart')].find(s => s.querySelector('polyline'));
+  const axis = [...svg.querySelectorAll('line.axis')].map(l => l.getBoundingClientRect()).find(r => r.height < 2);
+  const line = svg.querySelector('polyline').getBoundingClientRect();
+  const wrapped = [];
+  for (const pre of document.querySelectorAll('#wrong pre')) {
+    const node = pre.firstChild; if (!node) continue;
+    for (const m of node.textContent.matchAll(/-?[0-9][0-9.-]*/g)) {
+      const range = document.createRange(); range.setStart(node, m.index); range.setEnd(node, m.index + m[0].length);
+      if (range.getClientRects().length > 1) wrapped.push(m[0]);
+    }
+  }
+  return {axis_left: axis.left, axis_right: axis.right, line_left: line.left, line_right: line.right, wrapped};
+})()"""
+
+
+def test_the_risk_coverage_axis_ends_at_what_was_answered_and_numbers_do_not_wrap(tmp_path, browser):
+    page = tmp_path / "few.html"
+    page.write_text(score_html(few_answered_report()), encoding="utf-8")
+    seen = open_page(browser, page.as_uri(), WIDTH).evaluate(GEOMETRY)
+    plot = seen["axis_right"] - seen["axis_left"]
+    # 9 answers of 189: the line spans the plot (it filled its left 5% when the axis ran to 100%)
+    assert seen["line_right"] - seen["line_left"] > 0.8 * plot, seen
+    assert seen["wrapped"] == []
+
+
+def test_near_miss_bars_are_the_survival_rate_not_the_mutant_count():
+    from evalpack.pack.report import near_miss_section
+
+    study = {"operators": {"many": {"mutants": 2000, "match_first": 10, "match_all": 10},
+                           "few": {"mutants": 20, "match_first": 0, "match_all": 0},
+                           "half": {"mutants": 40, "match_first": 2, "match_all": 2}},
+             "mutants_run": 2060, "match_first_rate": 12 / 2060, "match_all_rate": 12 / 2060, "threshold": 0.01}
+    html = near_miss_section({"manifest": {"near_miss_study": study}})
+    widths = {name: width for width, name in
+              ((float(w), n) for w, n in re.findall(r'<rect class="mark survived"[^>]* width="([0-9.]+)"[^>]*>'
+                                                    r'<title>([^<:]+):', html))}
+    # 10 of 2,000 (0.5%) against 2 of 40 (5%): the bar of the smaller operator is ten times as long
+    assert set(widths) == {"many", "half"} and widths["half"] == pytest.approx(10 * widths["many"], rel=1e-3)
+    assert "the full width is 5.0%" in html
