@@ -1,6 +1,7 @@
 """Stage 6: attestation.intoto.json (DSSE envelope, in-toto Statement v1) over every other file of the pack."""
 
 import datetime as dt
+import functools
 import hashlib
 
 from dagster import (
@@ -39,10 +40,11 @@ def attestation(context: AssetExecutionContext, spec: Spec, evalpack: EvalpackRe
     attest.write_attestation(folder, spec, started=build_started(context), finished=attest.now_utc(),
                              signing_key=key)
     path = PackLayout(folder).attestation
-    metadata = {"folder": MetadataValue.path(str(folder)), "signed": key is not None}
+    placed = functools.partial(evalpack.placed, context.partition_key)
+    metadata = {"folder": MetadataValue.path(str(placed(folder))), "signed": key is not None}
     if path.is_file():
         data = path.read_bytes()
-        metadata.update({"attestation": MetadataValue.path(str(path)), "bytes": len(data),
+        metadata.update({"attestation": MetadataValue.path(str(placed(path))), "bytes": len(data),
                          "sha256": hashlib.sha256(data).hexdigest()})
     return MaterializeResult(metadata=metadata)
 
@@ -59,5 +61,6 @@ def attestation_verifies(context, evalpack: EvalpackResource) -> AssetCheckResul
                    else f"{n} problem{'s' if n != 1 else ''}: {result.failures[0]}")
     return AssetCheckResult(
         passed=result.ok, severity=AssetCheckSeverity.ERROR, description=description,
-        metadata={"signature": result.signature, "files": result.files, "folder": MetadataValue.path(str(folder)),
+        metadata={"signature": result.signature, "files": result.files,
+                  "folder": MetadataValue.path(str(evalpack.placed(context.partition_key, folder))),
                   "report": MetadataValue.md("```\n" + "\n".join(result.lines[-200:]) + "\n```")})

@@ -58,7 +58,7 @@ def certificate(context: AssetExecutionContext, spec: Spec, questions: Derived, 
     report = write_pack_report(folder, report_path_beside(evalpack.pack_dir(context.partition_key)),
                                findings=[f.to_dict() for f in findings], attestation=NOT_YET_ATTESTED)
     return MaterializeResult(metadata={
-        "folder": MetadataValue.path(str(folder)),
+        "folder": MetadataValue.path(str(evalpack.placed(context.partition_key, folder))),
         "report": MetadataValue.path(str(report)),
         "report_url": MetadataValue.url(report.as_uri()),
         "files": MetadataValue.md(files_markdown(folder, PACK_FILES)),
@@ -82,5 +82,6 @@ def shipped_questions_verify_on_every_rotation(context, evalpack: EvalpackResour
     return AssetCheckResult(
         passed=bool(total) and passed == total, severity=AssetCheckSeverity.ERROR,
         description=f"{passed}/{total} shipped questions verify on every rotation of {folder}",
-        metadata={"passed": passed, "total": total, "folder": MetadataValue.path(str(folder)),
+        metadata={"passed": passed, "total": total,
+                  "folder": MetadataValue.path(str(evalpack.placed(context.partition_key, folder))),
                   "failures": MetadataValue.md("\n".join(f"- {line}" for line in failing[:50]) or "none")})

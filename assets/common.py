@@ -52,10 +52,10 @@ class EvalpackResource(ConfigurableResource):
     """Where specs are read and packs are written, and the keys and thresholds of a build."""
 
     schemas_dir: str = Field(default=str(REPO / "schemas"),
-                             description="Folder of pack specs; partition <key> reads <schemas_dir>/<key>.yaml")
+                             description="Folder of pack specs; partition `<key>` reads `<schemas_dir>/<key>.yaml`")
     packs_dir: str = Field(default=str(REPO / "packs" / "dagster"),
-                           description="Dagster's own folder of finished packs (<packs_dir>/<key>) and working "
-                                       "folders (<packs_dir>/.work/<key>); never the folder `evalpack build` writes")
+                           description="Dagster's own folder of finished packs (`<packs_dir>/<key>`) and working "
+                                       "folders (`<packs_dir>/.work/<key>`); never the folder `evalpack build` writes")
     near_miss_threshold: float | None = Field(
         default=None, description="Highest acceptable share of near-miss mutants matching on every rotation; "
                                   "default: the threshold the near-miss study reports")
@@ -83,6 +83,15 @@ class EvalpackResource(ConfigurableResource):
 
     def pack_dir(self, pack: str) -> Path:
         return Path(self.packs_dir) / checked_key(pack)
+
+    def placed(self, pack: str, path: Path) -> Path:
+        """Where ``path`` (inside the pack's working folder, or anywhere else: unchanged) is once the pack step has
+        moved that folder into place: what the UI's metadata links, since the working folder is gone by the time
+        anyone follows the link."""
+        try:
+            return self.pack_dir(pack) / Path(path).relative_to(self.work_dir(pack))
+        except ValueError:
+            return Path(path)
 
     def current_dir(self, pack: str) -> Path:
         """The working folder while a build is under way, else the finished pack (checks rerun later)."""

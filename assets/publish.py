@@ -110,7 +110,7 @@ def changelog(check: ReleaseCheck | None) -> str:
     if check is None:
         return "already published: nothing changed"
     if check.previous is None:
-        return "first release: no earlier v<semver> tag on the repo"
+        return "first release: no earlier `v<semver>` tag on the repo"
     if check.diff is None:
         return f"not compared with {check.previous}: {check.note}"
     reasons = check.decision.reasons if check.decision else ()
@@ -145,11 +145,11 @@ def release_metadata(result: PublishResult, private: bool) -> dict:
 
 hub_release = AssetSpec(
     "hub_release", deps=[pack], group_name=HUB_GROUP, partitions_def=PACKS, kinds={"huggingface"},
-    description="The finished pack on the Hub dataset repo, tagged v<version>: recorded by the publish_pack job "
+    description="The finished pack on the Hub dataset repo, tagged `v<version>`: recorded by the publish_pack job "
                 "(never by Materialize)")
 
 
-@op(description="Re-verify the finished pack and publish it to the Hub: one commit, then the tag v<version> "
+@op(description="Re-verify the finished pack and publish it to the Hub: one commit, then the tag `v<version>` "
                 "(the same content again is a no-op; a tag is never moved to other content).")
 def release_to_hub(context: OpExecutionContext, evalpack: EvalpackResource, hub: HubResource) -> None:
     key = context.partition_key

@@ -111,7 +111,7 @@ def collect_rotations(context: OpExecutionContext, spec: Spec, results: list,
         "dagster/row_count": sum(n for counts in rows.values() for n in counts.values()),
         "dagster/column_schema": column_schema(spec),
         "rotations": MetadataValue.json(list(rows)),
-        "folder": MetadataValue.path(str(work / ROTATIONS)),
+        "folder": MetadataValue.path(str(evalpack.placed(context.partition_key, work / ROTATIONS))),
         "files": len(files),
         "bytes": sum(p.stat().st_size for p in files),
     }

@@ -16,14 +16,14 @@ build_pack = define_asset_job(
     name="build_pack",
     selection=AssetSelection.groups(GROUP),
     description="Build one pack: spec -> questions -> rotations (tables, then checks, one step each) -> "
-                "verification -> certificate and manifest -> attestation -> <packs_dir>/<pack>. Blocking checks "
+                "verification -> certificate and manifest -> attestation -> `<packs_dir>/<pack>`. Blocking checks "
                 "stop a bad pack.",
 )
 
 
-@job(partitions_def=PACKS, description="Publish the finished <packs_dir>/<pack> to the Hugging Face Hub dataset "
+@job(partitions_def=PACKS, description="Publish the finished `<packs_dir>/<pack>` to the Hugging Face Hub dataset "
                                        "repo $EVALPACK_HUB_REPO: re-verified first, one commit, then the tag "
-                                       "v<version> (the same content again sends nothing; a tag is never moved). "
+                                       "`v<version>` (the same content again sends nothing; a tag is never moved). "
                                        "Run build_pack first.")
 def publish_pack():
     release_to_hub()

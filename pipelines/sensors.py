@@ -96,7 +96,7 @@ def build_request(key: str, sha: str, run_key: str) -> RunRequest:
 
 
 @sensor(job=build_pack, minimum_interval_seconds=30, default_status=DefaultSensorStatus.STOPPED,
-        description="Watches <schemas_dir>/*.yaml: registers new valid specs as pack partitions and builds them; "
+        description="Watches `<schemas_dir>/*.yaml`: registers new valid specs as pack partitions and builds them; "
                     "rebuilds exactly the pack whose spec changed; skips invalid specs, saying why; an unchanged "
                     "file, or one whose pack is already built from it, starts nothing.")
 def spec_file_sensor(context: SensorEvaluationContext, evalpack: EvalpackResource) -> SensorResult:
@@ -106,20 +106,21 @@ def spec_file_sensor(context: SensorEvaluationContext, evalpack: EvalpackResourc
         context.log.warning(f"{name}: skipped; a pack key is letters, digits, '_', '.', '-' (rename the file)")
     known = set(context.instance.get_dynamic_partitions(PACKS.name))
     state: dict[str, dict] = {}
-    requests, new, invalid = [], [], []
+    requests, new = [], []
+    invalid: dict[str, list[str]] = {"changed": [], "unchanged": []}  # specs not built: new or edited this tick, or not
     for key, sha in files.items():
         prev = seen.get(key)
         if prev and prev["sha256"] == sha and (key in known or prev.get("invalid")):
             state[key] = prev
             if prev.get("invalid"):
-                invalid.append(prev["invalid"])
+                invalid["unchanged"].append(prev["invalid"])
             continue
         generation = prev["generation"] if prev else 0
         reason = invalid_reason(evalpack.spec_path(key))
         if reason:
             context.log.warning(f"{key}: not built: {reason}")
             state[key] = {"sha256": sha, "generation": generation, "invalid": reason}
-            invalid.append(reason)
+            invalid["changed"].append(reason)
             continue
         if key in known and built_from(context.instance, key) == sha:
             state[key] = {"sha256": sha, "generation": generation}
@@ -139,9 +140,10 @@ def spec_file_sensor(context: SensorEvaluationContext, evalpack: EvalpackResourc
         context.log.info(f"{key}: spec file removed; the partition and its history stay")
     skip = None
     if not requests:
-        skip = "no spec file is new or changed"
-        if invalid:
-            skip += "; skipped as invalid: " + " | ".join(invalid)
+        skip = ("a spec file is new or changed and invalid, so nothing is built: " + " | ".join(invalid["changed"])
+                if invalid["changed"] else "no spec file is new or changed")
+        if invalid["unchanged"]:
+            skip += "; still invalid: " + " | ".join(invalid["unchanged"])
     return SensorResult(
         run_requests=requests,
         dynamic_partitions_requests=[PACKS.build_add_request(new)] if new else None,

@@ -25,6 +25,7 @@ from dagster import (
     AssetKey,
     DagsterInstance,
     FilesystemIOManager,
+    PathMetadataValue,
     build_schedule_context,
     build_sensor_context,
     instance_for_test,
@@ -34,6 +35,7 @@ from dagster._core.storage.defs_state.base import DefsStateStorage
 from dagster_duckdb import DuckDBResource
 
 from assets import ALL_ASSETS, ALL_CHECKS, EvalpackResource
+from assets.common import WORK as WORK_DIR
 from evalpack.build import RotationsChecked
 from pipelines.definitions import defs
 from pipelines.executors import executor
@@ -225,6 +227,15 @@ def test_materialising_every_asset_gives_the_pack_evalpack_build_gives(instance,
     assert verification["gate_dropped_by_operator"].value == gate["dropped_by_operator"]
     assert done["certificate"].metadata["audit_findings"].value >= 0
     assert done["pack"].metadata["path"].value == str(pack)
+    # every path the UI links is there after the run (they named packs/.work/..., gone once the pack moved into place)
+    linked = {f"{name}.{key}": value.value for name, m in done.items() for key, value in m.metadata.items()
+              if isinstance(value, PathMetadataValue)}
+    linked |= {f"{name}.{key}": value.value for name, c in checks(result).items() for key, value in c.metadata.items()
+               if isinstance(value, PathMetadataValue)}
+    assert {"rotations.folder", "certificate.folder", "attestation.attestation",
+            "attestation_verifies.folder"} <= set(linked)
+    assert {name: path for name, path in linked.items() if not Path(path).exists() or WORK_DIR in Path(path).parts} \
+        == {}
 
 
 @pytest.mark.slow
@@ -396,9 +407,12 @@ def test_sensor_skips_an_invalid_spec_saying_where_and_registers_nothing(instanc
     data, added = tick(instance, schemas, None)
     assert (added, data.run_requests) == ([], [])
     assert f"{schemas / 'broken.yaml'}:" in data.skip_message and "rows" in data.skip_message
+    # the file is new: the message says so (it said "no spec file is new or changed" beside the reason)
+    assert data.skip_message.startswith("a spec file is new or changed and invalid, so nothing is built: ")
     assert instance.get_dynamic_partitions("packs") == []
     again, _ = tick(instance, schemas, data.cursor)  # still broken: still skipped, still saying why
-    assert again.run_requests == [] and again.skip_message == data.skip_message
+    reason = data.skip_message.split("nothing is built: ", 1)[1]
+    assert again.run_requests == [] and again.skip_message == f"no spec file is new or changed; still invalid: {reason}"
     (schemas / "broken.yaml").write_text(text, encoding="utf-8")  # fixed: registered and built
     fixed, added = tick(instance, schemas, again.cursor)
     assert added == ["broken"] and [r.partition_key for r in fixed.run_requests] == ["broken"]
@@ -437,3 +451,28 @@ def test_weekly_schedule_rebuilds_every_registered_pack_with_a_spec(instance, tm
     assert [(r.partition_key, r.run_key) for r in data.run_requests] == [
         ("finance", "weekly:finance:2026-01-05T03:00"), ("retail", "weekly:retail:2026-01-05T03:00")]
     assert weekly_rebuild.cron_schedule == "0 3 * * 1"
+
+
+def markdown_drops(text: str | None) -> list[str]:
+    """What Dagster's UI would not show of a description or a Markdown value: an ``<angle bracketed>`` word outside a
+    code span reads as an HTML tag and is dropped ("tagged v<version>" showed as "tagged v")."""
+    import re
+
+    return re.findall(r"<[A-Za-z_][^<>]*>", re.sub(r"``[^`]*``|`[^`]*`", "", text or ""))
+
+
+def test_no_description_the_ui_shows_loses_text_in_angle_brackets():
+    from assets.publish import changelog
+    from publish.hub import ReleaseCheck
+
+    shown = [(f"asset {spec.key.to_user_string()}", spec.description) for spec in defs.resolve_all_asset_specs()]
+    for job in defs.resolve_all_job_defs():
+        shown += [(f"job {job.name}", job.description)]
+        shown += [(f"op {node.name}", node.description) for node in job.graph.node_defs]
+    shown += [(f"sensor {s.name}", s.description) for s in defs.sensors or ()]
+    shown += [(f"schedule {s.name}", s.description) for s in defs.schedules or ()]
+    shown += [(f"check {c.name}", c.description) for check in ALL_CHECKS for c in check.check_specs]
+    shown += [(f"resource field {name}", field.description) for name, field in EvalpackResource.model_fields.items()]
+    shown += [("changelog of a first release", changelog(ReleaseCheck(previous=None)))]
+    assert len(shown) > 20
+    assert {what: markdown_drops(text) for what, text in shown if markdown_drops(text)} == {}
