@@ -11,7 +11,8 @@ bytes. It never shows what a public pack withholds: no holdout question's gold S
 
 Header: ``license`` (a Hub license id, checked when the spec is loaded), ``pretty_name``, ``language``,
 ``task_categories`` (table-question-answering), ``tags`` (text-to-sql, evaluation, synthetic, evalpack),
-``size_categories`` from the number of questions, ``configs`` as ``hub_configs`` lays them out
+``size_categories`` from every row ``load_dataset`` can return (questions and tables: the card's
+total, so the header and the table of configs agree), ``configs`` as ``hub_configs`` lays them out
 (``questions`` first and default, then one config per table with one split per rotation; ``hub_configs`` is
 the one place that layout is decided and ``publish.layout`` uploads exactly the files it names), and
 ``dataset_info`` as ``datasets`` writes it (``DatasetInfosDict.to_dataset_card_data``): per config its
@@ -168,7 +169,7 @@ def total_rows(configs: tuple[Config, ...]) -> int:
 
 
 def question_count(manifest: dict) -> int:
-    """The number of questions the pack ships (what ``size_categories`` counts: questions, not table rows)."""
+    """The number of questions the pack ships, answerable and not."""
     return int((manifest.get("questions") or {}).get("shipped", 0)) + int(
         (manifest.get("unanswerable") or {}).get("count", 0))
 
@@ -257,7 +258,7 @@ def card_metadata(manifest: dict, pack_dir: Path | None = None) -> dict:
         "language": ["en"],
         "task_categories": ["table-question-answering"],
         "tags": [t for t in TAGS if t != "synthetic" or not manifest.get("source")],  # imported: real data
-        "size_categories": [size_category(question_count(manifest))],
+        "size_categories": [size_category(total_rows(configs))],
         "configs": configs_metadata(configs),
     }
     info = dataset_info(manifest, pack_dir) if pack_dir is not None else []

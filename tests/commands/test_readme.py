@@ -124,3 +124,27 @@ def test_dagster_headless_commands_on_a_fresh_dagster_home(workdir, env):
     assert "built retail: run" in out and "built finance: run" in out
     for pack in ("retail", "finance"):
         assert (workdir / "packs" / "dagster" / pack / "attestation.intoto.json").is_file()
+
+
+def test_the_private_key_the_readme_recipe_writes_is_ignored_by_git(tmp_path):
+    """`evalpack keygen keys` writes keys/evalpack.key into the checkout; git must never offer to commit it."""
+    recipe = block("evalpack keygen keys")
+    assert "keys/evalpack.key" in recipe
+    checked = subprocess.run(["git", "check-ignore", "--no-index", "keys/evalpack.key", "keys/evalpack.pub"],
+                             cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert checked.returncode == 0 and checked.stdout.split() == ["keys/evalpack.key", "keys/evalpack.pub"], checked
+
+
+def test_the_readme_bird_command_is_the_cards():
+    """README gives BIRD's evaluation.py command with every option the card's has (it lacked --diff_json_path)."""
+    from evalpack.pack.card import exports_markdown
+
+    def options(command: str) -> dict[str, str]:
+        words = command.replace("\\\n", " ").split()
+        return {w: words[i + 1] for i, w in enumerate(words) if w.startswith("--") and i + 1 < len(words)}
+
+    manifest = {"pack": "retail", "rotations": ["seed_42"], "dialects": {"formats": ["bird"]}}
+    card = exports_markdown(manifest, "DIR", "you/retail-evalpack", "v1.0.0")
+    [command] = re.findall(r"python3 -u src/evaluation.py .*?\n```", card, flags=re.S)
+    readme = options(block("src/evaluation.py"))
+    assert "--diff_json_path" in readme and readme == options(command.removesuffix("```"))

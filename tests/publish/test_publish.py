@@ -89,9 +89,9 @@ def test_the_card_is_rendered_from_the_pack_alone(retail_pack):
     m = manifest(retail_pack)
     header = card_header(card)
 
-    # size_categories by the number of questions (a pack is an evaluation set; its tables are its database)
-    questions = len((retail_pack / "questions.jsonl").read_text(encoding="utf-8").splitlines())
-    assert header["size_categories"] == [size_category(questions)] == ["n<1K"]
+    # size_categories by every row load_dataset returns (it said n<1K, from the questions, beside 126,189 rows)
+    rows = sum(sum(t["rows"].values()) for t in m["tables"].values()) + question_count(m)
+    assert rows > 100_000 and header["size_categories"] == [size_category(rows)] == ["100K<n<1M"]
     assert header["license"] == m["license"]
     assert header["task_categories"] == ["table-question-answering"]
     assert {"text-to-sql", "evaluation", "synthetic"} <= set(header["tags"])
@@ -126,7 +126,7 @@ def test_the_card_is_rendered_from_the_pack_alone(retail_pack):
     from huggingface_hub import DatasetCard  # the card parses as the Hub client parses it
 
     data = DatasetCard(card).data
-    assert data.license == m["license"] and data.size_categories == ["n<1K"]
+    assert data.license == m["license"] and data.size_categories == ["100K<n<1M"]
 
 
 def test_the_card_is_byte_identical_across_two_builds(retail_pack, tmp_path):
@@ -153,7 +153,7 @@ def test_the_layout_uploads_exactly_the_pack_files_unchanged_and_the_card_as_bui
     assert question_count(m) == m["questions"]["shipped"] + m["unanswerable"]["count"]  # answerable and not
     assert layout.total_rows == total
     header = card_header(layout.file("README.md").read_bytes().decode())
-    assert header["size_categories"] == [size_category(question_count(m))]
+    assert header["size_categories"] == [size_category(layout.total_rows)]
 
 
 def test_a_pack_without_a_card_or_with_a_card_naming_other_files_is_refused(retail_pack, tmp_path):
