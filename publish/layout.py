@@ -172,8 +172,9 @@ def build_layout(pack: str | Path, repo_id: str, endpoint: str | None = None) ->
     present = {f.path for f in files}
     for config in configs:
         for split in config.splits:
-            if config.name == QUESTIONS_CONFIG and split.rows != len(questions):
-                raise PublishError(f"{pack}/questions.jsonl: {len(questions)} questions, manifest.json says "
+            part = [q for q in questions if (q.get("split") or "dev") == split.part]
+            if config.name == QUESTIONS_CONFIG and split.rows != len(part):
+                raise PublishError(f"{pack}/questions.jsonl: {len(part)} {split.part} questions, manifest.json says "
                                    f"{split.rows} shipped; rebuild the pack")
             if split.path not in present:
                 raise PublishError(f"{pack}/{split.path}: missing, though the card's `{config.name}` config reads it; "

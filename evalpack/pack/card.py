@@ -49,7 +49,7 @@ from evalpack.spec.kinds import KINDS
 from evalpack.spec.semantics import column_words
 
 QUESTIONS_CONFIG = "questions"
-SHARED_SPLIT = "test"
+DEV_SPLIT, HOLDOUT_SPLIT = "dev", "holdout"  # the questions config's parts: load_dataset(..., split="holdout")
 DATA_DIR = "data"
 REPO_PLACEHOLDER = "<owner>/<name>"
 TAGS = ("text-to-sql", "evaluation", "synthetic", "evalpack")
@@ -92,11 +92,15 @@ SIZE_CATEGORIES = (
 
 @dataclass(frozen=True)
 class Split:
-    """One split of a Hub config: its name, the repo path of its Parquet file and its row count."""
+    """One split of a Hub config: its name, the repo path of its Parquet file and its row count; of the questions
+    config, which part of the questions it holds (``dev`` or ``holdout``) and whose answers (a rotation's, when
+    answers are rotated)."""
 
     name: str
     path: str
     rows: int
+    part: str | None = None
+    rotation: str | None = None
 
 
 @dataclass(frozen=True)
@@ -126,15 +130,19 @@ def hub_configs(manifest: dict) -> tuple[Config, ...]:
     """The Hub configs of a pack, from its manifest alone: ``questions`` (default) first, then one per table,
     every one on the pack's own files (the pack folder is the repo: :mod:`evalpack.pack.hubfiles`).
 
-    Questions: one split ``test`` with shared answers, one split per rotation with rotated answers
-    (``data/questions/<split>.parquet``). Tables: one split per rotation, the rotation's own
-    ``rotations/seed_<n>/tables/<table>.parquet``.
+    Questions (``data/questions/<split>.parquet``): a split per part, ``dev`` and ``holdout`` (when the pack has
+    holdout questions; their gold SQL and answers are not in a public pack), so that a part loads on its own; with
+    rotated answers the dev questions once per rotation instead, each split named by the rotation whose answers it
+    holds. Tables: one split per rotation, the rotation's own ``rotations/seed_<n>/tables/<table>.parquet``.
     """
     rotations = [str(r) for r in manifest["rotations"]]
-    shipped = question_count(manifest)
-    names = rotations if rotated_answers(manifest) else [SHARED_SPLIT]
-    configs = [Config(QUESTIONS_CONFIG, tuple(Split(s, data_path(QUESTIONS_CONFIG, s), shipped) for s in names),
-                      default=True)]
+    parts = questions_by_part(manifest)
+    dev = ([Split(r, data_path(QUESTIONS_CONFIG, r), parts[DEV_SPLIT], DEV_SPLIT, r) for r in rotations]
+           if rotated_answers(manifest) else
+           [Split(DEV_SPLIT, data_path(QUESTIONS_CONFIG, DEV_SPLIT), parts[DEV_SPLIT], DEV_SPLIT)])
+    holdout = ([Split(HOLDOUT_SPLIT, data_path(QUESTIONS_CONFIG, HOLDOUT_SPLIT), parts[HOLDOUT_SPLIT], HOLDOUT_SPLIT)]
+               if parts[HOLDOUT_SPLIT] else [])
+    configs = [Config(QUESTIONS_CONFIG, tuple(dev + holdout), default=True)]
     for table, info in manifest["tables"].items():
         rows = (info or {}).get("rows") or {}
         configs.append(Config(table, tuple(Split(r, table_path(r, table), int(rows.get(r, 0))) for r in rotations)))
@@ -170,8 +178,19 @@ def total_rows(configs: tuple[Config, ...]) -> int:
 
 def question_count(manifest: dict) -> int:
     """The number of questions the pack ships, answerable and not."""
-    return int((manifest.get("questions") or {}).get("shipped", 0)) + int(
-        (manifest.get("unanswerable") or {}).get("count", 0))
+    return sum(questions_by_part(manifest).values())
+
+
+def questions_by_part(manifest: dict) -> dict[str, int]:
+    """The questions the pack ships in its dev and holdout parts, answerable and not (a manifest without
+    ``by_split``, an imported pack's, has them all in dev)."""
+    questions = manifest.get("questions") or {}
+    parts = {DEV_SPLIT: 0, HOLDOUT_SPLIT: 0}
+    for part, n in (questions.get("by_split") or {DEV_SPLIT: questions.get("shipped", 0)}).items():
+        parts[part] = parts.get(part, 0) + int(n)
+    unanswerable = manifest.get("unanswerable") or {}
+    parts[unanswerable.get("split") or DEV_SPLIT] += int(unanswerable.get("count", 0))
+    return parts
 
 
 def duckdb_dtype(duckdb_type: str) -> str | None:
@@ -610,7 +629,10 @@ def _how_to_load(c: _Card) -> list[str]:
                + "".join(f'{t.name} = load_dataset(REPO, "{t.name}", revision="{tag}")'
                          f"  # splits {', '.join(s.name for s in t.splits)}\n" for t in tables)
                + f'\nrotation = {first_table}["{rotations[0]}"]  # one database = the same split of every table\n'
-               "```\n")
+               + (f'holdout = load_dataset(REPO, "{QUESTIONS_CONFIG}", split="{HOLDOUT_SPLIT}", revision="{tag}")'
+                  "  # questions only: no gold SQL, no answer\n"
+                  if any(s.part == HOLDOUT_SPLIT for s in questions_cfg.splits) else "")
+               + "```\n")
     out.append("Question fields: `id`, `question` (an analyst's words, no identifiers), `evidence` (the "
                "definitions it needs, as in BIRD: which column a measure sums, which dates a month covers, the "
                "literal of a category; run with or without it), `paraphrases` (other phrasings of the same "
@@ -926,7 +948,8 @@ def write_card(pack_dir: Path) -> Path:
     return path
 
 
-__all__ = ["CARD", "DUCKDB_DTYPES", "QUESTIONS_CONFIG", "REPO_PLACEHOLDER", "SHARED_SPLIT", "Config", "Split",
+__all__ = ["CARD", "DEV_SPLIT", "DUCKDB_DTYPES", "HOLDOUT_SPLIT", "QUESTIONS_CONFIG", "REPO_PLACEHOLDER", "Config",
+           "Split",
            "arrow_feature", "card_metadata", "config_features", "configs_metadata", "data_path", "dataset_info",
            "duckdb_dtype", "example_questions", "hub_configs", "question_count", "read_card_metadata", "render_card",
            "rotated_answers", "size_category", "total_rows", "write_card"]

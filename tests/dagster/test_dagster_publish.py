@@ -129,7 +129,7 @@ def test_publish_pack_job_releases_the_pack_build_pack_built(hub, deployment, re
     assert [c.oid for c in history] == [repo.tags["v1.0.0"], history[1].oid] and history[1].parent is None
     expected = {f.path: git_blob_sha1(f.read_bytes()) for f in build_layout(pack, REPO, hub.url).files}
     assert {p: git_blob_sha1(b) for p, b in hub.files(REPO, "v1.0.0").items() if p != ".gitattributes"} == expected
-    assert "rotations/seed_43/tables/orders.parquet" in expected and "data/questions/test.parquet" in expected
+    assert "rotations/seed_43/tables/orders.parquet" in expected and "data/questions/dev.parquet" in expected
     assert "README.md" in expected and not any(p.endswith(".holdout-key") for p in expected)
 
     # what the asset's page shows

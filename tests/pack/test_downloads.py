@@ -74,9 +74,11 @@ def signed(work, retail_pack, public_key) -> Path:
 
 @pytest.fixture(scope="module")
 def candidates(work, signed) -> Path:
-    """Every gold SQL as a candidate, as one JSON object id -> SQL: an intact pack scores all correct (exit 0)."""
+    """Every gold SQL as a candidate, as one JSON object id -> SQL (null: a decline, for the questions to decline):
+    an intact pack scores all correct (exit 0)."""
     path = work / "gold.json"
-    path.write_text(json.dumps({q["id"]: q["gold_sql"] for q in load_questions(signed) if q.get("gold_sql")}))
+    path.write_text(json.dumps({q["id"]: q["gold_sql"] for q in load_questions(signed)
+                                if q.get("gold_sql") or q.get("answerable") is False}))
     return path
 
 
@@ -170,10 +172,11 @@ def test_both_download_forms_verify_and_score(form, downloads, public_key, candi
     assert "OK signature: ed25519 key" in verify and "none missing, none extra" in verify
     ignored = ".cache/huggingface/, .gitattributes" if form == "local_dir" else ".gitattributes"
     assert f"IGNORED (the Hub's own files of this download, not pack files): {ignored}\n" in verify
-    assert "integrity: 20 files match attestation.intoto.json; OK signature" in got["verify.py"][1]  # dictionary.json and .md too
+    assert "integrity: 21 files match attestation.intoto.json; OK signature" in got["verify.py"][1]  # dictionary.json and .md too
     assert re.search(r"\n(\d+)/\1 questions verify on every rotation\n", got["verify.py"][1]), got["verify.py"]
     for command in ("verify.py --candidates", "evalpack score"):
-        assert re.search(r"\n(\d+)/\1 correct, 0 wrong, 0 declined \(accuracy 100.0%", got[command][1]), got[command]
+        assert re.search(r"\n(\d+)/\1 correct, 0 wrong, 0 declined, 0 not answered \(accuracy 100.0%",
+                         got[command][1]), got[command]
 
 
 def test_verify_py_in_a_snapshot_runs_from_any_folder_by_a_relative_path(downloads, public_key):

@@ -34,9 +34,12 @@ def test_load_dataset_on_the_pack_folder_gives_the_parquet_rows(which, retail_pa
             got = loaded[split.name].to_list()
             assert len(got) == split.rows == len(expected)
             assert got == expected, (config.name, split.name)
-    # the questions config holds every question of questions.jsonl, the holdout without its answers
-    rows = {r["id"]: r for r in pq.read_table(pack / configs[0].splits[0].path).to_pylist()}
+    # the questions config holds every question of questions.jsonl, dev and holdout each in its own split, the holdout
+    # without its answers
+    rows = {r["id"]: r for s in configs[0].splits for r in pq.read_table(pack / s.path).to_pylist()}
     records = load_questions(pack)
-    assert list(rows) == [r["id"] for r in records]
+    assert sorted(rows) == sorted(r["id"] for r in records)
+    assert all(rows[r["id"]]["split"] == r["split"] == s.part for s in configs[0].splits
+               for r in pq.read_table(pack / s.path).to_pylist())
     for r in records:
         assert rows[r["id"]]["gold_sql"] == r["gold_sql"] and rows[r["id"]]["commitment"] == r.get("commitment")

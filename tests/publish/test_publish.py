@@ -101,7 +101,9 @@ def test_the_card_is_rendered_from_the_pack_alone(retail_pack):
     configs = {c["config_name"]: c for c in header["configs"]}
     assert header["configs"][0]["config_name"] == "questions" and configs["questions"]["default"] is True
     assert [c for c in configs if configs[c].get("default")] == ["questions"]
-    assert configs["questions"]["data_files"] == [{"split": "test", "path": "data/questions/test.parquet"}]
+    # a split per part: load_dataset(..., split="holdout") (dev and holdout were one `test` split)
+    assert configs["questions"]["data_files"] == [{"split": "dev", "path": "data/questions/dev.parquet"},
+                                                  {"split": "holdout", "path": "data/questions/holdout.parquet"}]
     assert list(configs) == ["questions", *m["tables"]]
     for table in m["tables"]:  # the pack's own files: the pack folder is the repo
         assert configs[table]["data_files"] == [{"split": r, "path": f"rotations/{r}/tables/{table}.parquet"}
@@ -144,7 +146,7 @@ def test_the_layout_uploads_exactly_the_pack_files_unchanged_and_the_card_as_bui
     layout = build_layout(retail_pack, REPO)
     m = manifest(retail_pack)
     paths = {f.path for f in layout.files}
-    assert "data/questions/test.parquet" in paths
+    assert {"data/questions/dev.parquet", "data/questions/holdout.parquet"} <= paths
     pack_files = {p.relative_to(retail_pack).as_posix() for p in retail_pack.rglob("*") if p.is_file()}
     assert "README.md" in pack_files and pack_files == paths  # every pack file, the card included, and no other
     for rel in pack_files:
@@ -174,10 +176,14 @@ def test_a_pack_without_a_card_or_with_a_card_naming_other_files_is_refused(reta
 
 def test_questions_parquet_holds_every_answer_type(retail_pack):
     layout = build_layout(retail_pack, REPO)
-    table = pq.read_table(io.BytesIO(layout.file("data/questions/test.parquet").read_bytes()))
-    assert table.schema.equals(QUESTION_SCHEMA, check_metadata=False)
+    parts = [pq.read_table(io.BytesIO(layout.file(f"data/questions/{part}.parquet").read_bytes()))
+             for part in ("dev", "holdout")]
+    assert all(table.schema.equals(QUESTION_SCHEMA, check_metadata=False) for table in parts)
     records = [json.loads(line) for line in (retail_pack / "questions.jsonl").read_text().splitlines()]
-    rows = table.to_pylist()
+    rows = parts[0].to_pylist() + parts[1].to_pylist()
+    assert {r["split"] for r in parts[0].to_pylist()} == {"dev"} and {r["split"] for r in parts[1].to_pylist()} == {
+        "holdout"}
+    records = [q for q in records if q["split"] == "dev"] + [q for q in records if q["split"] == "holdout"]
     assert [r["id"] for r in rows] == [q["id"] for q in records]
     seen = set()
     for row, record in zip(rows, records, strict=True):
@@ -222,15 +228,18 @@ def test_rotated_answers_give_one_questions_split_per_rotation(retail_pack, tmp_
     with pytest.raises(PublishError, match="configs"):  # the card still says one shared split
         build_layout(pack, REPO)
     write_card(pack)
-    write_questions_parquet(pack, records, [(f"data/questions/{r}.parquet", r) for r in m["rotations"]])
+    dev = [r for r in records if r["split"] == "dev"]
+    write_questions_parquet(pack, dev, [(f"data/questions/{r}.parquet", r) for r in m["rotations"]])
     header = card_header((pack / "README.md").read_text(encoding="utf-8"))
+    # the dev questions once per rotation, with its answers; the holdout once, without any
     assert header["configs"][0]["data_files"] == [{"split": r, "path": f"data/questions/{r}.parquet"}
-                                                  for r in m["rotations"]]
+                                                  for r in m["rotations"]] + [
+        {"split": "holdout", "path": "data/questions/holdout.parquet"}]
     layout = build_layout(pack, REPO)
     questions = layout.configs[0]
-    assert questions.name == "questions" and [s.name for s in questions.splits] == m["rotations"]
-    integer = next(r for r in records if r["answer_type"] == "integer")
-    for i, split in enumerate(questions.splits):
+    assert questions.name == "questions" and [s.name for s in questions.splits] == [*m["rotations"], "holdout"]
+    integer = next(r for r in dev if r["answer_type"] == "integer")
+    for i, split in enumerate(questions.splits[:-1]):
         rows = pq.read_table(io.BytesIO(layout.file(split.path).read_bytes())).to_pylist()
         row = next(r for r in rows if r["id"] == integer["id"])
         assert row["expected_integer"] == integer["expected_answer"][split.name] == json.loads(row["expected_answer"])
@@ -289,7 +298,9 @@ print(json.dumps({
     "types": sorted({(k, type(v).__name__) for row in first.values() for k, v in row.items()}),
     "amount": str(next(iter(first.values()))["amount"]),
     "questions": {s: questions[s].num_rows for s in questions},
-    "expected": {r["id"]: r["expected_answer"] for r in questions[next(iter(questions))]},
+    "expected": {r["id"]: r["expected_answer"] for s in questions for r in questions[s]},
+    "holdout": [[r["split"], r["gold_sql"], r["expected_answer"]] for r in
+                load_dataset(repo, "questions", split="holdout", revision=tag)],
 }))
 """
     hub.clear_requests()
@@ -309,7 +320,10 @@ print(json.dumps({
         types = dict(map(tuple, got[tag]["types"]))
         assert types["amount"] == "Decimal" and types["ordered_at"] == "date"
         Decimal(got[tag]["amount"])
-        assert got[tag]["questions"] == {"test": question_count(m)}
+        holdout = sum(1 for line in (pack / "questions.jsonl").read_text().splitlines()
+                      if json.loads(line)["split"] == "holdout")
+        assert holdout and got[tag]["questions"] == {"dev": question_count(m) - holdout, "holdout": holdout}
+        assert got[tag]["holdout"] == [["holdout", None, None]] * holdout  # the part alone, without its answers
         records = [json.loads(line) for line in (pack / "questions.jsonl").read_text().splitlines()]
         shown = got[tag]["expected"]  # a holdout question's answer is null there, as in questions.jsonl
         assert {q["id"]: None if shown[q["id"]] is None else json.loads(shown[q["id"]]) for q in records} == {
@@ -393,9 +407,11 @@ def test_dry_run_prints_the_layout_and_makes_no_request(hub, hub_env, retail_pac
     assert ("dataset", "tester/dry-run") not in hub.repos
     assert "nothing was sent" in out and "tag v1.0.0" in out
     assert "verified (evalpack verify)" in out  # re-verified first, with the engine's check
-    assert f"questions [default]: test ({question_count(manifest(retail_pack))} rows)" in out
+    dev, holdout = (sum(1 for line in (retail_pack / "questions.jsonl").read_text().splitlines()
+                        if json.loads(line)["split"] == part) for part in ("dev", "holdout"))
+    assert f"questions [default]: dev ({dev} rows), holdout ({holdout} rows)" in out
     assert "orders: seed_42 (41,999 rows), seed_43 (41,999 rows), seed_44 (41,999 rows)" in out
-    for path in ("README.md", "rotations/seed_42/tables/orders.parquet", "data/questions/test.parquet",
+    for path in ("README.md", "rotations/seed_42/tables/orders.parquet", "data/questions/dev.parquet",
                  "questions.jsonl", "manifest.json", "certificate.json", "verify.py"):
         assert f"  {path}\n" in out, path
     assert "KB  rotations/seed_42/tables/orders.parquet" in out
@@ -492,7 +508,7 @@ def test_an_imported_pack_has_a_card_and_is_published_like_a_built_one(hub, hub_
     script = ("import json, sys; from datasets import load_dataset; "
               "s = load_dataset(sys.argv[1], 'sales', revision='v0.1.0'); "
               "q = load_dataset(sys.argv[1], 'questions', revision='v0.1.0'); "
-              "print(json.dumps({'sales': {k: s[k].num_rows for k in s}, 'questions': q['test'].num_rows}))")
+              "print(json.dumps({'sales': {k: s[k].num_rows for k in s}, 'questions': q['dev'].num_rows}))")
     loaded = subprocess.run([sys.executable, "-c", script, repo], cwd=ROOT, env=hub_env, capture_output=True,
                             text=True, timeout=600)
     assert loaded.returncode == 0, loaded.stderr[-3000:]

@@ -217,7 +217,8 @@ def test_the_public_repo_gives_nothing_away_and_its_download_scores_the_holdout_
 
     records = load_questions(public)
     candidates = tmp_path / "gold.jsonl"
-    gold = {r["id"]: r["gold_sql"] for r in held} | {r["id"]: r["gold_sql"] for r in records if r["gold_sql"]}
+    gold = {r["id"]: r["gold_sql"] for r in held} | {r["id"]: r["gold_sql"] for r in records if r["gold_sql"]} | {
+        r["id"]: None for r in records if r.get("answerable") is False}  # declined: a question left out is not answered
     candidates.write_text("".join(json.dumps({"id": i, "sql": s}) + "\n" for i, s in gold.items()), encoding="utf-8")
     score = subprocess.run([sys.executable, "-m", "evalpack.cli", "score", str(public), "--candidates",
                             str(candidates), "--holdout-key", str(key), "--json", str(tmp_path / "report.json")],

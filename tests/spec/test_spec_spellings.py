@@ -85,7 +85,7 @@ def test_the_documented_spelling_builds_the_same_questions_answers_and_tables(tm
     engine, spelled = packs["engine"], packs["documented"]
     assert engine.keys() == spelled.keys()
     same = {f for f in engine if engine[f] == spelled[f]}
-    assert {"questions.jsonl", "data/questions/test.parquet"} <= same
+    assert {"questions.jsonl", "data/questions/dev.parquet"} <= same
     assert sum(f.startswith("rotations/") for f in same) == sum(f.startswith("rotations/") for f in engine) > 0
     assert set(engine) - same == {"manifest.json", "attestation.intoto.json"}  # the spec's name, hash and text
     manifests = [json.loads((tmp_path / name / "manifest.json").read_text()) for name in packs]
