@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import dataclasses
 import io
 import json
 import logging
@@ -52,6 +53,7 @@ from typing import Any
 
 import duckdb
 
+from evalpack.core import cache
 from evalpack.core.errors import EvalpackError
 from evalpack.core.layout import DAMAGED, PackLayout
 from evalpack.core.scoring import (
@@ -63,6 +65,7 @@ from evalpack.core.scoring import (
     quote_ident,
     quote_literal,
     scorable,
+    sha256_files,
 )
 from evalpack.dialects import DIALECTS
 from evalpack.dialects.common import (
@@ -75,7 +78,7 @@ from evalpack.dialects.common import (
     table_file,
     unreadable_table,
 )
-from evalpack.dialects.engines import DialectEngine, DialectResult, engine_for, verify_in_dialects
+from evalpack.dialects.engines import DialectEngine, DialectResult, Drop, engine_for, verify_in_dialects
 from evalpack.dialects.postgres import DSN_ENV, dsn_from
 from evalpack.dialects.sqlite import sqlite_type, write_sqlite
 from evalpack.pack.certify import dumps
@@ -191,12 +194,43 @@ def sqlglot_quiet() -> Iterator[None]:
         logger.setLevel(before)
 
 
+# the code a dialect verification's outcome depends on: a change to any of it verifies again
+VERIFYING_CODE = ("evalpack.dialects.engines", "evalpack.dialects.translate", "evalpack.dialects.common",
+                  "evalpack.dialects.sqlite", "evalpack.core.scoring")
+
+
 def verify(source: Source, formats: Iterable[str], postgres_dsn: str | None) -> dict[str, DialectResult]:
-    """The exportable questions of ``source`` verified in the dialects of ``formats`` (PostgreSQL only with a DSN)."""
+    """The exportable questions of ``source`` verified in the dialects of ``formats`` (PostgreSQL only with a DSN).
+
+    SQLite's verdicts are remembered (evalpack.core.cache) by the questions, the tables' bytes, the keys, the
+    dictionary's comments, SQLite's version and the code: exporting a pack as BIRD after Spider, or again, reruns
+    nothing (retail: 113-159 s under load, each time). A PostgreSQL server's answers are its own: never remembered."""
     records = [r for r in source.records if left_out(r) is None]
-    with sqlglot_quiet():
-        return verify_in_dialects(records, dict(source.rotations), source.columns,
-                                  engines(dialects_needed(formats), source.keys, postgres_dsn, source.comments))
+    dialects = dialects_needed(formats)
+
+    def run() -> dict[str, DialectResult]:
+        with sqlglot_quiet():
+            return verify_in_dialects(records, dict(source.rotations), source.columns,
+                                      engines(dialects, source.keys, postgres_dsn, source.comments))
+
+    if postgres_dsn and "postgres" in dialects:
+        return run()
+    tables = {rotation: dict(zip((p.name for p in files), sha256_files(files)))
+              for rotation, folder in source.rotations for files in [sorted(Path(folder).glob("*.parquet"))]}
+    parts = [json.dumps(dialects), sqlite3.sqlite_version, json.dumps(records, sort_keys=True, default=str),
+             json.dumps(source.columns, sort_keys=True), json.dumps(tables, sort_keys=True), repr(source.keys),
+             repr(source.comments)]
+    return cache.remembered("dialects", VERIFYING_CODE, parts, run, decode=_results_of, encode=_results_json)
+
+
+def _results_json(results: Mapping[str, DialectResult]) -> dict:
+    return {name: {"translated": r.translated, "drops": [dataclasses.asdict(d) for d in r.drops]}
+            for name, r in results.items()}
+
+
+def _results_of(stored: object) -> dict[str, DialectResult]:
+    return {name: DialectResult(name, dict(entry["translated"]), tuple(Drop(**d) for d in entry["drops"]))
+            for name, entry in dict(stored).items()}
 
 
 def engine_name(dialect: str, postgres_dsn: str | None = None) -> str:

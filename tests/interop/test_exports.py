@@ -392,3 +392,34 @@ def test_names_from_a_manifest_that_would_leave_their_folder_are_refused(retail_
     with pytest.raises(EvalpackError, match=r"manifest\.json: (pack|tables): .* is not a plain name"):
         Source.of(retail_pack, [], manifest)
     assert Source.of(retail_pack, [], layout.read_manifest()).name == "retail"
+
+
+def test_a_second_export_reuses_the_first_ones_sqlite_verdicts(finance_pack, tmp_path, monkeypatch, capsys):
+    """Issue 55 point 8: each export reran every gold SQL in SQLite (retail: 113-159 s under load). The verdicts are
+    remembered by the questions, the tables' bytes and the code: BIRD after Spider runs nothing again, and says the
+    same; another pack's tables, or the cache turned off, verify again."""
+    import evalpack.interop.exports as exports
+    from evalpack.core.cache import CACHE_ENV
+
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "cache"))
+    ran = []
+    real = exports.verify_in_dialects
+    monkeypatch.setattr(exports, "verify_in_dialects", lambda *a, **k: ran.append(1) or real(*a, **k))
+    reports = {}
+    for fmt in ("spider", "bird", "sqlite"):
+        assert main(["export", str(finance_pack), "--format", fmt, "-o", str(tmp_path / fmt)]) == 0
+        reports[fmt] = json.loads((tmp_path / fmt / REPORT).read_text())["sqlite"]
+    assert len(ran) == 1  # the first export verified; the two after it reused its verdicts
+    assert reports["spider"] == reports["bird"] == reports["sqlite"] and reports["spider"]["verified"] > 0
+    changed = copy_pack(finance_pack, tmp_path / "changed")  # a pack whose tables differ is verified afresh
+    table = next((changed / "rotations").glob("*/tables/*.parquet"))
+    with duckdb.connect() as con:
+        con.execute(f"COPY (SELECT * FROM read_parquet('{table}') LIMIT 5) TO '{tmp_path / 'few.parquet'}' (FORMAT parquet)")
+    shutil.copyfile(tmp_path / "few.parquet", table)
+    source = exports.Source.of(changed, gold_questions(changed), json.loads((changed / "manifest.json").read_text()))
+    exports.verify(source, ["sqlite"], None)
+    assert len(ran) == 2
+    monkeypatch.setenv(CACHE_ENV, "off")
+    assert main(["export", str(finance_pack), "--format", "sqlite", "-o", str(tmp_path / "uncached")]) == 0
+    assert len(ran) == 3
+    capsys.readouterr()
