@@ -1,8 +1,10 @@
 """Episodes of ``evalpack serve``: what one agent did in one session, logged as it happens, and its report.
 
 The episode file is JSON Lines, appended to by every episode of a server (each line names its episode):
-``{"event": "start", ...}`` when an episode's first call arrives, ``{"event": "call", "tool", "arguments",
-"seconds", "result_bytes", "error"}`` for every tool call, and ``{"event": "end", "answers", "report", "calls",
+``{"event": "start", ...}`` when an episode's first request arrives, ``{"event": "call", "tool", "arguments",
+"seconds", "result_bytes", "error"}`` for every tool call and every listing or reading of tools, resources and
+prompts (``tool``: ``list_tools``, ``list_resources``, ``read_resource`` with ``{"uri"}``, ...; ``arguments`` is
+always an object), and ``{"event": "end", "answers", "report", "calls",
 "calls_not_logged"}`` when the episode ends. ``answers`` are the episode's last answers per question in the
 candidates form ``evalpack score`` reads (``{"id", "sql"}`` or ``{"id", "declined": true}``), and ``report`` is the
 JSON ``evalpack score --json`` writes for those answers, with ``"evidence": "with"`` or ``"without"`` (whether the

@@ -24,7 +24,7 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -52,6 +52,7 @@ from evalpack.core.scoring import (
     InputError,
     Limits,
     check_integrity,
+    first_line,
     jsonable,
     preview,
     printable,
@@ -351,9 +352,20 @@ class Desk:
 
     def episode_id(self, ctx: Context) -> str | None:
         """The episode a request belongs to: stdio's one session, or the streamable HTTP session (None without one)."""
+        return self.episode_of(ctx.headers)
+
+    def episode_of(self, headers: Mapping[str, str] | None) -> str | None:
+        """The episode of a request with these HTTP headers (stdio: its one session's)."""
         if self.episodes.transport == "stdio":
             return STDIO_EPISODE
-        return (ctx.headers or {}).get(SESSION_HEADER)
+        return (headers or {}).get(SESSION_HEADER)
+
+    def opened(self, episode_id: str, session: Any) -> Episode:
+        """The episode ``episode_id``, opened on its first request, which ties its end to ``session``'s."""
+        episode, new = self.episodes.open(episode_id)
+        if new:
+            _on_connection_close(session, lambda: self.end_async(episode_id))
+        return episode
 
     async def end_async(self, episode_id: str) -> None:
         """End an episode (its session closed) and say so on stderr."""
@@ -376,9 +388,7 @@ class Desk:
             if episode_id is None:
                 raise EvalpackError("this server keeps one episode per session: connect with a session "
                                     f"(the {SESSION_HEADER} header of streamable HTTP)")
-            episode, new = self.episodes.open(episode_id)
-            if new:
-                _on_connection_close(ctx, lambda: self.end_async(episode_id))
+            episode = self.opened(episode_id, ctx.request_context.session)
             result = await anyio.to_thread.run_sync(work, episode)
             size = len(json.dumps(asdict(result), ensure_ascii=False, default=str).encode("utf-8", "replace"))
             return result
@@ -475,6 +485,7 @@ def build_server(desk: Desk) -> MCPServer:
     """The MCP server (``mcp.server.mcpserver.MCPServer``) with the pack's tools and its dataset card."""
     server = MCPServer("evalpack", title=f"evalpack: {desk.grader.pack.name}", instructions=instructions(desk),
                        log_level="WARNING")
+    server.middleware.append(ReadsLogged(desk))
 
     @server.tool()
     async def list_tables(ctx: Context) -> TableList:
@@ -535,14 +546,50 @@ def build_server(desk: Desk) -> MCPServer:
     return server
 
 
-def _on_connection_close(ctx: Context, callback: Callable[[], Awaitable[None]]) -> bool:
+# what an agent lists and reads besides calling tools: part of its episode, logged as a call named like the SDK's
+LOGGED_REQUESTS = {"tools/list": "list_tools", "resources/list": "list_resources",
+                   "resources/templates/list": "list_resource_templates", "resources/read": "read_resource",
+                   "prompts/list": "list_prompts"}
+
+
+class ReadsLogged:
+    """MCP middleware (the SDK's ``Server.middleware``): each request of :data:`LOGGED_REQUESTS` is logged in the
+    episode file as a call, its arguments an object as every call's are (``read_resource``: ``{"uri": ...}``),
+    and opens the episode like a tool call does."""
+
+    def __init__(self, desk: Desk) -> None:
+        self.desk = desk
+
+    async def __call__(self, ctx: Any, call_next: Callable[[Any], Awaitable[Any]]) -> Any:
+        name = LOGGED_REQUESTS.get(ctx.method)
+        if name is None:
+            return await call_next(ctx)
+        started, error, size = time.perf_counter(), None, 0
+        try:
+            result = await call_next(ctx)
+            dump = getattr(result, "model_dump_json", None)
+            size = len(dump().encode("utf-8")) if dump else 0
+            return result
+        except Exception as exc:
+            error = f"{type(exc).__name__}: {first_line(exc)}"
+            raise
+        finally:
+            episode_id = self.desk.episode_of(getattr(ctx.request, "headers", None))
+            if episode_id is not None:
+                self.desk.opened(episode_id, ctx.session)
+            uri = (ctx.params or {}).get("uri")
+            arguments = {"uri": str(uri)} if name == "read_resource" else {}
+            self.desk.episodes.call(episode_id or "-", name, arguments, time.perf_counter() - started, size, error)
+
+
+def _on_connection_close(session: Any, callback: Callable[[], Awaitable[None]]) -> bool:
     """Have ``callback`` awaited when the SDK closes the request's connection: an HTTP session however it ends
     (DELETE, the idle timeout, a crash, the server's stop) or stdio's one session. The SDK keeps a per-connection
     ``exit_stack`` for such teardown, but mcp 2.3 hands it only to the low-level Context, which MCPServer's tools do
     not get yet (the TODO on ``Context`` in mcp/server/context.py): it is read from the request's ServerSession
     here, this module's one use of a private name. False when it is not there; the DELETE hook
     (:class:`_EndOnDelete`) and the server's stop still end the episode then."""
-    connection = getattr(ctx.request_context.session, "_connection", None)
+    connection = getattr(session, "_connection", None)
     stack = getattr(connection, "exit_stack", None)
     if stack is None:
         return False

@@ -246,8 +246,13 @@ def test_an_agent_works_a_pack_and_its_report_is_evalpack_scores(retail_pack, tm
     answers, _, seen = anyio.run(agent)
     ends = ended(episode, timeout=0)  # the session's close ended the episode, its report written
     assert len(ends) == 1
-    calls = [r for r in episode_records(episode) if r["event"] == "call"]
-    assert {c["tool"] for c in calls} == TOOLS - {"end_episode"}
+    records_ = episode_records(episode)
+    calls = [r for r in records_ if r["event"] == "call"]
+    # what the agent listed and read is in its episode too (issue 55 point 8), each call's arguments an object
+    assert {c["tool"] for c in calls} == TOOLS - {"end_episode"} | {"list_tools", "list_resources", "read_resource"}
+    assert records_[0]["event"] == "start" and calls[0]["tool"] == "list_tools"
+    assert all(isinstance(c["arguments"], dict) for c in calls)
+    assert [c["arguments"] for c in calls if c["tool"] == "read_resource"] == [{"uri": "evalpack://pack/README.md"}]
     check_episode(retail_pack, episode, records, answers, seen, ends[0], tmp_path)
 
 
