@@ -171,11 +171,12 @@ def postgres_attacks(a: dict[str, Path]) -> dict[str, str]:
 
 
 @pytest.fixture()
-def arena(tmp_path: Path, retail_pack: Path) -> dict[str, Path]:
-    """A copy of the retail pack, a folder outside it with a secret, a working folder and a temporary folder."""
+def arena(tmp_path: Path, retail_one_rotation: Path) -> dict[str, Path]:
+    """A copy of the retail pack (one rotation: each attack runs to its limit once per rotation), a folder outside it
+    with a secret, a working folder and a temporary folder."""
     pack = tmp_path / "packs" / "pack"
     pack.parent.mkdir()
-    copy_pack(retail_pack, pack)
+    copy_pack(retail_one_rotation, pack)
     outside = tmp_path / "outside"
     outside.mkdir()
     secret = outside / "secret.csv"
