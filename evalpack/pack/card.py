@@ -670,7 +670,8 @@ def _how_to_score(c: _Card) -> list[str]:
                f"python {local}/verify.py --candidates answers.jsonl --json report.json\n"
                "```\n")
     out.append('Candidates are JSON Lines of `{"id": "q001", "sql": "..."}`, a JSON list of those, or one JSON '
-               'object mapping id to SQL; `{"id": ..., "declined": true}` declines a question, and a question left out is not answered. Scoring is four-way '
+               'object mapping id to SQL; `{"id": ..., "declined": true}` declines a question, and a question left '
+               'out is not answered. Scoring is four-way '
                "(correct / wrong / declined / not answered) and reports the wrong rate and coverage beside accuracy. "
                "Candidate SQL runs "
                "read-only, one statement per candidate, under a time limit.\n")
