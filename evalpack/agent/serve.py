@@ -574,12 +574,19 @@ class ReadsLogged:
             error = f"{type(exc).__name__}: {first_line(exc)}"
             raise
         finally:
-            episode_id = self.desk.episode_of(getattr(ctx.request, "headers", None))
-            if episode_id is not None:
+            self.log(ctx, name, time.perf_counter() - started, size, error)
+
+    def log(self, ctx: Any, name: str, seconds: float, size: int, error: str | None) -> None:
+        """Log one listing or reading in its episode, opening the episode; nothing once the episode has ended (the
+        request itself is answered all the same: listing the tools after end_episode is no tool call)."""
+        episode_id = self.desk.episode_of(getattr(ctx.request, "headers", None))
+        if episode_id is not None:
+            try:
                 self.desk.opened(episode_id, ctx.session)
-            uri = (ctx.params or {}).get("uri")
-            arguments = {"uri": str(uri)} if name == "read_resource" else {}
-            self.desk.episodes.call(episode_id or "-", name, arguments, time.perf_counter() - started, size, error)
+            except EvalpackError:  # ended: its answers are final, its file has its end record
+                return
+        arguments = {"uri": str((ctx.params or {}).get("uri"))} if name == "read_resource" else {}
+        self.desk.episodes.call(episode_id or "-", name, arguments, seconds, size, error)
 
 
 def _on_connection_close(session: Any, callback: Callable[[], Awaitable[None]]) -> bool:

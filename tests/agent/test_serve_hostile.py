@@ -189,6 +189,9 @@ def test_the_episode_file_stays_under_its_cap_however_many_large_calls(retail_pa
             summary = await call(session, seen, "end_episode")
             for _ in range(19):  # after the end: refused, and not logged either
                 assert await call(session, seen, "describe_table", table=long_name) is None
+            # listing and reading still answer after the end (they are no tool call), and are not logged
+            assert "end_episode" in {tool.name for tool in (await session.list_tools()).tools}
+            assert (await session.read_resource("evalpack://pack/README.md")).contents[0].text
             return summary
 
     anyio.run(agent)
@@ -202,6 +205,7 @@ def test_the_episode_file_stays_under_its_cap_however_many_large_calls(retail_pa
     # end_episode is logged after it; the client's own tools/list (it reads the tools' output schemas) is a call too
     listed = sum(1 for r in records if r.get("tool") == "list_tools")
     assert listed == 1 and end["calls"] == 182 and end["calls_not_logged"] == 182 - logged > 0
+    assert records[-1] is end or all(r["event"] != "call" for r in records[records.index(end):])
     assert end["answers"] == [{"id": dev["id"], "sql": dev["gold_sql"]}]
     assert episode.stat().st_size <= 0.5 * 2**20 + len(lines[-1]) + len(lines[0])
     stderr = episode.with_suffix(".stderr").read_text()
