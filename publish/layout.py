@@ -24,7 +24,7 @@ from pathlib import Path
 from evalpack.core.errors import EvalpackError
 from evalpack.core.layout import PackLayout
 from evalpack.core.scoring import load_questions
-from evalpack.pack.card import QUESTIONS_CONFIG, Config, hub_configs, rotated_answers, total_rows
+from evalpack.pack.card import QUESTIONS_CONFIG, Config, hub_configs, part_of, rotated_answers, total_rows
 from publish.card import hub_card
 from publish.errors import PublishError
 
@@ -172,7 +172,7 @@ def build_layout(pack: str | Path, repo_id: str, endpoint: str | None = None) ->
     present = {f.path for f in files}
     for config in configs:
         for split in config.splits:
-            part = [q for q in questions if (q.get("split") or "dev") == split.part]
+            part = [q for q in questions if part_of(q) == split.part]
             if config.name == QUESTIONS_CONFIG and split.rows != len(part):
                 raise PublishError(f"{pack}/questions.jsonl: {len(part)} {split.part} questions, manifest.json says "
                                    f"{split.rows} shipped; rebuild the pack")

@@ -309,7 +309,7 @@ def _bounds(col: Column, default_lo: int = 1) -> tuple[int, int]:
     return lo, hi
 
 
-def _months_between(first: dt.date, last: dt.date) -> list[dt.date]:
+def months_between(first: dt.date, last: dt.date) -> list[dt.date]:
     months, m = [], first
     while m <= last:
         months.append(m)
@@ -444,7 +444,7 @@ def _rate_months(col: Column, span: list[dt.date]) -> list[dt.date]:
     if col.type not in ("date", "datetime") or not col.dated or col.start is None or col.end is None:
         return span
     first, last = col.start.replace(day=1), col.end.replace(day=1)
-    return _months_between(first, last) if first <= span[0] and span[-1] <= last else span
+    return months_between(first, last) if first <= span[0] and span[-1] <= last else span
 
 
 def _zone_room(col: Column, months: list[dt.date]) -> tuple[bool, bool]:
@@ -684,11 +684,11 @@ class _Planner:
         curves, rates, falls = [], [], []
 
         if curve:
-            months = _months_between(curve.points[0].month, curve.points[-1].month)
+            months = months_between(curve.points[0].month, curve.points[-1].month)
         elif fall:
             months = [p.month for p in fall.points]
         else:
-            months = _rate_months(tcol, _months_between(rate.points[0].month, rate.points[-1].month))
+            months = _rate_months(tcol, months_between(rate.points[0].month, rate.points[-1].month))
         room_before, room_after = _zone_room(tcol, months)
         # rows on either side of the months questions ask about: the zones, or months of the range without a point
         asked = [p.month for p in rate.points] if rate and not (curve or fall) else months

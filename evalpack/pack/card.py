@@ -181,6 +181,11 @@ def question_count(manifest: dict) -> int:
     return sum(questions_by_part(manifest).values())
 
 
+def part_of(record: dict) -> str:
+    """The part of the questions a record is in (its ``split``; a record without one is dev)."""
+    return record.get("split") or DEV_SPLIT
+
+
 def questions_by_part(manifest: dict) -> dict[str, int]:
     """The questions the pack ships in its dev and holdout parts, answerable and not (a manifest without
     ``by_split``, an imported pack's, has them all in dev)."""
@@ -952,5 +957,5 @@ def write_card(pack_dir: Path) -> Path:
 __all__ = ["CARD", "DEV_SPLIT", "DUCKDB_DTYPES", "HOLDOUT_SPLIT", "QUESTIONS_CONFIG", "REPO_PLACEHOLDER", "Config",
            "Split",
            "arrow_feature", "card_metadata", "config_features", "configs_metadata", "data_path", "dataset_info",
-           "duckdb_dtype", "example_questions", "hub_configs", "question_count", "read_card_metadata", "render_card",
+           "duckdb_dtype", "example_questions", "hub_configs", "part_of", "question_count", "read_card_metadata", "render_card",
            "rotated_answers", "size_category", "total_rows", "write_card"]

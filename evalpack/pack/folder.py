@@ -52,7 +52,7 @@ def assemble_pack(folder: Path, records: list[dict], certificate_: dict, manifes
     """The files every pack has besides its tables and attestation, for a build and an import alike:
     questions.jsonl (and its Parquet form for the Hub's loader, :mod:`evalpack.pack.hubfiles`), certificate.json,
     manifest.json, README.md (the dataset card, rendered from those three) and verify.py."""
-    from evalpack.pack.card import hub_configs, write_card
+    from evalpack.pack.card import hub_configs, part_of, write_card
 
     layout = PackLayout(folder)
     lines = [json.dumps(r, ensure_ascii=False, separators=(",", ":")) for r in records]
@@ -60,7 +60,7 @@ def assemble_pack(folder: Path, records: list[dict], certificate_: dict, manifes
     layout.certificate.write_bytes(dumps(certificate_))
     layout.manifest.write_bytes(dumps(manifest_))
     for split in hub_configs(manifest_)[0].splits:  # the questions config: a file per part (and rotation)
-        part = [r for r in records if (r.get("split") or "dev") == split.part]
+        part = [r for r in records if part_of(r) == split.part]
         write_questions_parquet(folder, part, [(split.path, split.rotation)])
     write_card(folder)  # deterministic, and attested with the rest
     shutil.copyfile(SCORER, layout.scorer)

@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from sqlglot import exp
 from sqlglot.optimizer.scope import traverse_scope
 
-from evalpack.data.plan import _months_between as months_between
+from evalpack.data.plan import months_between
 from evalpack.spec.model import Spec
 
 # each comparison as ``column OP literal`` (the literal on the left is turned around)
